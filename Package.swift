@@ -1,0 +1,58 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "IAPKit",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "AppStoreFormats", targets: ["AppStoreFormats"]),
+        .library(name: "AppStoreTrust", targets: ["AppStoreTrust"]),
+        .executable(name: "iap", targets: ["iap"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        .target(
+            name: "AppStoreFormats",
+            dependencies: [.product(name: "SwiftASN1", package: "swift-asn1")]
+        ),
+        .target(
+            name: "AppStoreTrust",
+            dependencies: [
+                "AppStoreFormats",
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "iap",
+            dependencies: [
+                "AppStoreFormats",
+                "AppStoreTrust",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "AppStoreFormatsTests",
+            dependencies: ["AppStoreFormats"]
+        ),
+        .testTarget(
+            name: "AppStoreTrustTests",
+            dependencies: [
+                "AppStoreTrust",
+                "AppStoreFormats",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,49 @@
+import Foundation
+
+/// JSON coding as Apple's JWS payloads and Server API bodies use it: dates are (possibly fractional) milliseconds
+/// since 1970, absent fields are omitted.
+public enum AppStoreJSON {
+    /// A decoder for JWS payloads and Server API bodies. Cheap to create; decoders are not shared across tasks.
+    public static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let milliseconds = try decoder.singleValueContainer().decode(Double.self)
+            return Date(timeIntervalSince1970: milliseconds / 1000)
+        }
+        return decoder
+    }
+
+    /// An encoder that writes dates as whole milliseconds, as the App Store does.
+    public static func encoder(sortedKeys: Bool = false, pretty: Bool = false) -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Int64((date.timeIntervalSince1970 * 1000).rounded()))
+        }
+        var formatting: JSONEncoder.OutputFormatting = [.withoutEscapingSlashes]
+        if sortedKeys { formatting.insert(.sortedKeys) }
+        if pretty { formatting.insert(.prettyPrinted) }
+        encoder.outputFormatting = formatting
+        return encoder
+    }
+
+    /// Decodes `type` from JSON bytes, turning any decoding failure into ``AppStoreError/Code/malformed``.
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>, what: String) throws -> T {
+        do {
+            return try decoder().decode(type, from: Data(bytes))
+        } catch {
+            throw AppStoreError(.malformed, "\(what) is not valid JSON of the expected shape: \(describe(error))")
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+             DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
+        default:
+            return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import AppStoreFormats
+import Foundation
+@_spi(FixedExpiryValidationTime) @_spi(DisableValidityCheck) import X509
+
+/// Builds and checks a signing chain against a verifier's trust roots, and says precisely why one fails.
+struct ChainValidator: Sendable {
+    let roots: TrustRoots
+    private let store: CertificateStore
+
+    init(roots: TrustRoots) {
+        self.roots = roots
+        store = CertificateStore(roots.chainAnchors.map(\.certificate))
+    }
+
+    /// A verified chain: the anchor it ends in and the window in which every certificate of it is valid.
+    struct Result: Sendable {
+        let anchor: TrustAnchor
+        let validFrom: Date
+        let validUntil: Date
+
+        func isValid(at date: Date) -> Bool { validFrom <= date && date <= validUntil }
+    }
+
+    /// Validates `leaf` through `intermediates` to a trusted root at `time` under Apple's chain policy.
+    func validate(leaf: Certificate, intermediates: [Certificate], at time: Date) async throws -> Result {
+        if case .valid(let chain) = await run(leaf, intermediates, RFC5280Policy(fixedExpiryValidationTime: time), AppStoreChainPolicy()) {
+            guard let anchor = roots.anchor(for: chain[chain.count - 1]) else {
+                throw AppStoreError(.untrustedChain, "chain ends in a certificate that is not a configured root")
+            }
+            return Result(anchor: anchor,
+                          validFrom: chain.map(\.notValidBefore).max()!,
+                          validUntil: chain.map(\.notValidAfter).min()!)
+        }
+        throw await diagnose(leaf: leaf, intermediates: intermediates, at: time)
+    }
+
+    /// Re-runs the chain with one rule relaxed at a time to name the rule that failed. Only failures pay for this.
+    private func diagnose(leaf: Certificate, intermediates: [Certificate], at time: Date) async -> AppStoreError {
+        if case .valid = await run(leaf, intermediates, RFC5280Policy.withValidityCheckDisabled(), AppStoreChainPolicy()) {
+            return AppStoreError(.expiredAtSigningTime, "a certificate in the chain was not valid at \(ReceiptDate.rfc3339(time))")
+        }
+        if case .valid = await run(leaf, intermediates, RFC5280Policy(fixedExpiryValidationTime: time), AppStoreChainPolicy(requiresMarkers: false)) {
+            return AppStoreError(.missingAppleMarker, "the chain reaches a trusted root but lacks Apple's leaf (…6.11.1) or intermediate (…6.2.1) marker")
+        }
+        if roots.chainAnchors.isEmpty {
+            return AppStoreError(.untrustedChain, "no trust roots are configured")
+        }
+        return AppStoreError(.untrustedChain, "the certificates do not chain to a trusted root (\(roots.chainAnchors.map(\.subject).joined(separator: "; ")))")
+    }
+
+    private enum Outcome { case valid([Certificate]), invalid }
+
+    private func run(_ leaf: Certificate, _ intermediates: [Certificate], _ rfc: RFC5280Policy, _ apple: AppStoreChainPolicy) async -> Outcome {
+        var verifier = Verifier(rootCertificates: store) {
+            rfc
+            apple
+        }
+        switch await verifier.validate(leaf: leaf, intermediates: CertificateStore(intermediates)) {
+        case .validCertificate(let chain): return .valid(Array(chain))
+        case .couldNotValidate: return .invalid
+        }
+    }
+}
