@@ -15,6 +15,8 @@ struct ChainValidator: Sendable {
     /// A verified chain: the anchor it ends in and the window in which every certificate of it is valid.
     struct Result: Sendable {
         let anchor: TrustAnchor
+        /// Leaf first, trusted root last.
+        let certificates: [Certificate]
         let validFrom: Date
         let validUntil: Date
 
@@ -22,12 +24,23 @@ struct ChainValidator: Sendable {
     }
 
     /// Validates `leaf` through `intermediates` to a trusted root at `time` under Apple's chain policy.
-    func validate(leaf: Certificate, intermediates: [Certificate], at time: Date) async throws -> Result {
+    ///
+    /// Every certificate the sender embedded must be part of the verified chain (the embedded root must be the
+    /// trusted root itself): a stray or altered certificate means the container was tampered with.
+    func validate(leaf: Certificate, intermediates: [Certificate], embedded: [Certificate], at time: Date) async throws -> Result {
+        let result = try await validate(leaf: leaf, intermediates: intermediates, at: time)
+        for certificate in embedded where !result.certificates.contains(certificate) {
+            throw AppStoreError(.untrustedChain, "an embedded certificate (\(certificate.subject)) is not part of the verified chain")
+        }
+        return result
+    }
+
+    private func validate(leaf: Certificate, intermediates: [Certificate], at time: Date) async throws -> Result {
         if case .valid(let chain) = await run(leaf, intermediates, RFC5280Policy(fixedExpiryValidationTime: time), AppStoreChainPolicy()) {
             guard let anchor = roots.anchor(for: chain[chain.count - 1]) else {
                 throw AppStoreError(.untrustedChain, "chain ends in a certificate that is not a configured root")
             }
-            return Result(anchor: anchor,
+            return Result(anchor: anchor, certificates: chain,
                           validFrom: chain.map(\.notValidBefore).max()!,
                           validUntil: chain.map(\.notValidAfter).min()!)
         }

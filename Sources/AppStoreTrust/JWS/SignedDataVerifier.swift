@@ -117,7 +117,7 @@ public final class SignedDataVerifier: Sendable {
                     throw AppStoreError(.malformed, "x5c[\(index)] is not an X.509 certificate")
                 }
             }
-            let chain = try await chains.validate(leaf: parsed[0], intermediates: [parsed[1]], at: time)
+            let chain = try await chains.validate(leaf: parsed[0], intermediates: [parsed[1]], embedded: parsed, at: time)
             guard let key = P256.Signing.PublicKey(parsed[0].publicKey) else {
                 throw AppStoreError(.unsupportedAlgorithm, "the leaf certificate's key is not P-256")
             }

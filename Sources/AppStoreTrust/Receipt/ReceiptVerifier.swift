@@ -81,11 +81,14 @@ public struct ReceiptVerifier: Sendable {
             guard signerCertificate.notValidBefore <= time, time <= signerCertificate.notValidAfter else {
                 throw AppStoreError(.expiredAtSigningTime, "the StoreKit Testing certificate was not valid at \(ReceiptDate.rfc3339(time))")
             }
+            guard certificates.count == 1 else {
+                throw AppStoreError(.invalidChainLength, "an Xcode receipt embeds only the StoreKit Testing certificate; this one embeds \(certificates.count)")
+            }
             anchor = xcode
         } else {
             var intermediates = certificates
             intermediates.remove(at: signerIndex)
-            anchor = try await chains.validate(leaf: signerCertificate, intermediates: intermediates, at: time).anchor
+            anchor = try await chains.validate(leaf: signerCertificate, intermediates: intermediates, embedded: certificates, at: time).anchor
         }
 
         try Self.checkSignature(signer, content: container.content, key: signerCertificate.publicKey)
