@@ -88,16 +88,15 @@ public final class SignedDataVerifier: Sendable {
         if let header, header.alg != "ES256" {
             throw AppStoreError(.unsupportedAlgorithm, "JWS alg is \(header.alg ?? "missing"); App Store data is signed with ES256")
         }
-        let certificates = try header.map { try $0.certificateChain(limits: configuration.limits) }
-        if let certificates, certificates.count != 3, !(certificates.count == 1 && configuration.environments.contains(.xcode)) {
-            throw AppStoreError(.invalidChainLength, "JWS x5c has \(certificates.count) certificates; App Store chains have exactly 3")
-        }
-
         let payload = try jws.unverifiedPayload(as: Payload.self)
         let stated = claims(payload)
         let environment = stated.environment
         if let environment, environment.isTestEnvironment, !configuration.environments.contains(environment) {
             throw AppStoreError(.testEnvironmentNotAllowed, "\(environment) payloads are not signed by the App Store; this verifier does not accept them")
+        }
+        let certificates = try header.map { try $0.certificateChain(limits: configuration.limits) }
+        if let certificates, certificates.count != 3, !(certificates.count == 1 && configuration.environments.contains(.xcode)) {
+            throw AppStoreError(.invalidChainLength, "JWS x5c has \(certificates.count) certificates; App Store chains have exactly 3")
         }
         let time = configuration.validationTime.date(signed: stated.signedDate)
 
