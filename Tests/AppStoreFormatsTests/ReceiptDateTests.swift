@@ -12,6 +12,8 @@ struct ReceiptDateTests {
         #expect(ReceiptDate.parse(rfc3339: "2023-10-19T01:45:36.500Z")?.timeIntervalSince1970 == 1_697_679_936.5)
         #expect(ReceiptDate.parse(rfc3339: "4001-01-01T00:00:00Z") == ISO8601DateFormatter().date(from: "4001-01-01T00:00:00Z"))
         #expect(ReceiptDate.parse(rfc3339: "1969-12-31T23:59:59Z") == Date(timeIntervalSince1970: -1))
+        #expect(ReceiptDate.rfc3339(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59Z")
+        #expect(ReceiptDate.rfc3339(Date(timeIntervalSince1970: .infinity)) == ReceiptDate.rfc3339(Date(timeIntervalSince1970: 0)))
     }
 
     @Test("Anything else is nil, including the empty string", arguments: ["", "2020-07-22", "2020-13-01T00:00:00Z", "2020-07-22T17:39:08", "2020-07-22T17:39:08Zjunk", "2020-07-22 17:39:08Z", "２０２０-07-22T17:39:08Z"])

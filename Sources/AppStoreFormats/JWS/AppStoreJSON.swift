@@ -7,18 +7,25 @@ public enum AppStoreJSON {
     public static func decoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
-            let milliseconds = try decoder.singleValueContainer().decode(Double.self)
+            let container = try decoder.singleValueContainer()
+            let milliseconds = try container.decode(Double.self)
+            // Years 0001 (Xcode's "no date") to 9999; anything else is not a date Apple sends.
+            guard milliseconds.isFinite, abs(milliseconds) <= maxMilliseconds else {
+                throw DecodingError.dataCorrupted(.init(codingPath: container.codingPath, debugDescription: "\(milliseconds) ms is not a plausible date"))
+            }
             return Date(timeIntervalSince1970: milliseconds / 1000)
         }
         return decoder
     }
+
+    static let maxMilliseconds = 253_402_300_800_000.0
 
     /// An encoder that writes dates as whole milliseconds, as the App Store does.
     public static func encoder(sortedKeys: Bool = false, pretty: Bool = false) -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(Int64((date.timeIntervalSince1970 * 1000).rounded()))
+            try container.encode(ReceiptDate.milliseconds(date, rounding: .toNearestOrAwayFromZero))
         }
         var formatting: JSONEncoder.OutputFormatting = [.withoutEscapingSlashes]
         if sortedKeys { formatting.insert(.sortedKeys) }

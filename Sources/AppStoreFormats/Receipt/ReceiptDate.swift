@@ -47,14 +47,18 @@ public enum ReceiptDate {
     }
 
     /// Milliseconds since 1970, truncated like Apple's `_ms` fields.
-    public static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    /// Dates beyond ±10¹⁵ ms (year ~33,000) are clamped: they only come from hostile input, and must not trap.
+    public static func milliseconds(_ date: Date, rounding: FloatingPointRoundingRule = .down) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(rounding)
+        guard value.isFinite else { return 0 }
+        return Int64(max(-1e15, min(1e15, value)))
     }
 
     private static let pacific = TimeZone(identifier: "America/Los_Angeles")
 
     private static func split(_ date: Date, offset: Int) -> (String, String) {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down)) + Int64(offset)
+        let ms = milliseconds(date)
+        let seconds = (ms >= 0 ? ms / 1000 : (ms - 999) / 1000) + Int64(offset)
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondsOfDay = seconds - days * 86_400
         let (y, m, d) = civil(fromDays: days)
