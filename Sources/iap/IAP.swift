@@ -1,2 +1,11 @@
 import ArgumentParser
-@main struct IAP: ParsableCommand { func run() {} }
+
+/// `iap`: IAPKit's command-line tool.
+@main
+struct IAP: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "iap",
+        abstract: "IAPKit: verify and decode what the App Store signs.",
+        subcommands: [ReceiptCommand.self, JWSCommand.self]
+    )
+}
