@@ -43,6 +43,10 @@ let package = Package(
             dependencies: ["AppStoreFormats"]
         ),
         .testTarget(
+            name: "IAPCommandTests",
+            dependencies: ["iap"]
+        ),
+        .testTarget(
             name: "AppStoreTrustTests",
             dependencies: [
                 "AppStoreTrust",
