@@ -1,5 +1,3 @@
-import SwiftASN1
-
 extension AppReceipt {
     /// Decodes a receipt payload: the `SET OF ReceiptAttribute` inside the PKCS#7 container (also accepted wrapped in
     /// one more OCTET STRING, as Apple's own verifier does). Unknown attributes are kept in ``otherAttributes``.
@@ -7,28 +5,29 @@ extension AppReceipt {
         guard payload.count <= limits.maxReceiptBytes else {
             throw AppStoreError(.tooLarge, "receipt payload is \(payload.count) bytes; the limit is \(limits.maxReceiptBytes)")
         }
-        var root = try ASN1Reader.parse(payload[...], "receipt payload")
-        if root.identifier == .octetString {
-            root = try ASN1Reader.parse(try ASN1Reader.octets(root, "payload wrapper")[...], "receipt payload")
+        var walker = TLVWalker(bytes: payload[...])
+        var root = try walker.root()
+        if root.tag == TLVWalker.octetString || root.tag == TLVWalker.constructedOctetString {
+            walker = TLVWalker(bytes: try walker.octets(root))
+            root = try walker.root()
         }
-        try ASN1Reader.expect(root, .set, "receipt payload")
+        guard root.tag == TLVWalker.set else { throw AppStoreError.malformed("receipt payload is not a SET") }
 
         var receiptType: ReceiptType?
         var bundleId: String?
         var bundleIdData: [UInt8] = []
         var applicationVersion: String?
         self.init(bundleId: "", bundleIdData: [], applicationVersion: "")
-        for attribute in try ASN1Reader.children(root, "receipt payload") {
-            let (type, version, value) = try Self.attribute(attribute)
-            let inner = { try InnerValue(value[...]) }
+        try Self.forEachAttribute(in: root, walker) { type, version, value in
+            let inner = { try InnerValue(value) }
             let name = "receipt attribute \(type)"
             switch type {
             case 0: receiptType = ReceiptType(rawValue: try inner().string(name))
             case 1: appItemId = try inner().integer(name)
-            case 2: bundleId = try inner().string(name); bundleIdData = value
+            case 2: bundleId = try inner().string(name); bundleIdData = Array(value)
             case 3: applicationVersion = try inner().string(name)
-            case 4: opaqueValue = value
-            case 5: sha1Hash = value
+            case 4: opaqueValue = Array(value)
+            case 5: sha1Hash = Array(value)
             case 10: ageRating = try inner().optionalString(name)
             case 12: receiptCreationDate = try inner().date(name)
             case 15: downloadId = try inner().integer(name)
@@ -41,7 +40,7 @@ extension AppReceipt {
             case 18: originalPurchaseDate = try inner().date(name)
             case 19: originalApplicationVersion = try inner().optionalString(name)
             case 21: expirationDate = try inner().date(name)
-            default: otherAttributes.append(ReceiptAttribute(type: type, version: version, value: value))
+            default: otherAttributes.append(ReceiptAttribute(type: type, version: version, value: Array(value)))
             }
         }
         guard let bundleId, let applicationVersion else {
@@ -53,27 +52,35 @@ extension AppReceipt {
         self.applicationVersion = applicationVersion
     }
 
-    /// `SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }`
-    static func attribute(_ node: ASN1Node) throws -> (type: Int64, version: Int64, value: [UInt8]) {
-        try ASN1Reader.expect(node, .sequence, "receipt attribute")
-        let fields = try ASN1Reader.children(node, "receipt attribute")
-        guard fields.count == 3 else { throw AppStoreError.malformed("receipt attribute has \(fields.count) fields") }
-        return (try ASN1Reader.integer(fields[0], "attribute type"), try ASN1Reader.integer(fields[1], "attribute version"),
-                try ASN1Reader.octets(fields[2], "attribute value"))
+    /// Walks a `SET OF SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }`.
+    static func forEachAttribute(
+        in set: TLVWalker.Element, _ walker: TLVWalker, _ body: (Int64, Int64, ArraySlice<UInt8>) throws -> Void
+    ) throws {
+        try walker.forEachChild(of: set) { attribute in
+            guard attribute.tag == TLVWalker.sequence else { throw AppStoreError.malformed("receipt attribute is not a SEQUENCE") }
+            var fields: [TLVWalker.Element] = []
+            fields.reserveCapacity(3)
+            try walker.forEachChild(of: attribute, depth: 2) { field in
+                guard fields.count < 3 else { throw AppStoreError.malformed("receipt attribute has more than 3 fields") }
+                fields.append(field)
+            }
+            guard fields.count == 3 else { throw AppStoreError.malformed("receipt attribute has \(fields.count) fields") }
+            try body(walker.integer(fields[0]), walker.integer(fields[1]), walker.octets(fields[2], depth: 2))
+        }
     }
 }
 
 extension InAppPurchaseReceipt {
     /// Decodes attribute 17's value: a DER `SET OF ReceiptAttribute` with types 1701–1722.
-    init(value: [UInt8]) throws {
-        let root = try ASN1Reader.parse(value[...], "in-app purchase record")
-        try ASN1Reader.expect(root, .set, "in-app purchase record")
+    init(value: ArraySlice<UInt8>) throws {
+        let walker = TLVWalker(bytes: value)
+        let root = try walker.root()
+        guard root.tag == TLVWalker.set else { throw AppStoreError.malformed("in-app purchase record is not a SET") }
         var productId: String?
         var transactionId: String?
         self.init(quantity: nil, productId: "", transactionId: "")
-        for attribute in try ASN1Reader.children(root, "in-app purchase record") {
-            let (type, version, value) = try AppReceipt.attribute(attribute)
-            let inner = { try InnerValue(value[...]) }
+        try AppReceipt.forEachAttribute(in: root, walker) { type, version, value in
+            let inner = { try InnerValue(value) }
             let name = "in-app attribute \(type)"
             switch type {
             case 1701: quantity = Int(try inner().integer(name))
@@ -89,7 +96,7 @@ extension InAppPurchaseReceipt {
             case 1713: isTrialPeriod = try inner().integer(name) != 0
             case 1719: isInIntroOfferPeriod = try inner().integer(name) != 0
             case 1721: promotionalOfferId = try inner().optionalString(name)
-            default: otherAttributes.append(ReceiptAttribute(type: type, version: version, value: value))
+            default: otherAttributes.append(ReceiptAttribute(type: type, version: version, value: Array(value)))
             }
         }
         guard let productId, let transactionId else {

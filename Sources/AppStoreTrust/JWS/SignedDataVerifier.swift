@@ -39,7 +39,12 @@ public final class SignedDataVerifier: Sendable {
 
     public let configuration: Configuration
     private let chains: ChainValidator
-    private let cache = VerifiedChainCache()
+    private let cache = VerifiedChainCache<CachedChain>()
+
+    struct CachedChain: Sendable {
+        let leafKey: P256.Signing.PublicKey
+        let chain: ChainValidator.Result
+    }
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration

@@ -40,6 +40,7 @@ public struct ReceiptVerifier: Sendable {
 
     public let configuration: Configuration
     private let chains: ChainValidator
+    private let cache = VerifiedChainCache<VerifiedSigner>()
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
@@ -61,7 +62,53 @@ public struct ReceiptVerifier: Sendable {
             throw AppStoreError(.malformed, "receipt has \(container.signerInfos.count) signers; App Store receipts have one")
         }
         let receipt = try AppReceipt(payload: container.content, limits: configuration.limits)
-        let certificates = try container.certificates.map { der in
+        let time = configuration.validationTime.date(signed: receipt.receiptCreationDate)
+        let environment = receipt.receiptType?.environment
+
+        let key = Self.cacheKey(signer, container.certificates)
+        let verifiedSigner: VerifiedSigner
+        if let cached = cache.entry(for: key[...]) {
+            guard cached.validFrom <= time, time <= cached.validUntil else {
+                throw AppStoreError(.expiredAtSigningTime, "a certificate in the chain was not valid at \(ReceiptDate.rfc3339(time))")
+            }
+            verifiedSigner = cached
+        } else {
+            verifiedSigner = try await verifySigner(signer, container.certificates, at: time)
+            cache.store(verifiedSigner, for: key[...])
+        }
+        let anchor = verifiedSigner.anchor
+        if anchor.kind == .xcodeStoreKit, !configuration.environments.contains(.xcode) {
+            throw AppStoreError(.testEnvironmentNotAllowed, "this receipt is signed by Xcode's StoreKit Testing certificate; Xcode receipts are not accepted")
+        }
+
+        try Self.checkSignature(signer, content: container.content, key: verifiedSigner.key)
+        try check(receipt, environment: environment, anchor: anchor, deviceIdentifier: deviceIdentifier)
+        return VerifiedReceipt(receipt: receipt, anchor: anchor, environment: environment, validatedAt: time,
+                               digestAlgorithm: signer.digestAlgorithm == Self.sha1 ? "SHA-1" : "SHA-256")
+    }
+
+    /// A verified signer: its key, the root its chain ends in and the window in which the chain is valid.
+    struct VerifiedSigner: Sendable {
+        let key: _RSA.Signing.PublicKey
+        let anchor: TrustAnchor
+        let validFrom: Date
+        let validUntil: Date
+    }
+
+    /// The signer's identity and every embedded certificate, length-prefixed so no two inputs share a key.
+    static func cacheKey(_ signer: PKCS7SignedData.SignerInfo, _ certificates: [[UInt8]]) -> [UInt8] {
+        var key: [UInt8] = []
+        for part in [signer.issuer, signer.serialNumber] + certificates {
+            withUnsafeBytes(of: UInt32(part.count).bigEndian) { key += $0 }
+            key += part
+        }
+        return key
+    }
+
+    /// Finds the signer among the embedded certificates and validates its chain at `time`: to Xcode's StoreKit
+    /// certificate alone, or to a trusted root under Apple's chain policy.
+    private func verifySigner(_ signer: PKCS7SignedData.SignerInfo, _ ders: [[UInt8]], at time: Date) async throws -> VerifiedSigner {
+        let certificates = try ders.map { der in
             do { return try Certificate(derEncoded: der) } catch {
                 throw AppStoreError(.malformed, "an embedded certificate is not X.509")
             }
@@ -70,31 +117,22 @@ public struct ReceiptVerifier: Sendable {
             throw AppStoreError(.invalidChainLength, "the receipt does not embed its signer's certificate")
         }
         let signerCertificate = certificates[signerIndex]
-        let time = configuration.validationTime.date(signed: receipt.receiptCreationDate)
-        let environment = receipt.receiptType?.environment
-
-        let anchor: TrustAnchor
+        guard let key = _RSA.Signing.PublicKey(signerCertificate.publicKey) else {
+            throw AppStoreError(.unsupportedAlgorithm, "the receipt signer's key is not an RSA key of 2048 bits or more")
+        }
         if let xcode = configuration.roots.anchors.first(where: { $0.kind == .xcodeStoreKit && $0.certificate == signerCertificate }) {
-            guard configuration.environments.contains(.xcode) else {
-                throw AppStoreError(.testEnvironmentNotAllowed, "this receipt is signed by Xcode's StoreKit Testing certificate; Xcode receipts are not accepted")
+            guard certificates.count == 1 else {
+                throw AppStoreError(.invalidChainLength, "an Xcode receipt embeds only the StoreKit Testing certificate; this one embeds \(certificates.count)")
             }
             guard signerCertificate.notValidBefore <= time, time <= signerCertificate.notValidAfter else {
                 throw AppStoreError(.expiredAtSigningTime, "the StoreKit Testing certificate was not valid at \(ReceiptDate.rfc3339(time))")
             }
-            guard certificates.count == 1 else {
-                throw AppStoreError(.invalidChainLength, "an Xcode receipt embeds only the StoreKit Testing certificate; this one embeds \(certificates.count)")
-            }
-            anchor = xcode
-        } else {
-            var intermediates = certificates
-            intermediates.remove(at: signerIndex)
-            anchor = try await chains.validate(leaf: signerCertificate, intermediates: intermediates, embedded: certificates, at: time).anchor
+            return VerifiedSigner(key: key, anchor: xcode, validFrom: signerCertificate.notValidBefore, validUntil: signerCertificate.notValidAfter)
         }
-
-        try Self.checkSignature(signer, content: container.content, key: signerCertificate.publicKey)
-        try check(receipt, environment: environment, anchor: anchor, deviceIdentifier: deviceIdentifier)
-        return VerifiedReceipt(receipt: receipt, anchor: anchor, environment: environment, validatedAt: time,
-                               digestAlgorithm: signer.digestAlgorithm == Self.sha1 ? "SHA-1" : "SHA-256")
+        var intermediates = certificates
+        intermediates.remove(at: signerIndex)
+        let chain = try await chains.validate(leaf: signerCertificate, intermediates: intermediates, embedded: certificates, at: time)
+        return VerifiedSigner(key: key, anchor: chain.anchor, validFrom: chain.validFrom, validUntil: chain.validUntil)
     }
 
     /// The embedded certificate named by the signer's issuer and serial number.
@@ -113,12 +151,9 @@ public struct ReceiptVerifier: Sendable {
         a.drop { $0 == 0 }.elementsEqual(b.drop { $0 == 0 })
     }
 
-    static func checkSignature(_ signer: PKCS7SignedData.SignerInfo, content: [UInt8], key: Certificate.PublicKey) throws {
+    static func checkSignature(_ signer: PKCS7SignedData.SignerInfo, content: [UInt8], key publicKey: _RSA.Signing.PublicKey) throws {
         guard signer.signatureAlgorithm == rsaEncryption || signer.signatureAlgorithm == sha1WithRSA || signer.signatureAlgorithm == sha256WithRSA else {
             throw AppStoreError(.unsupportedAlgorithm, "receipt signature algorithm \(signer.signatureAlgorithm) is not RSA PKCS#1 v1.5")
-        }
-        guard let publicKey = _RSA.Signing.PublicKey(key) else {
-            throw AppStoreError(.unsupportedAlgorithm, "the receipt signer's key is not an RSA key of 2048 bits or more")
         }
         let signature = _RSA.Signing.RSASignature(rawRepresentation: signer.signature)
         let signed = signer.signedAttributes ?? content

@@ -88,7 +88,7 @@ struct TestCA {
     /// A JWS over `payload` with a header of the caller's choosing, signed by the leaf key.
     func sign(payload: some Encodable, header: JWSHeader? = nil, key: P256.Signing.PrivateKey? = nil) throws -> String {
         let header = try header ?? JWSHeader(alg: "ES256", x5c: x5c)
-        let headerSegment = Base64.urlEncode(try AppStoreJSON.encoder().encode(header))
+        let headerSegment = Base64.urlEncode(try AppStoreJSON.encoder(sortedKeys: true).encode(header))
         let payloadSegment = Base64.urlEncode(try AppStoreJSON.encoder().encode(payload))
         let input = "\(headerSegment).\(payloadSegment)"
         let signature = try (key ?? leafKey).signature(for: Array(input.utf8))
