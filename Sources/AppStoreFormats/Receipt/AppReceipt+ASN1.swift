@@ -20,26 +20,25 @@ extension AppReceipt {
         self.init(bundleId: "", bundleIdData: [], applicationVersion: "")
         try Self.forEachAttribute(in: root, walker) { type, version, value in
             let inner = { try InnerValue(value) }
-            let name = "receipt attribute \(type)"
             switch type {
-            case 0: receiptType = ReceiptType(rawValue: try inner().string(name))
-            case 1: appItemId = try inner().integer(name)
-            case 2: bundleId = try inner().string(name); bundleIdData = Array(value)
-            case 3: applicationVersion = try inner().string(name)
+            case 0: receiptType = ReceiptType(rawValue: try inner().string("receipt attribute \(type)"))
+            case 1: appItemId = try inner().integer("receipt attribute \(type)")
+            case 2: bundleId = try inner().string("receipt attribute \(type)"); bundleIdData = Array(value)
+            case 3: applicationVersion = try inner().string("receipt attribute \(type)")
             case 4: opaqueValue = Array(value)
             case 5: sha1Hash = Array(value)
-            case 10: ageRating = try inner().optionalString(name)
-            case 12: receiptCreationDate = try inner().date(name)
-            case 15: downloadId = try inner().integer(name)
-            case 16: versionExternalIdentifier = try inner().integer(name)
+            case 10: ageRating = try inner().optionalString("receipt attribute \(type)")
+            case 12: receiptCreationDate = try inner().date("receipt attribute \(type)")
+            case 15: downloadId = try inner().integer("receipt attribute \(type)")
+            case 16: versionExternalIdentifier = try inner().integer("receipt attribute \(type)")
             case 17:
                 guard inAppPurchases.count < limits.maxInAppPurchases else {
                     throw AppStoreError(.tooLarge, "receipt holds more than \(limits.maxInAppPurchases) purchases")
                 }
                 inAppPurchases.append(try InAppPurchaseReceipt(value: value))
-            case 18: originalPurchaseDate = try inner().date(name)
-            case 19: originalApplicationVersion = try inner().optionalString(name)
-            case 21: expirationDate = try inner().date(name)
+            case 18: originalPurchaseDate = try inner().date("receipt attribute \(type)")
+            case 19: originalApplicationVersion = try inner().optionalString("receipt attribute \(type)")
+            case 21: expirationDate = try inner().date("receipt attribute \(type)")
             default: otherAttributes.append(ReceiptAttribute(type: type, version: version, value: Array(value)))
             }
         }
@@ -58,14 +57,15 @@ extension AppReceipt {
     ) throws {
         try walker.forEachChild(of: set) { attribute in
             guard attribute.tag == TLVWalker.sequence else { throw AppStoreError.malformed("receipt attribute is not a SEQUENCE") }
-            var fields: [TLVWalker.Element] = []
-            fields.reserveCapacity(3)
+            // Three fields exactly, held without an array: this runs for every attribute of every purchase.
+            var type: Int64?, version: Int64?, value: ArraySlice<UInt8>?
             try walker.forEachChild(of: attribute, depth: 2) { field in
-                guard fields.count < 3 else { throw AppStoreError.malformed("receipt attribute has more than 3 fields") }
-                fields.append(field)
+                if type == nil { type = try walker.integer(field) } else if version == nil { version = try walker.integer(field) } else if value == nil {
+                    value = try walker.octets(field, depth: 2)
+                } else { throw AppStoreError.malformed("receipt attribute has more than 3 fields") }
             }
-            guard fields.count == 3 else { throw AppStoreError.malformed("receipt attribute has \(fields.count) fields") }
-            try body(walker.integer(fields[0]), walker.integer(fields[1]), walker.octets(fields[2], depth: 2))
+            guard let type, let version, let value else { throw AppStoreError.malformed("receipt attribute has fewer than 3 fields") }
+            try body(type, version, value)
         }
     }
 }
@@ -81,21 +81,20 @@ extension InAppPurchaseReceipt {
         self.init(quantity: nil, productId: "", transactionId: "")
         try AppReceipt.forEachAttribute(in: root, walker) { type, version, value in
             let inner = { try InnerValue(value) }
-            let name = "in-app attribute \(type)"
             switch type {
-            case 1701: quantity = Int(try inner().integer(name))
-            case 1702: productId = try inner().string(name)
-            case 1703: transactionId = try inner().string(name)
-            case 1704: purchaseDate = try inner().date(name)
-            case 1705: originalTransactionId = try inner().optionalString(name)
-            case 1706: originalPurchaseDate = try inner().date(name)
-            case 1707: productTypeCode = try inner().integer(name)
-            case 1708: expiresDate = try inner().date(name)
-            case 1711: webOrderLineItemId = try inner().integer(name)
-            case 1712: cancellationDate = try inner().date(name)
-            case 1713: isTrialPeriod = try inner().integer(name) != 0
-            case 1719: isInIntroOfferPeriod = try inner().integer(name) != 0
-            case 1721: promotionalOfferId = try inner().optionalString(name)
+            case 1701: quantity = Int(try inner().integer("in-app attribute \(type)"))
+            case 1702: productId = try inner().string("in-app attribute \(type)")
+            case 1703: transactionId = try inner().string("in-app attribute \(type)")
+            case 1704: purchaseDate = try inner().date("in-app attribute \(type)")
+            case 1705: originalTransactionId = try inner().optionalString("in-app attribute \(type)")
+            case 1706: originalPurchaseDate = try inner().date("in-app attribute \(type)")
+            case 1707: productTypeCode = try inner().integer("in-app attribute \(type)")
+            case 1708: expiresDate = try inner().date("in-app attribute \(type)")
+            case 1711: webOrderLineItemId = try inner().integer("in-app attribute \(type)")
+            case 1712: cancellationDate = try inner().date("in-app attribute \(type)")
+            case 1713: isTrialPeriod = try inner().integer("in-app attribute \(type)") != 0
+            case 1719: isInIntroOfferPeriod = try inner().integer("in-app attribute \(type)") != 0
+            case 1721: promotionalOfferId = try inner().optionalString("in-app attribute \(type)")
             default: otherAttributes.append(ReceiptAttribute(type: type, version: version, value: Array(value)))
             }
         }
