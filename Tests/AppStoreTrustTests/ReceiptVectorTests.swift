@@ -199,3 +199,30 @@ struct ReceiptVectorTests {
         #expect(comparedInApp >= 9 * 14)
     }
 }
+
+@Suite("Other receipt shapes")
+struct OtherReceiptShapeTests {
+    @Test("Apple's mock iOS 6-style transaction receipt yields transaction id 33993399")
+    func legacyTransactionReceipt() throws {
+        let receipt = try TransactionReceipt(base64: Vectors.data("apple-asl-swift-xcode/legacyTransaction.mock"))
+        #expect(receipt.transactionId == "33993399")
+        #expect(receipt.fields.keys.sorted() == ["purchase-info"])
+    }
+
+    @Test("Malformed transaction receipts are typed errors", arguments: ["", "e30=", "eyJhIiA9ICJiIjt9", "ewoicHVyY2hhc2UtaW5mbyIgPSAiISEhIjsKfQo="])
+    func malformedTransactionReceipts(text: String) {
+        // "e30=" is "{}" (no purchase-info); the third is JSON-ish; the fourth has purchase-info that is not base64.
+        #expect(throws: AppStoreError(.malformed, "")) { _ = try TransactionReceipt(base64: Array(text.utf8)) }
+    }
+
+    @Test("Undocumented attributes are kept and readable by type")
+    func undocumentedAttributes() throws {
+        let receipt = try AppReceipt(payload: PKCS7SignedData(berEncoded: Vectors.receipt("kvitto/receipt.der")).content)
+        // Attribute 8 is an undocumented date; 9 an undocumented integer (both present in App Store receipts).
+        #expect(receipt.otherAttribute(8)?.dateValue != nil)
+        #expect(receipt.otherAttribute(9)?.integerValue != nil)
+        #expect(receipt.otherAttribute(2) == nil, "documented attributes are interpreted, not kept raw")
+        let record = try #require(try AppReceipt(payload: PKCS7SignedData(berEncoded: Vectors.receipt("kvitto/sandboxReceipt.der")).content).inAppPurchases.first)
+        #expect(record.otherAttributes.contains { $0.type == 1710 && $0.integerValue != nil })
+    }
+}
