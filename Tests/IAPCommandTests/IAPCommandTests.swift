@@ -4,7 +4,9 @@ import Testing
 /// Runs the built `iap` binary as a newcomer would, and checks exit codes and output.
 @Suite("The iap command line")
 struct IAPCommandTests {
-    static let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    /// `IAPKIT_SHARED` overrides; otherwise `../shared` beside the repository.
+    static let vectors = ProcessInfo.processInfo.environment["IAPKIT_SHARED"].map { "\($0)/vectors" }
+        ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/vectors").path
 
     struct Run {

@@ -17,10 +17,7 @@ struct ChainValidator: Sendable {
         let anchor: TrustAnchor
         /// Leaf first, trusted root last.
         let certificates: [Certificate]
-        let validFrom: Date
-        let validUntil: Date
-
-        func isValid(at date: Date) -> Bool { validFrom <= date && date <= validUntil }
+        let validity: ValidityWindow
     }
 
     /// Validates `leaf` through `intermediates` to a trusted root at `time` under Apple's chain policy.
@@ -40,9 +37,7 @@ struct ChainValidator: Sendable {
             guard let anchor = roots.anchor(for: chain[chain.count - 1]) else {
                 throw AppStoreError(.untrustedChain, "chain ends in a certificate that is not a configured root")
             }
-            return Result(anchor: anchor, certificates: chain,
-                          validFrom: chain.map(\.notValidBefore).max()!,
-                          validUntil: chain.map(\.notValidAfter).min()!)
+            return Result(anchor: anchor, certificates: chain, validity: ValidityWindow(chain))
         }
         throw await diagnose(leaf: leaf, intermediates: intermediates, at: time)
     }
@@ -71,6 +66,26 @@ struct ChainValidator: Sendable {
         switch await verifier.validate(leaf: leaf, intermediates: CertificateStore(intermediates)) {
         case .validCertificate(let chain): return .valid(Array(chain))
         case .couldNotValidate: return .invalid
+        }
+    }
+}
+
+/// When a verified chain may sign: the intersection of its certificates' validity periods.
+///
+/// A cached chain is only reused for a signing date inside this window, so the cache never widens what RFC 5280
+/// would accept at that date.
+struct ValidityWindow: Sendable {
+    let from: Date
+    let until: Date
+
+    init(_ certificates: [Certificate]) {
+        from = certificates.map(\.notValidBefore).max() ?? .distantFuture
+        until = certificates.map(\.notValidAfter).min() ?? .distantPast
+    }
+
+    func check(_ time: Date) throws {
+        guard from <= time, time <= until else {
+            throw AppStoreError(.expiredAtSigningTime, "a certificate in the chain was not valid at \(ReceiptDate.rfc3339(time))")
         }
     }
 }

@@ -108,9 +108,7 @@ public final class SignedDataVerifier: Sendable {
         let leafKey: P256.Signing.PublicKey
         let anchor: TrustAnchor
         if let cached {
-            guard cached.chain.isValid(at: time) else {
-                throw AppStoreError(.expiredAtSigningTime, "a certificate in the chain was not valid at \(ReceiptDate.rfc3339(time))")
-            }
+            try cached.chain.validity.check(time)
             leafKey = cached.leafKey
             anchor = cached.chain.anchor
         } else if let certificates, certificates.count == 1 {

@@ -68,9 +68,7 @@ public struct ReceiptVerifier: Sendable {
         let key = Self.cacheKey(signer, container.certificates)
         let verifiedSigner: VerifiedSigner
         if let cached = cache.entry(for: key[...]) {
-            guard cached.validFrom <= time, time <= cached.validUntil else {
-                throw AppStoreError(.expiredAtSigningTime, "a certificate in the chain was not valid at \(ReceiptDate.rfc3339(time))")
-            }
+            try cached.validity.check(time)
             verifiedSigner = cached
         } else {
             verifiedSigner = try await verifySigner(signer, container.certificates, at: time)
@@ -91,8 +89,7 @@ public struct ReceiptVerifier: Sendable {
     struct VerifiedSigner: Sendable {
         let key: _RSA.Signing.PublicKey
         let anchor: TrustAnchor
-        let validFrom: Date
-        let validUntil: Date
+        let validity: ValidityWindow
     }
 
     /// The signer's identity and every embedded certificate, length-prefixed so no two inputs share a key.
@@ -124,15 +121,14 @@ public struct ReceiptVerifier: Sendable {
             guard certificates.count == 1 else {
                 throw AppStoreError(.invalidChainLength, "an Xcode receipt embeds only the StoreKit Testing certificate; this one embeds \(certificates.count)")
             }
-            guard signerCertificate.notValidBefore <= time, time <= signerCertificate.notValidAfter else {
-                throw AppStoreError(.expiredAtSigningTime, "the StoreKit Testing certificate was not valid at \(ReceiptDate.rfc3339(time))")
-            }
-            return VerifiedSigner(key: key, anchor: xcode, validFrom: signerCertificate.notValidBefore, validUntil: signerCertificate.notValidAfter)
+            let validity = ValidityWindow([signerCertificate])
+            try validity.check(time)
+            return VerifiedSigner(key: key, anchor: xcode, validity: validity)
         }
         var intermediates = certificates
         intermediates.remove(at: signerIndex)
         let chain = try await chains.validate(leaf: signerCertificate, intermediates: intermediates, embedded: certificates, at: time)
-        return VerifiedSigner(key: key, anchor: chain.anchor, validFrom: chain.validFrom, validUntil: chain.validUntil)
+        return VerifiedSigner(key: key, anchor: chain.anchor, validity: chain.validity)
     }
 
     /// The embedded certificate named by the signer's issuer and serial number.
