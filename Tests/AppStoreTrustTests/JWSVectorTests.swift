@@ -132,4 +132,15 @@ struct JWSVectorTests {
         #expect(app.deviceVerificationNonce == UUID(uuidString: "48c8b92d-ce0d-4229-bedf-e61b4f9cfc92"))
         #expect(app.receiptType == .xcode)
     }
+
+    @Test("Even with Xcode allowed, a tampered Xcode JWS fails its signature")
+    func xcodeTampered() async throws {
+        let parts = try Vectors.text("apple-asl-swift-xcode/xcode-signed-transaction").split(separator: ".").map(String.init)
+        let xcode = SignedDataVerifier(.init(roots: TrustRoots(), environments: [.xcode]))
+        let tampered = [parts[0], Self.flip(parts[1]), parts[2]].joined(separator: ".")
+        let error = await appStoreError { _ = try await xcode.verifyTransaction(tampered) }
+        #expect(error?.code == .badSignature || error?.code == .malformed)
+        let resigned = [parts[0], parts[1], Self.flip(parts[2])].joined(separator: ".")
+        #expect(await appStoreError { _ = try await xcode.verifyTransaction(resigned) }?.code == .badSignature)
+    }
 }

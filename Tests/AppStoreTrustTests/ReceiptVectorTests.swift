@@ -166,6 +166,19 @@ struct ReceiptVectorTests {
         #expect(await appStoreError { _ = try await verifier.verify(Vectors.receipt(name)) }?.code == .expiredAtSigningTime)
     }
 
+    @Test("Checked at a fixed time after its leaf expired, a receipt is refused on every attempt")
+    func fixedTimeAfterExpiry() async throws {
+        // The cache-hit path shares ValidityWindow with JWS, whose window-on-hit is tested in JWSNegativeTests.
+        let der = try Vectors.receipt("tpinappreceipt/receipt-sandbox-g5.b64")
+        let roots = try Vectors.appleReceiptRoot
+        let atCreation = ReceiptVerifier(.init(roots: roots))
+        _ = try await atCreation.verify(der)
+        _ = try await atCreation.verify(der)
+        let late = ReceiptVerifier(.init(roots: roots, validationTime: .fixed(Date(timeIntervalSince1970: 2_000_000_000))))
+        #expect(await appStoreError { _ = try await late.verify(der) }?.code == .expiredAtSigningTime)
+        #expect(await appStoreError { _ = try await late.verify(der) }?.code == .expiredAtSigningTime)
+    }
+
     @Test("The RevenueCat receipt matches Apple's own verifyReceipt decode field by field")
     func matchesApplesDecode() throws {
         let receipt = try AppReceipt(payload: PKCS7SignedData(berEncoded: Vectors.receipt("revenuecat/base64encodedreceiptsample1.txt")).content)
