@@ -113,7 +113,9 @@ public final class SignedDataVerifier: Sendable {
             anchor = cached.chain.anchor
         } else if let certificates, certificates.count == 1 {
             (leafKey, anchor) = try xcodeSelfSigned(certificates[0], environment: environment, at: time)
-        } else if let certificates {
+        } else {
+            // The header was decoded above whenever the cache missed.
+            guard let certificates else { throw AppStoreError(.invalidChainLength, "JWS header has no x5c certificates") }
             let parsed = try certificates.enumerated().map { index, der in
                 do { return try Certificate(derEncoded: der) } catch {
                     throw AppStoreError(.malformed, "x5c[\(index)] is not an X.509 certificate")
@@ -126,8 +128,6 @@ public final class SignedDataVerifier: Sendable {
             leafKey = key
             anchor = chain.anchor
             cache.store(.init(leafKey: key, chain: chain), for: jws.headerSegment)
-        } else {
-            preconditionFailure("a JWS header is decoded whenever the cache misses")
         }
 
         try Self.checkSignature(jws, key: leafKey)
