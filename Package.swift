@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "AppStoreFormats", targets: ["AppStoreFormats"]),
         .library(name: "AppStoreTrust", targets: ["AppStoreTrust"]),
+        .library(name: "StoreSimulator", targets: ["StoreSimulator"]),
         .executable(name: "iap", targets: ["iap"]),
     ],
     dependencies: [
@@ -30,6 +31,16 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        .target(
+            name: "StoreSimulator",
+            dependencies: [
+                "AppStoreFormats",
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         .executableTarget(
             name: "iap",
             dependencies: [
@@ -41,6 +52,10 @@ let package = Package(
         .testTarget(
             name: "AppStoreFormatsTests",
             dependencies: ["AppStoreFormats"]
+        ),
+        .testTarget(
+            name: "StoreSimulatorTests",
+            dependencies: ["StoreSimulator", "AppStoreTrust", "AppStoreFormats"]
         ),
         .testTarget(
             name: "IAPCommandTests",
