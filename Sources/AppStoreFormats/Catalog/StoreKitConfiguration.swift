@@ -33,7 +33,7 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
     }
 
     /// A product: `products[]`, `nonRenewingSubscriptions[]`, or a subscription inside a group.
-    public struct Product: Decodable, Hashable, Sendable {
+    public struct Product: Codable, Hashable, Sendable {
         public var productID: String
         public var referenceName: String?
         /// `Consumable`, `NonConsumable`, `NonRenewingSubscription` or `RecurringSubscription`.
@@ -73,7 +73,7 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
     }
 
     /// A subscription offer (introductory, promotional, offer code, win-back).
-    public struct Offer: Decodable, Hashable, Sendable {
+    public struct Offer: Codable, Hashable, Sendable {
         public var internalID: String?
         /// Promotional offers' identifier.
         public var offerID: String?
@@ -117,7 +117,7 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
     }
 
     /// A localized name and description.
-    public struct Localization: Decodable, Hashable, Sendable {
+    public struct Localization: Codable, Hashable, Sendable {
         public var locale: String?
         public var displayName: String?
         public var description: String?
