@@ -1,0 +1,229 @@
+import AppStoreFormats
+import Foundation
+
+/// The simulated App Store's purchase rules: accounts, purchases and their outcomes, Ask to Buy, the per-device
+/// unfinished-transaction queue, app receipts and restore. State lives in memory and, when a data directory is
+/// given, in `state.json` there, written atomically after every change so a restart loses nothing.
+public actor StoreEngine {
+    public let catalog: SimulatorCatalog
+    public let minter: Minter
+    public let clock: VirtualClock
+    public let environment: AppStoreEnvironment
+    public let rate: RenewalRate
+    private var state: StoreState
+    private let stateFile: URL?
+
+    /// What a purchase attempt ended in, as StoreKit reports it to the app.
+    public enum PurchaseResult: Sendable, Equatable {
+        /// Paid: the signed transaction and the updated app receipt (DER).
+        case purchased(signedTransaction: String, transactionId: String, receipt: [UInt8])
+        case userCancelled
+        /// Ask to Buy: waiting for a parent; `requestId` approves or declines it.
+        case pending(requestId: String)
+        case failed(reason: String)
+    }
+
+    /// How a purchase should end, chosen per call by tests and clients.
+    public enum Outcome: String, Sendable, Codable, CaseIterable {
+        case success, userCancelled, failed, deferred
+    }
+
+    public init(catalog: SimulatorCatalog, minter: Minter, environment: AppStoreEnvironment = .sandbox,
+                rate: RenewalRate = .sandbox, dataDirectory: URL? = nil) throws {
+        self.catalog = catalog
+        self.minter = minter
+        self.environment = environment
+        self.rate = rate
+        stateFile = dataDirectory?.appendingPathComponent("state.json")
+        if let stateFile, let data = FileManager.default.contents(atPath: stateFile.path) {
+            do { state = try JSONDecoder().decode(StoreState.self, from: data) } catch {
+                throw SimulatorError.storage("\(stateFile.path) is unreadable: \(error)")
+            }
+        } else {
+            state = StoreState()
+        }
+        clock = VirtualClock(offset: state.clockAdvance)
+    }
+
+    // MARK: Accounts
+
+    /// Creates (or replaces the settings of) a customer account.
+    public func createAccount(_ id: String, storefront: String? = nil, canMakePayments: Bool = true, askToBuy: Bool = false) throws {
+        var account = state.accounts[id] ?? StoreState.Account(id: id, storefront: storefront ?? catalog.storefront, canMakePayments: canMakePayments, askToBuy: askToBuy)
+        account.storefront = storefront ?? account.storefront
+        account.canMakePayments = canMakePayments
+        account.askToBuy = askToBuy
+        state.accounts[id] = account
+        try save()
+    }
+
+    /// Moves simulated time forward.
+    public func advanceClock(by seconds: TimeInterval) throws {
+        clock.advance(by: seconds)
+        state.clockAdvance = clock.totalAdvance
+        try save()
+    }
+
+    // MARK: Purchases
+
+    /// Buys `productId` for `account` on `device`.
+    public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
+                         quantity: Int = 1, outcome: Outcome = .success) throws -> PurchaseResult {
+        guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
+        guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
+        guard catalog.product(productId) != nil else { return .failed(reason: "invalid product id \(productId)") }
+        guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }
+        switch outcome {
+        case .userCancelled: return .userCancelled
+        case .failed: return .failed(reason: "the payment failed")
+        case .deferred: return try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+        case .success where account.askToBuy:
+            return try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+        case .success:
+            let id = try complete(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+            return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: accountId))
+        }
+    }
+
+    private func askForApproval(account: String, device: String, productId: String, appAccountToken: UUID?, quantity: Int) throws -> PurchaseResult {
+        let requestId = UUID().uuidString
+        state.pendingPurchases[requestId] = .init(account: account, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+        try save()
+        return .pending(requestId: requestId)
+    }
+
+    /// A parent approves an Ask to Buy request: the transaction joins the device's unfinished queue.
+    /// - Returns: the new transaction id, or nil when no such request is waiting.
+    public func approve(_ requestId: String) throws -> String? {
+        guard let pending = state.pendingPurchases.removeValue(forKey: requestId) else { return nil }
+        return try complete(account: pending.account, device: pending.device, productId: pending.productId,
+                            appAccountToken: pending.appAccountToken, quantity: pending.quantity)
+    }
+
+    /// A parent declines an Ask to Buy request: nothing is bought. Returns whether a request was waiting.
+    public func decline(_ requestId: String) throws -> Bool {
+        let removed = state.pendingPurchases.removeValue(forKey: requestId) != nil
+        try save()
+        return removed
+    }
+
+    private func complete(account accountId: String, device: String, productId: String, appAccountToken: UUID?, quantity: Int) throws -> String {
+        guard let product = catalog.product(productId), var account = state.accounts[accountId] else {
+            throw SimulatorError.catalog("product \(productId) or account \(accountId) vanished")
+        }
+        let now = clock.now
+        let id = state.mintId()
+        var payload = JWSTransactionDecodedPayload()
+        payload.transactionId = id
+        payload.originalTransactionId = id
+        payload.bundleId = catalog.bundleId
+        payload.productId = productId
+        payload.purchaseDate = now
+        payload.originalPurchaseDate = now
+        payload.quantity = quantity
+        payload.type = product.type
+        payload.appAccountToken = appAccountToken
+        payload.inAppOwnershipType = .purchased
+        payload.environment = environment
+        payload.transactionReason = .purchase
+        payload.storefront = account.storefront
+        payload.storefrontId = Self.storefrontIds[account.storefront] ?? "143441"
+        let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: product.price)
+        payload.currency = price.currency
+        payload.price = price.price * Int64(quantity)
+        if product.type == .autoRenewableSubscription, let period = product.period, let group = product.subscriptionGroupIdentifier {
+            payload.subscriptionGroupIdentifier = group
+            payload.webOrderLineItemId = state.mintId()
+            var length = rate.duration(of: period)
+            if let intro = product.introductoryOffer, !account.introOfferGroupsUsed.contains(group) {
+                account.introOfferGroupsUsed.insert(group)
+                payload.offerType = .introductoryOffer
+                payload.offerDiscountType = intro.discountType
+                payload.offerPeriod = intro.period.description
+                payload.price = intro.price
+                length = intro.discountType == .payAsYouGo ? rate.duration(of: period) : rate.duration(of: intro.period, count: intro.numberOfPeriods)
+            }
+            payload.expiresDate = now.addingTimeInterval(length)
+        }
+        state.accounts[accountId] = account
+        state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
+        state.transactionOrder.append(id)
+        try save()
+        return id
+    }
+
+    // MARK: Transactions
+
+    /// A transaction as a freshly signed JWS (`signedDate` now).
+    public func signedTransaction(_ transactionId: String) throws -> String {
+        guard var payload = state.transactions[transactionId]?.payload else {
+            throw SimulatorError.catalog("unknown transaction \(transactionId)")
+        }
+        payload.signedDate = clock.now
+        return try minter.sign(payload)
+    }
+
+    /// The device's unfinished transactions, oldest first, signed now (StoreKit's `Transaction.unfinished`).
+    public func unfinished(account: String, device: String) throws -> [String] {
+        try state.transactionOrder.filter { id in
+            guard let stored = state.transactions[id] else { return false }
+            return stored.account == account && stored.unfinishedOn.contains(device)
+        }.map(signedTransaction)
+    }
+
+    /// The app finishes a transaction on a device. Returns whether it was unfinished there.
+    public func finish(_ transactionId: String, device: String) throws -> Bool {
+        guard state.transactions[transactionId]?.unfinishedOn.remove(device) != nil else { return false }
+        try save()
+        return true
+    }
+
+    /// Restore: the account's non-consumables and auto-renewable subscriptions, signed now (as `AppStore.sync()`).
+    public func restore(account: String) throws -> [String] {
+        try state.transactionOrder.filter { id in
+            guard let stored = state.transactions[id], stored.account == account else { return false }
+            return stored.payload.type == .nonConsumable || stored.payload.type == .autoRenewableSubscription
+        }.map(signedTransaction)
+    }
+
+    // MARK: Receipts
+
+    /// The account's current app receipt (DER): every purchase except consumables already finished, as Apple drops
+    /// them the next time the receipt is updated.
+    public func receipt(for accountId: String) throws -> [UInt8] {
+        let now = clock.now
+        var receipt = AppReceipt(
+            receiptType: environment == .production ? .production : .productionSandbox,
+            appItemId: environment == .production ? catalog.appAppleId : 0,
+            bundleId: catalog.bundleId, applicationVersion: "1", opaqueValue: Array(UUID().uuidString.utf8.prefix(16)),
+            sha1Hash: Array(repeating: 0, count: 20), receiptCreationDate: now,
+            originalPurchaseDate: Date(timeIntervalSince1970: 1_375_340_400), originalApplicationVersion: "1.0")
+        for id in state.transactionOrder {
+            guard let stored = state.transactions[id], stored.account == accountId else { continue }
+            let t = stored.payload
+            if t.type == .consumable && stored.unfinishedOn.isEmpty { continue }
+            receipt.inAppPurchases.append(InAppPurchaseReceipt(
+                quantity: t.quantity, productId: t.productId ?? "", transactionId: id, purchaseDate: t.purchaseDate,
+                originalTransactionId: t.originalTransactionId, originalPurchaseDate: t.originalPurchaseDate,
+                productTypeCode: t.type.map(InAppPurchaseReceipt.productTypeCode), expiresDate: t.expiresDate,
+                webOrderLineItemId: t.webOrderLineItemId.flatMap { Int64($0) }, cancellationDate: t.revocationDate,
+                isTrialPeriod: t.offerDiscountType == .freeTrial, isInIntroOfferPeriod: t.offerType == .introductoryOffer && t.offerDiscountType != .freeTrial))
+        }
+        return try minter.receipt(receipt)
+    }
+
+    // MARK: Storage
+
+    private func save() throws {
+        guard let stateFile else { return }
+        do {
+            try FileManager.default.createDirectory(at: stateFile.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try JSONEncoder().encode(state).write(to: stateFile, options: .atomic)
+        } catch {
+            throw SimulatorError.storage("cannot write \(stateFile.path): \(error)")
+        }
+    }
+
+    /// Storefront ids of a few storefronts (alpha-3 → App Store id).
+    static let storefrontIds = ["USA": "143441", "JPN": "143462", "GBR": "143444", "DEU": "143443", "FRA": "143442", "CAN": "143455"]
+}
