@@ -1,6 +1,14 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+/// What signs and checks App Store data: DER, X.509 chains, P-256 and RSA.
+let certificatesAndCrypto: [Target.Dependency] = [
+    .product(name: "SwiftASN1", package: "swift-asn1"),
+    .product(name: "X509", package: "swift-certificates"),
+    .product(name: "Crypto", package: "swift-crypto"),
+    .product(name: "_CryptoExtras", package: "swift-crypto"),
+]
+
 let package = Package(
     name: "IAPKit",
     platforms: [.macOS(.v14), .iOS(.v17)],
@@ -25,21 +33,13 @@ let package = Package(
             name: "AppStoreTrust",
             dependencies: [
                 "AppStoreFormats",
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-            ]
+            ] + certificatesAndCrypto
         ),
         .target(
             name: "StoreSimulator",
             dependencies: [
                 "AppStoreFormats",
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-            ]
+            ] + certificatesAndCrypto
         ),
         .executableTarget(
             name: "iap",
