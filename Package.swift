@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         .target(
@@ -39,6 +40,7 @@ let package = Package(
             name: "StoreSimulator",
             dependencies: [
                 "AppStoreFormats",
+                .product(name: "Hummingbird", package: "hummingbird"),
             ] + certificatesAndCrypto
         ),
         .executableTarget(
@@ -46,6 +48,7 @@ let package = Package(
             dependencies: [
                 "AppStoreFormats",
                 "AppStoreTrust",
+                "StoreSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -55,7 +58,10 @@ let package = Package(
         ),
         .testTarget(
             name: "StoreSimulatorTests",
-            dependencies: ["StoreSimulator", "AppStoreTrust", "AppStoreFormats"]
+            dependencies: [
+                "StoreSimulator", "AppStoreTrust", "AppStoreFormats",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
         ),
         .testTarget(
             name: "IAPCommandTests",

@@ -6,11 +6,15 @@ import Testing
 @Suite("The simulator's catalog, from a real Xcode .storekit file")
 struct CatalogTests {
     static func storeKit() throws -> StoreKitConfiguration {
-        let path = (ProcessInfo.processInfo.environment["IAPKIT_SHARED"].map { "\($0)" }
+        try StoreKitConfiguration(data: shared("catalogs/revenuecat-unittests.storekit"))
+    }
+
+    /// A file of `../shared` (or `IAPKIT_SHARED`), read in place.
+    static func shared(_ name: String) throws -> [UInt8] {
+        let path = (ProcessInfo.processInfo.environment["IAPKIT_SHARED"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent("shared").path) + "/catalogs/revenuecat-unittests.storekit"
-        let data = try #require(FileManager.default.contents(atPath: path), "missing \(path): the tests need ../shared beside the repository")
-        return try StoreKitConfiguration(data: Array(data))
+                .deletingLastPathComponent().appendingPathComponent("shared").path) + "/" + name
+        return Array(try #require(FileManager.default.contents(atPath: path), "missing \(path): the tests need ../shared beside the repository"))
     }
 
     @Test("All four product types, groups with levels, intro and promotional offers, prices in milliunits")

@@ -10,7 +10,7 @@ public actor StoreEngine {
     public let clock: VirtualClock
     public let environment: AppStoreEnvironment
     public let rate: RenewalRate
-    private var state: StoreState
+    var state: StoreState
     private let stateFile: URL?
 
     /// What a purchase attempt ended in, as StoreKit reports it to the app.
@@ -20,12 +20,14 @@ public actor StoreEngine {
         case userCancelled
         /// Ask to Buy: waiting for a parent; `requestId` approves or declines it.
         case pending(requestId: String)
+        /// The customer must act first (e.g. accept terms); completing `requestId` delivers the transaction later.
+        case interrupted(requestId: String)
         case failed(reason: String)
     }
 
     /// How a purchase should end, chosen per call by tests and clients.
     public enum Outcome: String, Sendable, Codable, CaseIterable {
-        case success, userCancelled, failed, deferred
+        case success, userCancelled, failed, deferred, interrupted
     }
 
     public init(catalog: SimulatorCatalog, minter: Minter, environment: AppStoreEnvironment = .sandbox,
@@ -54,14 +56,14 @@ public actor StoreEngine {
         account.canMakePayments = canMakePayments
         account.askToBuy = askToBuy
         state.accounts[id] = account
-        try save()
+        try persist()
     }
 
     /// Moves simulated time forward.
     public func advanceClock(by seconds: TimeInterval) throws {
         clock.advance(by: seconds)
         state.clockAdvance = clock.totalAdvance
-        try save()
+        try persist()
     }
 
     // MARK: Purchases
@@ -77,6 +79,11 @@ public actor StoreEngine {
         case .userCancelled: return .userCancelled
         case .failed: return .failed(reason: "the payment failed")
         case .deferred: return try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+        case .interrupted:
+            guard case .pending(let requestId) = try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity) else {
+                return .failed(reason: "could not record the interrupted purchase")
+            }
+            return .interrupted(requestId: requestId)
         case .success where account.askToBuy:
             return try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
         case .success:
@@ -88,11 +95,12 @@ public actor StoreEngine {
     private func askForApproval(account: String, device: String, productId: String, appAccountToken: UUID?, quantity: Int) throws -> PurchaseResult {
         let requestId = UUID().uuidString
         state.pendingPurchases[requestId] = .init(account: account, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
-        try save()
+        try persist()
         return .pending(requestId: requestId)
     }
 
-    /// A parent approves an Ask to Buy request: the transaction joins the device's unfinished queue.
+    /// A parent approves an Ask to Buy request, or the customer completes an interrupted purchase: the transaction
+    /// joins the device's unfinished queue.
     /// - Returns: the new transaction id, or nil when no such request is waiting.
     public func approve(_ requestId: String) throws -> String? {
         guard let pending = state.pendingPurchases.removeValue(forKey: requestId) else { return nil }
@@ -103,7 +111,7 @@ public actor StoreEngine {
     /// A parent declines an Ask to Buy request: nothing is bought. Returns whether a request was waiting.
     public func decline(_ requestId: String) throws -> Bool {
         let removed = state.pendingPurchases.removeValue(forKey: requestId) != nil
-        try save()
+        try persist()
         return removed
     }
 
@@ -148,7 +156,7 @@ public actor StoreEngine {
         state.accounts[accountId] = account
         state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
         state.transactionOrder.append(id)
-        try save()
+        try persist()
         return id
     }
 
@@ -174,7 +182,7 @@ public actor StoreEngine {
     /// The app finishes a transaction on a device. Returns whether it was unfinished there.
     public func finish(_ transactionId: String, device: String) throws -> Bool {
         guard state.transactions[transactionId]?.unfinishedOn.remove(device) != nil else { return false }
-        try save()
+        try persist()
         return true
     }
 
@@ -214,7 +222,7 @@ public actor StoreEngine {
 
     // MARK: Storage
 
-    private func save() throws {
+    func persist() throws {
         guard let stateFile else { return }
         do {
             try FileManager.default.createDirectory(at: stateFile.deletingLastPathComponent(), withIntermediateDirectories: true)

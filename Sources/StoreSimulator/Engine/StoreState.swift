@@ -11,6 +11,9 @@ struct StoreState: Codable, Sendable {
     var nextId: Int64 = 2_000_000_000_000_001
     var clockAdvance: TimeInterval = 0
     var retiredProductIds: Set<String> = []
+    /// Renewal-date extensions per original transaction id (their times), and request identifiers already served.
+    var extensions: [String: [Date]] = [:]
+    var extensionRequests: [String: String] = [:]
 
     /// A simulated customer.
     struct Account: Codable, Sendable {

@@ -1,0 +1,106 @@
+import AppStoreFormats
+import Foundation
+
+extension StoreEngine {
+    /// A stored transaction's payload (unsigned).
+    public func transaction(_ transactionId: String) -> JWSTransactionDecodedPayload? {
+        state.transactions[transactionId]?.payload
+    }
+
+    /// Every transaction of the customer who owns `transactionId` (any of their ids works, as with Apple), oldest first.
+    public func history(containing transactionId: String) -> [JWSTransactionDecodedPayload] {
+        guard let account = state.transactions[transactionId]?.account else { return [] }
+        return state.transactionOrder.compactMap { state.transactions[$0] }.filter { $0.account == account }.map(\.payload)
+    }
+
+    /// Signs `payload` now, as the App Store signs what its Server API returns.
+    public func sign(_ payload: JWSTransactionDecodedPayload) throws -> String {
+        var payload = payload
+        payload.signedDate = clock.now
+        return try minter.sign(payload)
+    }
+
+    /// Sets the `appAccountToken` of every transaction in a series (Set App Account Token). Returns whether it exists.
+    public func setAppAccountToken(originalTransactionId: String, _ token: UUID) throws -> Bool {
+        let ids = state.transactions.filter { $0.value.payload.originalTransactionId == originalTransactionId }.map(\.key)
+        guard !ids.isEmpty else { return false }
+        for id in ids { state.transactions[id]?.payload.appAccountToken = token }
+        try persist()
+        return true
+    }
+
+    /// Refunds a transaction: it gets a revocation date and reason and stays in history.
+    public func refund(_ transactionId: String, reason: RevocationReason = .refundedForOtherReason) throws -> Bool {
+        guard state.transactions[transactionId] != nil, state.transactions[transactionId]?.payload.revocationDate == nil else { return false }
+        state.transactions[transactionId]?.payload.revocationDate = clock.now
+        state.transactions[transactionId]?.payload.revocationReason = reason
+        state.transactions[transactionId]?.payload.revocationType = .refundFull
+        try persist()
+        return true
+    }
+
+    /// The customer's refunded transactions, in refund order.
+    public func refunds(containing transactionId: String) -> [JWSTransactionDecodedPayload] {
+        history(containing: transactionId).filter { $0.revocationDate != nil }.sorted { $0.revocationDate! < $1.revocationDate! }
+    }
+
+    /// The latest transaction of each auto-renewable series of the customer, with its status and renewal info.
+    public func subscriptionStatuses(containing transactionId: String) -> [(group: String, latest: JWSTransactionDecodedPayload, status: SubscriptionStatus, renewal: JWSRenewalInfoDecodedPayload)] {
+        let now = clock.now
+        var latest: [String: JWSTransactionDecodedPayload] = [:]
+        for payload in history(containing: transactionId) where payload.type == .autoRenewableSubscription {
+            guard let original = payload.originalTransactionId else { continue }
+            if let current = latest[original], (current.purchaseDate ?? .distantPast) > (payload.purchaseDate ?? .distantPast) { continue }
+            latest[original] = payload
+        }
+        return latest.values.sorted { ($0.purchaseDate ?? .distantPast) < ($1.purchaseDate ?? .distantPast) }.map { payload in
+            let status: SubscriptionStatus = payload.revocationDate != nil ? .revoked : (payload.expiresDate ?? now) > now ? .active : .expired
+            var renewal = JWSRenewalInfoDecodedPayload()
+            renewal.originalTransactionId = payload.originalTransactionId
+            renewal.productId = payload.productId
+            renewal.autoRenewProductId = payload.productId
+            renewal.autoRenewStatus = status == .active ? .on : .off
+            renewal.environment = environment
+            renewal.renewalDate = payload.expiresDate
+            renewal.recentSubscriptionStartDate = payload.originalPurchaseDate
+            renewal.signedDate = now
+            if status == .expired { renewal.expirationIntent = .customerCancelled }
+            return (payload.subscriptionGroupIdentifier ?? "", payload, status, renewal)
+        }
+    }
+
+    /// Signs renewal info now.
+    public func sign(_ renewal: JWSRenewalInfoDecodedPayload) throws -> String {
+        var renewal = renewal
+        renewal.signedDate = clock.now
+        return try minter.sign(renewal)
+    }
+}
+
+extension StoreEngine {
+    /// What extending a subscription's renewal date came to.
+    public enum ExtensionResult: Sendable {
+        case extended(JWSTransactionDecodedPayload)
+        case notFound
+        case ineligible
+        case limitReached
+    }
+
+    /// Extends the latest period of a series by `days` (scaled by the renewal rate, as sandbox scales them); at most
+    /// two extensions per series per 365 days; a repeated `requestIdentifier` answers the first result again.
+    public func extendRenewal(originalTransactionId: String, days: Int, requestIdentifier: String) throws -> ExtensionResult {
+        let series = state.transactionOrder.compactMap { state.transactions[$0]?.payload }.filter { $0.originalTransactionId == originalTransactionId }
+        guard let latest = series.last, let id = latest.transactionId else { return .notFound }
+        if state.extensionRequests[requestIdentifier] == originalTransactionId { return .extended(latest) }
+        let now = clock.now
+        guard latest.type == .autoRenewableSubscription, latest.revocationDate == nil, let expires = latest.expiresDate, expires > now,
+              latest.offerDiscountType != .freeTrial else { return .ineligible }
+        let recent = (state.extensions[originalTransactionId] ?? []).filter { now.timeIntervalSince($0) < rate.secondsPerYear }
+        guard recent.count < 2 else { return .limitReached }
+        state.transactions[id]?.payload.expiresDate = expires.addingTimeInterval(rate.secondsPerDay * Double(days))
+        state.extensions[originalTransactionId] = recent + [now]
+        state.extensionRequests[requestIdentifier] = originalTransactionId
+        try persist()
+        return .extended(state.transactions[id]!.payload)
+    }
+}

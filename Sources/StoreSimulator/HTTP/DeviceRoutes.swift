@@ -1,0 +1,141 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+
+/// The device side, as HTTP for clients and tests: what StoreKit does on a phone.
+struct DeviceRoutes {
+    let engine: StoreEngine
+
+    struct AccountRequest: Decodable {
+        var id: String
+        var storefront: String?
+        var canMakePayments: Bool?
+        var askToBuy: Bool?
+    }
+
+    struct PurchaseRequest: Decodable {
+        var account: String
+        var device: String
+        var productId: String
+        var appAccountToken: UUID?
+        var quantity: Int?
+        var outcome: StoreEngine.Outcome?
+    }
+
+    struct PurchaseReply: Encodable {
+        /// `purchased`, `userCancelled`, `pending`, `interrupted` or `failed`.
+        var status: String
+        var transactionId: String?
+        var signedTransaction: String?
+        /// Base64 app receipt.
+        var receipt: String?
+        var requestId: String?
+        var reason: String?
+    }
+
+    struct ProductInfo: Encodable {
+        var productId: String
+        var type: ProductType
+        var displayName: String
+        /// Milliunits.
+        var price: Int64
+        var currency: String
+        var subscriptionGroupIdentifier: String?
+        var groupLevel: Int?
+        var subscriptionPeriod: String?
+        var introductoryOffer: OfferInfo?
+    }
+
+    struct OfferInfo: Encodable {
+        var discountType: OfferDiscountType
+        var period: String
+        var numberOfPeriods: Int
+        var price: Int64
+    }
+
+    struct FinishRequest: Decodable { var device: String }
+    struct AdvanceRequest: Decodable { var seconds: Double }
+    struct SignedList: Encodable { var signedTransactions: [String] }
+
+    func add(to router: Router<BasicRequestContext>) {
+        let sim = router.group("sim")
+        sim.get("root.cer") { _, _ in Reply.bytes(engine.minter.authority.jws.rootDER, contentType: "application/pkix-cert") }
+        sim.get("receipt-root.cer") { _, _ in Reply.bytes(engine.minter.authority.receipts.rootDER, contentType: "application/pkix-cert") }
+
+        sim.post("accounts") { request, _ in
+            let body = try await request.decode(AccountRequest.self)
+            guard !body.id.isEmpty, body.id.utf8.count <= 128 else { throw HTTPError(.badRequest, message: "account id must be 1 to 128 bytes") }
+            try await engine.createAccount(body.id, storefront: body.storefront, canMakePayments: body.canMakePayments ?? true, askToBuy: body.askToBuy ?? false)
+            return try Reply.json(["id": body.id])
+        }
+
+        sim.get("products") { request, _ in
+            let ids = request.uri.queryParameters["ids"].map { $0.split(separator: ",").map(String.init) } ?? []
+            let catalog = engine.catalog
+            var found: [ProductInfo] = []
+            var invalid: [String] = []
+            for id in ids.prefix(200) {
+                guard let product = catalog.product(id) else { invalid.append(id); continue }
+                found.append(ProductInfo(
+                    productId: id, type: product.type, displayName: product.displayName, price: product.price, currency: catalog.currency,
+                    subscriptionGroupIdentifier: product.subscriptionGroupIdentifier, groupLevel: product.groupLevel,
+                    subscriptionPeriod: product.period?.description,
+                    introductoryOffer: product.introductoryOffer.map { OfferInfo(discountType: $0.discountType, period: $0.period.description, numberOfPeriods: $0.numberOfPeriods, price: $0.price) }))
+            }
+            struct Products: Encodable { var products: [ProductInfo]; var invalidProductIds: [String] }
+            return try Reply.json(Products(products: found, invalidProductIds: invalid))
+        }
+
+        sim.post("purchases") { request, _ in
+            let body = try await request.decode(PurchaseRequest.self)
+            let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
+                                                   appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, outcome: body.outcome ?? .success)
+            switch result {
+            case .purchased(let signed, let id, let receipt):
+                return try Reply.json(PurchaseReply(status: "purchased", transactionId: id, signedTransaction: signed, receipt: Base64.standardEncode(receipt)))
+            case .userCancelled: return try Reply.json(PurchaseReply(status: "userCancelled"))
+            case .pending(let requestId): return try Reply.json(PurchaseReply(status: "pending", requestId: requestId))
+            case .interrupted(let requestId): return try Reply.json(PurchaseReply(status: "interrupted", requestId: requestId))
+            case .failed(let reason): return try Reply.json(PurchaseReply(status: "failed", reason: reason))
+            }
+        }
+
+        sim.post("requests/:id/approve") { _, context in
+            guard let id = try await engine.approve(try context.parameters.require("id")) else {
+                throw HTTPError(.notFound, message: "no such pending purchase")
+            }
+            return try Reply.json(["transactionId": id])
+        }
+        sim.post("requests/:id/decline") { _, context in
+            guard try await engine.decline(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such pending purchase") }
+            return Reply.empty()
+        }
+
+        sim.get("accounts/:account/devices/:device/unfinished") { _, context in
+            try Reply.json(SignedList(signedTransactions: try await engine.unfinished(
+                account: try context.parameters.require("account"), device: try context.parameters.require("device"))))
+        }
+        sim.post("transactions/:id/finish") { request, context in
+            let body = try await request.decode(FinishRequest.self)
+            return try Reply.json(["finished": try await engine.finish(try context.parameters.require("id"), device: body.device)])
+        }
+        sim.post("transactions/:id/refund") { _, context in
+            guard try await engine.refund(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such unrefunded transaction") }
+            return Reply.empty()
+        }
+        sim.post("accounts/:account/restore") { _, context in
+            try Reply.json(SignedList(signedTransactions: try await engine.restore(account: try context.parameters.require("account"))))
+        }
+        sim.get("accounts/:account/receipt") { _, context in
+            try Reply.json(["receipt": Base64.standardEncode(try await engine.receipt(for: try context.parameters.require("account")))])
+        }
+        sim.post("clock/advance") { request, _ in
+            let body = try await request.decode(AdvanceRequest.self)
+            guard body.seconds.isFinite, body.seconds >= 0, body.seconds <= 10 * 365 * 86_400 else {
+                throw HTTPError(.badRequest, message: "seconds must be between 0 and ten years")
+            }
+            try await engine.advanceClock(by: body.seconds)
+            return try Reply.json(["now": ReceiptDate.milliseconds(engine.clock.now)])
+        }
+    }
+}

@@ -1,0 +1,212 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+
+/// The App Store Server API, same paths and bodies as Apple's, behind Apple-style JWT authentication.
+struct ServerAPIRoutes {
+    let engine: StoreEngine
+    let authenticator: APIAuthenticator
+
+    /// Apple answers an unauthenticated call with a bare 401 and no JSON.
+    struct AuthMiddleware: RouterMiddleware {
+        let authenticator: APIAuthenticator
+        func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
+            guard authenticator.isAuthorized(request.headers[.authorization]) else {
+                return Response(status: .unauthorized, headers: [.contentType: "text/plain"],
+                                body: .init(byteBuffer: ByteBuffer(string: "Unauthenticated\n\nRequest ID: \(UUID().uuidString).0\n")))
+            }
+            return try await next(request, context)
+        }
+    }
+
+    static let pageSize = 20
+
+    func add(to router: Router<BasicRequestContext>) {
+        let api = router.group("inApps").add(middleware: AuthMiddleware(authenticator: authenticator))
+
+        api.get("v1/transactions/:id") { _, context in
+            let id = try context.parameters.require("id")
+            guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+            guard let payload = await engine.transaction(id) else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
+            return try Reply.json(TransactionInfoResponse(signedTransactionInfo: try await engine.sign(payload)))
+        }
+
+        api.get("v2/history/:id") { request, context in try await history(request, context, refundsOnly: false) }
+        api.get("v2/refund/lookup/:id") { request, context in try await history(request, context, refundsOnly: true) }
+
+        api.get("v1/subscriptions/:id") { request, context in
+            let id = try context.parameters.require("id")
+            guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+            let wanted = request.uri.queryParameters.getAll("status").compactMap { Int($0) }
+            guard wanted.allSatisfy({ (1...5).contains($0) }) else { return try Reply.apiError(.invalidStatus, "Invalid status.") }
+            let statuses = await engine.subscriptionStatuses(containing: id)
+            let known = await engine.transaction(id) != nil
+            guard !statuses.isEmpty || known else {
+                return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")
+            }
+            var response = StatusResponse()
+            response.environment = engine.environment
+            response.bundleId = engine.catalog.bundleId
+            response.appAppleId = engine.catalog.appAppleId
+            var groups: [String: [LastTransactionsItem]] = [:]
+            for status in statuses where wanted.isEmpty || wanted.contains(status.status.rawValue) {
+                var item = LastTransactionsItem()
+                item.status = status.status
+                item.originalTransactionId = status.latest.originalTransactionId
+                item.signedTransactionInfo = try await engine.sign(status.latest)
+                item.signedRenewalInfo = try await engine.sign(status.renewal)
+                groups[status.group, default: []].append(item)
+            }
+            response.data = groups.keys.sorted().map { group in
+                var entry = SubscriptionGroupIdentifierItem()
+                entry.subscriptionGroupIdentifier = group
+                entry.lastTransactions = groups[group]
+                return entry
+            }
+            return try Reply.json(response)
+        }
+
+        api.get("v1/lookup/:orderId") { _, context in
+            // The simulator's order id for a purchase is "SIM" followed by its transaction id.
+            let orderId = try context.parameters.require("orderId")
+            var response = OrderLookupResponse()
+            if orderId.hasPrefix("SIM"), let payload = await engine.transaction(String(orderId.dropFirst(3))) {
+                response.status = 0
+                response.signedTransactions = [try await engine.sign(payload)]
+            } else {
+                response.status = 1
+                response.signedTransactions = []
+            }
+            return try Reply.json(response)
+        }
+
+        api.put("v1/transactions/:id/appAccountToken") { request, context in
+            let id = try context.parameters.require("id")
+            struct Body: Decodable { var appAccountToken: String? }
+            let body = try await request.decode(Body.self)
+            guard let text = body.appAccountToken, let token = UUID(uuidString: text) else {
+                return try Reply.apiError(.invalidAppAccountTokenUUID, "Invalid appAccountToken.")
+            }
+            guard try await engine.setAppAccountToken(originalTransactionId: id, token) else {
+                return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")
+            }
+            return Reply.empty()
+        }
+
+        api.put("v1/subscriptions/extend/:id") { request, context in
+            let id = try context.parameters.require("id")
+            let body = try await request.decode(ExtendRenewalDateRequest.self)
+            guard let days = body.extendByDays, (1...90).contains(days) else { return try Reply.apiError(.invalidExtendByDays, "Invalid extend by days value.") }
+            guard let reason = body.extendReasonCode, (0...3).contains(reason) else { return try Reply.apiError(.invalidExtendReasonCode, "Invalid extend reason code.") }
+            guard let requestId = body.requestIdentifier, !requestId.isEmpty, requestId.count <= 128 else {
+                return try Reply.apiError(.invalidRequestIdentifier, "Invalid request identifier.")
+            }
+            switch try await engine.extendRenewal(originalTransactionId: id, days: days, requestIdentifier: requestId) {
+            case .notFound: return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")
+            case .ineligible: return try Reply.apiError(.subscriptionExtensionIneligible, "Subscription extension ineligible.")
+            case .limitReached: return try Reply.apiError(.subscriptionMaxExtension, "Subscription max extension.")
+            case .extended(let payload):
+                var response = ExtendRenewalDateResponse()
+                response.originalTransactionId = id
+                response.webOrderLineItemId = payload.webOrderLineItemId
+                response.success = true
+                response.effectiveDate = payload.expiresDate
+                return try Reply.json(response)
+            }
+        }
+
+        for version in ["v1", "v2"] {
+            api.put(RouterPath(stringLiteral: "\(version)/transactions/consumption/:id")) { request, context in
+                let id = try context.parameters.require("id")
+                struct Body: Decodable { var customerConsented: Bool? }
+                let body = try await request.decode(Body.self)
+                guard body.customerConsented == true else { return try Reply.apiError(.invalidCustomerConsented, "Invalid customer consented.") }
+                guard await engine.transaction(id) != nil else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
+                return Reply.empty(.accepted)
+            }
+        }
+    }
+
+    /// History (or refund history): the customer's transactions, filtered, 20 a page, continued by `revision`.
+    private func history(_ request: Request, _ context: BasicRequestContext, refundsOnly: Bool) async throws -> Response {
+        let id = try context.parameters.require("id")
+        guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+        let query = request.uri.queryParameters
+        var items = refundsOnly ? await engine.refunds(containing: id) : await engine.history(containing: id)
+        let known = await engine.transaction(id) != nil
+        guard !items.isEmpty || known else {
+            return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.")
+        }
+        if !refundsOnly {
+            if let start = query["startDate"] {
+                guard let ms = Double(start) else { return try Reply.apiError(.invalidStartDate, "Invalid start date.") }
+                items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 >= ms }
+            }
+            if let end = query["endDate"] {
+                guard let ms = Double(end) else { return try Reply.apiError(.invalidEndDate, "Invalid end date.") }
+                items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 < ms }
+            }
+            let products = query.getAll("productId").map { String($0) }
+            if !products.isEmpty { items = items.filter { products.contains($0.productId ?? "") } }
+            let types = try query.getAll("productType").map { value -> ProductType in
+                switch value {
+                case "AUTO_RENEWABLE": return .autoRenewableSubscription
+                case "NON_RENEWABLE": return .nonRenewingSubscription
+                case "CONSUMABLE": return .consumable
+                case "NON_CONSUMABLE": return .nonConsumable
+                default: throw HTTPError(.badRequest, message: "invalid productType")
+                }
+            }
+            if !types.isEmpty { items = items.filter { types.contains($0.type ?? ProductType(rawValue: "")) } }
+            let groups = query.getAll("subscriptionGroupIdentifier").map { String($0) }
+            if !groups.isEmpty { items = items.filter { groups.contains($0.subscriptionGroupIdentifier ?? "") } }
+            if let revoked = query["revoked"] {
+                guard revoked == "true" || revoked == "false" else { return try Reply.apiError(.invalidRevoked, "Invalid revoked.") }
+                items = items.filter { ($0.revocationDate != nil) == (revoked == "true") }
+            }
+            if let ownership = query["inAppOwnershipType"] {
+                guard ownership == "PURCHASED" || ownership == "FAMILY_SHARED" else { return try Reply.apiError(.invalidInAppOwnershipType, "Invalid in-app ownership type.") }
+                items = items.filter { $0.inAppOwnershipType?.rawValue == String(ownership) }
+            }
+            switch query["sort"] {
+            case nil, "ASCENDING": break
+            case "DESCENDING": items.reverse()
+            default: return try Reply.apiError(.invalidSort, "Invalid sort.")
+            }
+        }
+        var offset = 0
+        if let revision = query["revision"] {
+            guard let decoded = Base64.decode(revision.utf8), let text = String(validating: decoded, as: UTF8.self),
+                  text.hasPrefix("o:"), let value = Int(text.dropFirst(2)), value >= 0 else {
+                return try Reply.apiError(.invalidRequestRevision, "Invalid request revision.")
+            }
+            offset = min(value, items.count)
+        }
+        let page = Array(items[offset..<min(offset + Self.pageSize, items.count)])
+        let next = offset + page.count
+        let signed = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for (index, payload) in page.enumerated() { group.addTask { (index, try await engine.sign(payload)) } }
+            var result = [String](repeating: "", count: page.count)
+            for try await (index, jws) in group { result[index] = jws }
+            return result
+        }
+        let revision = Base64.urlEncode(Array("o:\(next)".utf8))
+        if refundsOnly {
+            var response = RefundHistoryResponse()
+            response.signedTransactions = signed
+            response.revision = revision
+            response.hasMore = next < items.count
+            return try Reply.json(response)
+        }
+        var response = HistoryResponse()
+        response.revision = revision
+        response.hasMore = next < items.count
+        response.bundleId = engine.catalog.bundleId
+        response.appAppleId = engine.catalog.appAppleId
+        response.environment = engine.environment
+        response.signedTransactions = signed
+        return try Reply.json(response)
+    }
+
+    static func isTransactionId(_ id: String) -> Bool { !id.isEmpty && id.count <= 32 && id.allSatisfy(\.isNumber) }
+}

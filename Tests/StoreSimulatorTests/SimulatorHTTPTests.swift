@@ -1,0 +1,241 @@
+import AppStoreFormats
+import AppStoreTrust
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StoreSimulator
+import Testing
+
+/// A simulator over real HTTP on loopback, and an API key to call its Server API with.
+struct SimulatorFixture {
+    let apiKey = P256.Signing.PrivateKey()
+    let keyId = "SIMKEY0001"
+    let issuerId = "57246542-96fe-1a63-e053-0824d011072a"
+    let engine: StoreEngine
+
+    init() throws {
+        let catalog = try SimulatorCatalog(storeKit: CatalogTests.storeKit(), settings: CatalogSettings(bundleId: "com.revenuecat", appAppleId: 42))
+        engine = try StoreEngine(catalog: catalog, minter: Minter(authority: sharedAuthority))
+    }
+
+    func application(sharedSecret: String? = nil) -> some ApplicationProtocol {
+        SimulatorServer.application(.init(
+            engine: engine,
+            authenticator: APIAuthenticator(keyId: keyId, issuerId: issuerId, publicKey: apiKey.publicKey, bundleId: "com.revenuecat"),
+            sharedSecret: sharedSecret), port: 0)
+    }
+
+    /// An App Store Connect API token, optionally broken in one way.
+    func token(audience: String = "appstoreconnect-v1", bundleId: String = "com.revenuecat", lifetime: TimeInterval = 300,
+               issuedAt: Date = Date(), keyId: String? = nil, key: P256.Signing.PrivateKey? = nil) throws -> String {
+        let header = #"{"alg":"ES256","kid":"\#(keyId ?? self.keyId)","typ":"JWT"}"#
+        let iat = Int(issuedAt.timeIntervalSince1970)
+        let claims = #"{"iss":"\#(issuerId)","iat":\#(iat),"exp":\#(iat + Int(lifetime)),"aud":"\#(audience)","bid":"\#(bundleId)"}"#
+        let input = Base64.urlEncode(Array(header.utf8)) + "." + Base64.urlEncode(Array(claims.utf8))
+        let signature = try (key ?? apiKey).signature(for: Array(input.utf8))
+        return input + "." + Base64.urlEncode(signature.rawRepresentation)
+    }
+}
+
+func jsonBody(_ object: [String: Any]) throws -> ByteBuffer {
+    ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: object))
+}
+
+func object(_ response: TestResponse) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+}
+
+@Suite("The simulator over real HTTP")
+struct SimulatorHTTPTests {
+    let fixture: SimulatorFixture
+    let verifier = SignedDataVerifier(.init(roots: try! simulatorRoots(), bundleId: "com.revenuecat"))
+    let receiptVerifier = ReceiptVerifier(.init(roots: try! simulatorRoots(), bundleId: "com.revenuecat"))
+
+    init() throws { fixture = try SimulatorFixture() }
+
+    @Test("Device side: account, products, purchase, unfinished queue, finish, root certificate")
+    func deviceFlow() async throws {
+        try await fixture.application().test(.live) { client in
+            let root = try await client.execute(uri: "/sim/root.cer", method: .get)
+            #expect(Array(root.body.readableBytesView) == sharedAuthority.jws.rootDER)
+            _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "alice"]))
+            let products = try object(try await client.execute(uri: "/sim/products?ids=lifetime,no.such.thing", method: .get))
+            #expect((products["products"] as? [[String: Any]])?.first?["productId"] as? String == "lifetime")
+            #expect(products["invalidProductIds"] as? [String] == ["no.such.thing"])
+
+            let token = UUID()
+            let bought = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+                ["account": "alice", "device": "phone", "productId": "lifetime", "appAccountToken": token.uuidString])))
+            #expect(bought["status"] as? String == "purchased")
+            let signedTransaction = try #require(bought["signedTransaction"] as? String)
+            let verified = try await verifier.verifyTransaction(signedTransaction)
+            #expect(verified.payload.appAccountToken == token)
+            let receiptText = try #require(bought["receipt"] as? String)
+            let receipt = try #require(Base64.decode(receiptText.utf8))
+            #expect(try await receiptVerifier.verify(receipt).receipt.inAppPurchases.count == 1)
+
+            let queue = try object(try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
+            #expect((queue["signedTransactions"] as? [String])?.count == 1)
+            let id = try #require(bought["transactionId"] as? String)
+            let finished = try object(try await client.execute(uri: "/sim/transactions/\(id)/finish", method: .post, body: jsonBody(["device": "phone"])))
+            #expect(finished["finished"] as? Bool == true)
+            let empty = try object(try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
+            #expect((empty["signedTransactions"] as? [String])?.isEmpty == true)
+
+            let cancelled = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+                ["account": "alice", "device": "phone", "productId": "lifetime", "outcome": "userCancelled"])))
+            #expect(cancelled["status"] as? String == "userCancelled")
+            let interrupted = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+                ["account": "alice", "device": "phone", "productId": "com.revenuecat.consumable", "outcome": "interrupted"])))
+            #expect(interrupted["status"] as? String == "interrupted")
+            let request = try #require(interrupted["requestId"] as? String)
+            let completed = try object(try await client.execute(uri: "/sim/requests/\(request)/approve", method: .post))
+            #expect(completed["transactionId"] as? String != nil)
+            let bad = try await client.execute(uri: "/sim/purchases", method: .post, body: ByteBuffer(string: "{not json"))
+            #expect(bad.status == .badRequest)
+        }
+    }
+
+    @Test("verifyReceipt: 0 in the right environment, 21007/21008 in the wrong one, 21002, 21003, 21004, 21000")
+    func verifyReceipt() async throws {
+        try await fixture.engine.createAccount("bob")
+        guard case .purchased(_, _, let receipt) = try await fixture.engine.purchase(account: "bob", device: "d", productId: "com.revenuecat.monthly_4.99.1_week_intro") else {
+            Issue.record("purchase failed"); return
+        }
+        let data = Base64.standardEncode(receipt)
+        try await fixture.application(sharedSecret: "s3cret").test(.live) { client in
+            func status(_ path: String, _ body: [String: Any]) async throws -> [String: Any] {
+                try object(try await client.execute(uri: path, method: .post, body: jsonBody(body)))
+            }
+            #expect(try await status("/verifyReceipt", ["receipt-data": data, "password": "s3cret"])["status"] as? Int == 21007)
+            let ok = try await status("/sandbox/verifyReceipt", ["receipt-data": data, "password": "s3cret"])
+            #expect(ok["status"] as? Int == 0)
+            #expect(ok["environment"] as? String == "Sandbox")
+            #expect((ok["receipt"] as? [String: Any])?["bundle_id"] as? String == "com.revenuecat")
+            let latest = try #require(ok["latest_receipt_info"] as? [[String: Any]])
+            #expect(latest.first?["is_trial_period"] as? String == "true")
+            #expect((ok["pending_renewal_info"] as? [[String: Any]])?.first?["auto_renew_status"] as? String == "1")
+            #expect(try await status("/sandbox/verifyReceipt", ["receipt-data": data, "password": "wrong"])["status"] as? Int == 21004)
+            #expect(try await status("/sandbox/verifyReceipt", ["receipt-data": "%%%"])["status"] as? Int == 21002)
+            let apple = try Base64.standardEncode(CatalogTests.shared("vectors/kvitto/sandboxReceipt.der"))
+            #expect(try await status("/sandbox/verifyReceipt", ["receipt-data": apple])["status"] as? Int == 21003)
+            let get = try object(try await client.execute(uri: "/verifyReceipt", method: .get))
+            #expect(get["status"] as? Int == 21000)
+        }
+    }
+
+    @Test("Server API: Apple's JWT rules, 401 without JSON, errors as Apple's JSON")
+    func serverAPIAuth() async throws {
+        try await fixture.engine.createAccount("carol")
+        guard case .purchased(_, let id, _) = try await fixture.engine.purchase(account: "carol", device: "d", productId: "lifetime") else {
+            Issue.record("purchase failed"); return
+        }
+        let other = P256.Signing.PrivateKey()
+        try await fixture.application().test(.live) { client in
+            func get(_ path: String, _ token: String?) async throws -> TestResponse {
+                try await client.execute(uri: path, method: .get, headers: token.map { [.authorization: "Bearer \($0)"] } ?? [:])
+            }
+            let good = try await get("/inApps/v1/transactions/\(id)", try fixture.token())
+            #expect(good.status == .ok)
+            let signed = try #require(try object(good)["signedTransactionInfo"] as? String)
+            #expect(try await verifier.verifyTransaction(signed).payload.transactionId == id)
+            for (label, token) in [("none", nil), ("audience", try fixture.token(audience: "someone-else")),
+                                   ("bundle", try fixture.token(bundleId: "com.other")), ("lifetime", try fixture.token(lifetime: 3700)),
+                                   ("expired", try fixture.token(issuedAt: Date().addingTimeInterval(-600))),
+                                   ("kid", try fixture.token(keyId: "OTHER")), ("key", try fixture.token(key: other))] as [(String, String?)] {
+                let response = try await get("/inApps/v1/transactions/\(id)", token)
+                #expect(response.status == .unauthorized, "\(label)")
+                #expect(response.headers[.contentType] != "application/json", "\(label)")
+            }
+            let missing = try await get("/inApps/v1/transactions/9999999999", try fixture.token())
+            #expect(missing.status == .notFound)
+            #expect(missing.headers[.contentType] == "application/json")
+            #expect(try object(missing)["errorCode"] as? Int == 4_040_010)
+            let invalid = try await get("/inApps/v1/transactions/abc", try fixture.token())
+            #expect(try object(invalid)["errorCode"] as? Int == 4_000_006)
+        }
+    }
+
+    @Test("History pages by 20 with revision, and filters")
+    func historyPaging() async throws {
+        try await fixture.engine.createAccount("dave")
+        var first = ""
+        for index in 0..<45 {
+            guard case .purchased(_, let id, _) = try await fixture.engine.purchase(account: "dave", device: "d", productId: index % 3 == 0 ? "lifetime" : "com.revenuecat.consumable") else {
+                Issue.record("purchase failed"); return
+            }
+            if index == 0 { first = id }
+        }
+        let firstId = first
+        try await fixture.application().test(.live) { client in
+            var revision: String?
+            var pages: [Int] = []
+            var seen: Set<String> = []
+            repeat {
+                let path = "/inApps/v2/history/\(firstId)" + (revision.map { "?revision=\($0)" } ?? "")
+                let page = try object(try await client.execute(uri: path, method: .get, headers: [.authorization: "Bearer \(try fixture.token())"]))
+                let signed = page["signedTransactions"] as? [String] ?? []
+                pages.append(signed.count)
+                for jws in signed { seen.insert(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
+                revision = (page["hasMore"] as? Bool == true) ? page["revision"] as? String : nil
+            } while revision != nil
+            #expect(pages == [20, 20, 5])
+            #expect(seen.count == 45)
+            let consumables = try object(try await client.execute(uri: "/inApps/v2/history/\(firstId)?productType=CONSUMABLE", method: .get,
+                                                                  headers: [.authorization: "Bearer \(try fixture.token())"]))
+            #expect((consumables["signedTransactions"] as? [String])?.count == 20)
+            #expect(consumables["hasMore"] as? Bool == true)
+            let badRevision = try await client.execute(uri: "/inApps/v2/history/\(firstId)?revision=zzz", method: .get,
+                                                       headers: [.authorization: "Bearer \(try fixture.token())"])
+            #expect(try object(badRevision)["errorCode"] as? Int == 4_000_005)
+        }
+    }
+
+    @Test("Apple's Python App Store Server API client works against the simulator")
+    func applePythonClient() async throws {
+        guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {
+            Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
+            return
+        }
+        try await fixture.engine.createAccount("erin")
+        guard case .purchased(_, let subscription, _) = try await fixture.engine.purchase(account: "erin", device: "d", productId: "com.revenuecat.annual_39.99_no_trial"),
+              case .purchased = try await fixture.engine.purchase(account: "erin", device: "d", productId: "com.revenuecat.consumable") else {
+            Issue.record("purchase failed"); return
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-api-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyPath = directory.appendingPathComponent("key.p8").path
+        try Data(fixture.apiKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_api.py").path
+
+        try await fixture.application().test(.live) { client in
+            let port = try #require(client.port)
+            let output: Data = try await Task.detached {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: python)
+                process.arguments = [script, "http://127.0.0.1:\(port)", keyPath, fixture.keyId, fixture.issuerId, "com.revenuecat", subscription, subscription]
+                let pipe = Pipe()
+                process.standardOutput = pipe
+                try process.run()
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                return data
+            }.value
+            let results = try #require(try JSONSerialization.jsonObject(with: output) as? [String: Any], "\(String(decoding: output, as: UTF8.self))")
+            let signed = try #require((results["transaction"] as? [String: Any])?["signed"] as? String, "\(results)")
+            #expect(try await verifier.verifyTransaction(signed).payload.transactionId == subscription)
+            #expect((results["missingTransaction"] as? [String: Any])?["apiError"] as? Int == 4_040_010)
+            #expect((results["history"] as? [String: Any])?["pages"] as? [Int] == [2])
+            #expect(results["historyConsumables"] as? Int == 1)
+            #expect((results["statuses"] as? [[String: Any]])?.first?["statuses"] as? [Int] == [1])
+            #expect(results["refunds"] as? Int == 0)
+            #expect(results["extend"] as? Bool == true)
+            #expect((results["badExtend"] as? [String: Any])?["apiError"] as? Int == 4_000_009)
+            #expect(results["setToken"] as? String == "ok")
+            #expect(results["lookup"] as? Int == 0)
+        }
+    }
+}
