@@ -50,6 +50,8 @@ let package = Package(
                 "AppStoreTrust",
                 "StoreSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(

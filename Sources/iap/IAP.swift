@@ -5,7 +5,7 @@ import ArgumentParser
 struct IAP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "iap",
-        abstract: "IAPKit: verify and decode what the App Store signs.",
-        subcommands: [ReceiptCommand.self, JWSCommand.self]
+        abstract: "IAPKit: verify what the App Store signs, and simulate the App Store.",
+        subcommands: [ReceiptCommand.self, JWSCommand.self, SimulatorCommand.self]
     )
 }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 /// Runs the built `iap` binary as a newcomer would, and checks exit codes and output.
@@ -124,5 +127,66 @@ struct IAPCommandTests {
         let receipt = try Self.iap(["receipt", "verify", "-", "--root", appleRoot], stdin: Data("%%%".utf8))
         #expect(receipt.status == 1)
         #expect(receipt.stderr.contains("error: malformed:"))
+    }
+}
+
+@Suite("iap simulator as a process")
+struct IAPSimulatorProcessTests {
+    static func binary() throws -> URL {
+        let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [products.appendingPathComponent("iap"), products.deletingLastPathComponent().appendingPathComponent("iap")]
+        where FileManager.default.fileExists(atPath: candidate.path) { return candidate }
+        throw CocoaError(.fileNoSuchFile)
+    }
+
+    /// Starts `iap simulator` on a free-ish port and waits until it answers.
+    static func start(data: URL) async throws -> (Process, Int) {
+        let port = Int.random(in: 20_000...29_999)
+        let process = Process()
+        process.executableURL = try binary()
+        process.arguments = ["simulator", "--port", String(port), "--data", data.path]
+        process.standardError = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<100 {
+            if (try? Data(contentsOf: URL(string: "http://127.0.0.1:\(port)/sim/root.cer")!)) != nil { return (process, port) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        process.terminate()
+        throw CocoaError(.fileReadUnknown)
+    }
+
+    static func post(_ port: Int, _ path: String, _ body: String) async throws -> [String: Any] {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body.utf8)
+        let (data, _) = try await URLSession.shared.data(for: request)
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    @Test("iap simulator sells the demo catalog, its JWS verify with iap under its root, and a restart keeps state")
+    func simulatorProcess() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-simproc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        var (process, port) = try await Self.start(data: data)
+        _ = try await Self.post(port, "/sim/accounts", #"{"id":"zoe"}"#)
+        let bought = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.premium"}"#)
+        #expect(bought["status"] as? String == "purchased")
+        let jwsFile = data.appendingPathComponent("t.jws")
+        try Data(try #require(bought["signedTransaction"] as? String).utf8).write(to: jwsFile)
+        let verified = try IAPCommandTests.iap(["jws", "verify", jwsFile.path, "--root", data.appendingPathComponent("jws-root.pem").path, "--json"])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(verified.stdout.contains("com.example.iapkit.premium"))
+        process.terminate()
+        process.waitUntilExit()
+
+        (process, port) = try await Self.start(data: data)
+        defer { process.terminate() }
+        let again = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.coins.100"}"#)
+        #expect(again["status"] as? String == "purchased")
+        #expect(again["transactionId"] as? String != bought["transactionId"] as? String)
+        let (queue, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/sim/accounts/zoe/devices/p/unfinished")!)
+        let signed = try #require((try JSONSerialization.jsonObject(with: queue) as? [String: Any])?["signedTransactions"] as? [String])
+        #expect(signed.count == 2, "the first purchase survived the restart")
     }
 }

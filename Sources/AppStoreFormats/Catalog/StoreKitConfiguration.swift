@@ -70,6 +70,12 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
 
         /// The first introductory offer (version 5 lists them; version 3 has one).
         public var introOffer: Offer? { introductoryOffers?.first ?? introductoryOffer }
+
+        /// A product with the given id and `.storekit` type; everything else absent.
+        public init(productID: String, type: String) {
+            self.productID = productID
+            self.type = type
+        }
     }
 
     /// A subscription offer (introductory, promotional, offer code, win-back).
@@ -87,6 +93,14 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
         public var displayPrice: String?
         /// Offer codes: `new`, `existing`, `expired`.
         public var eligibility: [String]?
+
+        public init(paymentMode: String?, subscriptionPeriod: String?, numberOfPeriods: Int? = nil, displayPrice: String? = nil, offerID: String? = nil) {
+            self.paymentMode = paymentMode
+            self.subscriptionPeriod = subscriptionPeriod
+            self.numberOfPeriods = numberOfPeriods
+            self.displayPrice = displayPrice
+            self.offerID = offerID
+        }
 
         /// The JWS `offerDiscountType` of this offer's payment mode.
         public var discountType: OfferDiscountType? {
