@@ -35,6 +35,13 @@ extension StoreEngine {
         state.transactions[transactionId]?.payload.revocationDate = clock.now
         state.transactions[transactionId]?.payload.revocationReason = reason
         state.transactions[transactionId]?.payload.revocationType = .refundFull
+        if let original = state.transactions[transactionId]?.payload.originalTransactionId, var series = state.subscriptions[original],
+           series.latestTransactionId == transactionId {
+            // A revoked series has no further events; a reversed refund picks up where it was.
+            series.phase = .revoked
+            state.subscriptions[original] = series
+        }
+        try notify(.refund, nil, transactionId: transactionId)
         try persist()
         return true
     }
@@ -45,27 +52,12 @@ extension StoreEngine {
     }
 
     /// The latest transaction of each auto-renewable series of the customer, with its status and renewal info.
-    public func subscriptionStatuses(containing transactionId: String) -> [(group: String, latest: JWSTransactionDecodedPayload, status: SubscriptionStatus, renewal: JWSRenewalInfoDecodedPayload)] {
-        let now = clock.now
-        var latest: [String: JWSTransactionDecodedPayload] = [:]
-        for payload in history(containing: transactionId) where payload.type == .autoRenewableSubscription {
-            guard let original = payload.originalTransactionId else { continue }
-            if let current = latest[original], (current.purchaseDate ?? .distantPast) > (payload.purchaseDate ?? .distantPast) { continue }
-            latest[original] = payload
-        }
-        return latest.values.sorted { ($0.purchaseDate ?? .distantPast) < ($1.purchaseDate ?? .distantPast) }.map { payload in
-            let status: SubscriptionStatus = payload.revocationDate != nil ? .revoked : (payload.expiresDate ?? now) > now ? .active : .expired
-            var renewal = JWSRenewalInfoDecodedPayload()
-            renewal.originalTransactionId = payload.originalTransactionId
-            renewal.productId = payload.productId
-            renewal.autoRenewProductId = payload.productId
-            renewal.autoRenewStatus = status == .active ? .on : .off
-            renewal.environment = environment
-            renewal.renewalDate = payload.expiresDate
-            renewal.recentSubscriptionStartDate = payload.originalPurchaseDate
-            renewal.signedDate = now
-            if status == .expired { renewal.expirationIntent = .customerCancelled }
-            return (payload.subscriptionGroupIdentifier ?? "", payload, status, renewal)
+    public func subscriptionStatuses(containing transactionId: String) throws -> [(group: String, latest: JWSTransactionDecodedPayload, status: SubscriptionStatus, renewal: JWSRenewalInfoDecodedPayload)] {
+        try processSubscriptions()
+        guard let account = state.transactions[transactionId]?.account else { return [] }
+        return state.subscriptions.values.filter { $0.account == account }.sorted { $0.originalTransactionId < $1.originalTransactionId }.compactMap { series in
+            guard let latest = state.transactions[series.latestTransactionId]?.payload else { return nil }
+            return (series.group, latest, series.status, renewalInfo(series))
         }
     }
 

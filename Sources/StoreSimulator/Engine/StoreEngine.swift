@@ -10,6 +10,8 @@ public actor StoreEngine {
     public let clock: VirtualClock
     public let environment: AppStoreEnvironment
     public let rate: RenewalRate
+    /// Whether a billing failure first opens a grace period (App Store Connect's Billing Grace Period).
+    public let gracePeriodEnabled: Bool
     var state: StoreState
     private let stateFile: URL?
 
@@ -31,8 +33,9 @@ public actor StoreEngine {
     }
 
     public init(catalog: SimulatorCatalog, minter: Minter, environment: AppStoreEnvironment = .sandbox,
-                rate: RenewalRate = .sandbox, dataDirectory: URL? = nil) throws {
+                rate: RenewalRate = .sandbox, gracePeriodEnabled: Bool = true, dataDirectory: URL? = nil) throws {
         self.catalog = catalog
+        self.gracePeriodEnabled = gracePeriodEnabled
         self.minter = minter
         self.environment = environment
         self.rate = rate
@@ -50,19 +53,30 @@ public actor StoreEngine {
     // MARK: Accounts
 
     /// Creates (or replaces the settings of) a customer account.
-    public func createAccount(_ id: String, storefront: String? = nil, canMakePayments: Bool = true, askToBuy: Bool = false) throws {
+    public func createAccount(_ id: String, storefront: String? = nil, canMakePayments: Bool = true, askToBuy: Bool = false, billingFails: Bool = false) throws {
         var account = state.accounts[id] ?? StoreState.Account(id: id, storefront: storefront ?? catalog.storefront, canMakePayments: canMakePayments, askToBuy: askToBuy)
         account.storefront = storefront ?? account.storefront
         account.canMakePayments = canMakePayments
         account.askToBuy = askToBuy
+        let recovered = account.billingFails && !billingFails
+        account.billingFails = billingFails
         state.accounts[id] = account
+        if recovered { try recoverBilling(account: id) }
         try persist()
+    }
+
+    /// Runs whatever fell due as real time passed (renewals, expiries) and saves; the server calls it periodically.
+    public func tick() throws {
+        let before = state.notifications.count
+        try processSubscriptions()
+        if state.notifications.count != before { try persist() }
     }
 
     /// Moves simulated time forward.
     public func advanceClock(by seconds: TimeInterval) throws {
         clock.advance(by: seconds)
         state.clockAdvance = clock.totalAdvance
+        try processSubscriptions()
         try persist()
     }
 
@@ -71,6 +85,7 @@ public actor StoreEngine {
     /// Buys `productId` for `account` on `device`.
     public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
                          quantity: Int = 1, outcome: Outcome = .success) throws -> PurchaseResult {
+        try processSubscriptions()
         guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
         guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
         guard catalog.product(productId) != nil else { return .failed(reason: "invalid product id \(productId)") }
@@ -87,6 +102,7 @@ public actor StoreEngine {
         case .success where account.askToBuy:
             return try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
         case .success:
+            if let change = try changeSubscriptionIfSameGroup(account: accountId, productId: productId) { return change }
             let id = try complete(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
             return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: accountId))
         }
@@ -120,6 +136,7 @@ public actor StoreEngine {
             throw SimulatorError.catalog("product \(productId) or account \(accountId) vanished")
         }
         let now = clock.now
+        account.devices.insert(device)
         let id = state.mintId()
         var payload = JWSTransactionDecodedPayload()
         payload.transactionId = id
@@ -152,10 +169,24 @@ public actor StoreEngine {
                 length = intro.discountType == .payAsYouGo ? rate.duration(of: period) : rate.duration(of: intro.period, count: intro.numberOfPeriods)
             }
             payload.expiresDate = now.addingTimeInterval(length)
+            // Resubscribing continues the customer's series in the group.
+            let previous = state.subscriptions.values.first { $0.account == accountId && $0.group == group }
+            if let previous { payload.originalTransactionId = previous.originalTransactionId; payload.originalPurchaseDate = state.transactions[previous.originalTransactionId]?.payload.purchaseDate }
+            state.accounts[accountId] = account
+            state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
+            state.transactionOrder.append(id)
+            let original = payload.originalTransactionId ?? id
+            state.subscriptions[original] = .init(
+                originalTransactionId: original, account: accountId, group: group, latestTransactionId: id, productId: productId,
+                autoRenewProductId: productId, autoRenewStatus: true, expiresDate: payload.expiresDate!, phase: .active)
+            try notify(.subscribed, previous == nil ? .initialBuy : .resubscribe, subscription: original, at: now)
+            try persist()
+            return id
         }
         state.accounts[accountId] = account
         state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
         state.transactionOrder.append(id)
+        try notify(.oneTimeCharge, nil, transactionId: id)
         try persist()
         return id
     }
@@ -173,7 +204,8 @@ public actor StoreEngine {
 
     /// The device's unfinished transactions, oldest first, signed now (StoreKit's `Transaction.unfinished`).
     public func unfinished(account: String, device: String) throws -> [String] {
-        try state.transactionOrder.filter { id in
+        try processSubscriptions()
+        return try state.transactionOrder.filter { id in
             guard let stored = state.transactions[id] else { return false }
             return stored.account == account && stored.unfinishedOn.contains(device)
         }.map(signedTransaction)
@@ -188,7 +220,8 @@ public actor StoreEngine {
 
     /// Restore: the account's non-consumables and auto-renewable subscriptions, signed now (as `AppStore.sync()`).
     public func restore(account: String) throws -> [String] {
-        try state.transactionOrder.filter { id in
+        try processSubscriptions()
+        return try state.transactionOrder.filter { id in
             guard let stored = state.transactions[id], stored.account == account else { return false }
             return stored.payload.type == .nonConsumable || stored.payload.type == .autoRenewableSubscription
         }.map(signedTransaction)
@@ -199,6 +232,7 @@ public actor StoreEngine {
     /// The account's current app receipt (DER): every purchase except consumables already finished, as Apple drops
     /// them the next time the receipt is updated.
     public func receipt(for accountId: String) throws -> [UInt8] {
+        try processSubscriptions()
         let now = clock.now
         var receipt = AppReceipt(
             receiptType: environment == .production ? .production : .productionSandbox,

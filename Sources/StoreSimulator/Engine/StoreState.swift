@@ -14,6 +14,56 @@ struct StoreState: Codable, Sendable {
     /// Renewal-date extensions per original transaction id (their times), and request identifiers already served.
     var extensions: [String: [Date]] = [:]
     var extensionRequests: [String: String] = [:]
+    /// Auto-renewable series by original transaction id.
+    var subscriptions: [String: Subscription] = [:]
+    /// Every notification minted, oldest first.
+    var notifications: [StoredNotification] = []
+
+    /// An auto-renewable subscription series and where it stands.
+    struct Subscription: Codable, Sendable {
+        var originalTransactionId: String
+        var account: String
+        var group: String
+        var latestTransactionId: String
+        var productId: String
+        var autoRenewProductId: String
+        var autoRenewStatus: Bool
+        var expiresDate: Date
+        var phase: Phase
+        var expirationIntent: ExpirationIntent?
+        var gracePeriodExpiresDate: Date?
+        /// When billing first failed in the current retry.
+        var billingRetrySince: Date?
+        /// Renewals so far; sandbox stops renewing after 12.
+        var renewals: Int = 0
+
+        enum Phase: String, Codable, Sendable { case active, gracePeriod, billingRetry, expired, revoked }
+
+        var status: SubscriptionStatus {
+            switch phase {
+            case .active: .active
+            case .gracePeriod: .billingGracePeriod
+            case .billingRetry: .billingRetry
+            case .expired: .expired
+            case .revoked: .revoked
+            }
+        }
+    }
+
+    /// A notification and its delivery attempts.
+    struct StoredNotification: Codable, Sendable {
+        var uuid: String
+        var type: NotificationTypeV2
+        var subtype: NotificationSubtype?
+        var signedPayload: String
+        var transactionId: String?
+        var createdAt: Date
+        var attempts: [SendAttemptItem] = []
+        /// When the next delivery attempt is due (simulated time); nil when delivered or out of attempts.
+        var nextAttempt: Date?
+        /// A `TEST` notification's token.
+        var testToken: String?
+    }
 
     /// A simulated customer.
     struct Account: Codable, Sendable {
@@ -21,6 +71,10 @@ struct StoreState: Codable, Sendable {
         var storefront: String
         var canMakePayments: Bool
         var askToBuy: Bool
+        /// Renewals fail while this is set ("Allow Purchases & Renewals" off in sandbox settings).
+        var billingFails: Bool = false
+        /// Devices that bought something: renewals join each one's unfinished queue.
+        var devices: Set<String> = []
         /// Subscription groups in which an introductory offer was used.
         var introOfferGroupsUsed: Set<String> = []
     }

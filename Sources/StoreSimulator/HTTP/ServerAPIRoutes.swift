@@ -39,7 +39,7 @@ struct ServerAPIRoutes {
             guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
             let wanted = request.uri.queryParameters.getAll("status").compactMap { Int($0) }
             guard wanted.allSatisfy({ (1...5).contains($0) }) else { return try Reply.apiError(.invalidStatus, "Invalid status.") }
-            let statuses = await engine.subscriptionStatuses(containing: id)
+            let statuses = try await engine.subscriptionStatuses(containing: id)
             let known = await engine.transaction(id) != nil
             guard !statuses.isEmpty || known else {
                 return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")

@@ -50,7 +50,7 @@ struct VerifyReceiptRoutes {
                     latest = Array(newest.values)
                 }
                 response.latestReceiptInfo = latest
-                response.pendingRenewalInfo = await engine.subscriptionStatuses(containing: first.transactionId).map { status in
+                response.pendingRenewalInfo = try await engine.subscriptionStatuses(containing: first.transactionId).map { status in
                     var info = LegacyPendingRenewalInfo()
                     info.originalTransactionId = status.latest.originalTransactionId
                     info.productId = status.latest.productId

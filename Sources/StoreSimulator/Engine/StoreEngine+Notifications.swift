@@ -1,0 +1,87 @@
+import AppStoreFormats
+import Foundation
+
+/// Minting App Store Server Notifications V2 for what happens in the store.
+extension StoreEngine {
+    /// Records a notification about a subscription series: its latest transaction, renewal info and status.
+    func notify(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, subscription originalTransactionId: String, at time: Date) throws {
+        guard let series = state.subscriptions[originalTransactionId], let latest = state.transactions[series.latestTransactionId]?.payload else { return }
+        var data = notificationData()
+        data.signedTransactionInfo = try sign(latest, at: time)
+        var renewal = renewalInfo(series)
+        renewal.signedDate = time
+        data.signedRenewalInfo = try minter.sign(renewal)
+        data.status = series.status
+        try record(type, subtype, data: data, transactionId: series.latestTransactionId, at: time)
+    }
+
+    /// Records a notification about one transaction (one-time charges, refunds); subscriptions get their renewal info too.
+    func notify(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, transactionId: String) throws {
+        guard let payload = state.transactions[transactionId]?.payload else { return }
+        let time = clock.now
+        if let original = payload.originalTransactionId, let series = state.subscriptions[original], series.latestTransactionId == transactionId {
+            try notify(type, subtype, subscription: original, at: time)
+            return
+        }
+        var data = notificationData()
+        data.signedTransactionInfo = try sign(payload, at: time)
+        try record(type, subtype, data: data, transactionId: transactionId, at: time)
+    }
+
+    /// Records a `TEST` notification and returns its token.
+    public func requestTestNotification() throws -> String {
+        let token = UUID().uuidString.lowercased()
+        try record(.test, nil, data: notificationData(), transactionId: nil, at: clock.now, testToken: token)
+        try persist()
+        return token
+    }
+
+    private func notificationData() -> NotificationData {
+        var data = NotificationData()
+        data.environment = environment
+        data.appAppleId = catalog.appAppleId
+        data.bundleId = catalog.bundleId
+        data.bundleVersion = "1"
+        return data
+    }
+
+    private func sign(_ payload: JWSTransactionDecodedPayload, at time: Date) throws -> String {
+        var payload = payload
+        payload.signedDate = time
+        return try minter.sign(payload)
+    }
+
+    private func record(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, data: NotificationData, transactionId: String?,
+                        at time: Date, testToken: String? = nil) throws {
+        var payload = ResponseBodyV2DecodedPayload()
+        payload.notificationType = type
+        payload.subtype = subtype
+        payload.notificationUUID = UUID().uuidString.lowercased()
+        payload.version = "2.0"
+        payload.signedDate = time
+        payload.data = data
+        state.notifications.append(.init(
+            uuid: payload.notificationUUID!, type: type, subtype: subtype, signedPayload: try minter.sign(payload),
+            transactionId: transactionId, createdAt: time, nextAttempt: time, testToken: testToken))
+    }
+
+    /// A notification as the simulator recorded it.
+    public struct NotificationRecord: Sendable {
+        public let uuid: String
+        public let type: NotificationTypeV2
+        public let subtype: NotificationSubtype?
+        public let signedPayload: String
+        public let transactionId: String?
+        public let createdAt: Date
+        public let attempts: [SendAttemptItem]
+        public let testToken: String?
+    }
+
+    /// Every notification so far, oldest first.
+    public func notifications() -> [NotificationRecord] {
+        state.notifications.map {
+            NotificationRecord(uuid: $0.uuid, type: $0.type, subtype: $0.subtype, signedPayload: $0.signedPayload,
+                               transactionId: $0.transactionId, createdAt: $0.createdAt, attempts: $0.attempts, testToken: $0.testToken)
+        }
+    }
+}

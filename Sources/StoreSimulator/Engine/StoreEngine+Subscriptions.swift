@@ -1,0 +1,215 @@
+import AppStoreFormats
+import Foundation
+
+/// The auto-renewable subscription lifecycle on the virtual clock: renewals, billing failure → grace period →
+/// billing retry → recovery or expiry, auto-renew changes, upgrades (immediate) and downgrades (at renewal),
+/// refunds and their reversal. Every event mints a Notifications V2 payload.
+extension StoreEngine {
+    /// Sandbox renews a subscription at most this many times, then turns auto-renew off (Apple's sandbox rule).
+    static let sandboxRenewalCap = 12
+
+    var gracePeriodLength: TimeInterval { rate.secondsPerDay * 16 }
+    var billingRetryLength: TimeInterval { rate.secondsPerDay * 60 }
+
+    /// Handles a purchase in a group where the customer already has a live subscription: the same product is refused,
+    /// an upgrade (or same-length crossgrade) replaces it now, a downgrade (or crossgrade to another length) waits for
+    /// the next renewal. Nil when the purchase is an ordinary first purchase or resubscription.
+    func changeSubscriptionIfSameGroup(account: String, productId: String) throws -> PurchaseResult? {
+        guard let product = catalog.product(productId), product.type == .autoRenewableSubscription, let group = product.subscriptionGroupIdentifier,
+              var series = state.subscriptions.values.first(where: { $0.account == account && $0.group == group && $0.phase != .expired && $0.phase != .revoked }),
+              let current = catalog.product(series.productId) else { return nil }
+        guard productId != series.productId else { return .failed(reason: "already subscribed to \(productId)") }
+        let immediate = (product.groupLevel ?? 0) < (current.groupLevel ?? 0)
+            || ((product.groupLevel ?? 0) == (current.groupLevel ?? 0) && product.period == current.period)
+        let now = clock.now
+        if immediate {
+            state.transactions[series.latestTransactionId]?.payload.isUpgraded = true
+            let id = try mintSeriesTransaction(&series, productId: productId, at: now, reason: .purchase)
+            series.autoRenewProductId = productId
+            series.phase = .active
+            state.subscriptions[series.originalTransactionId] = series
+            try notify(.didChangeRenewalPref, .upgrade, subscription: series.originalTransactionId, at: now)
+            try persist()
+            return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: account))
+        }
+        series.autoRenewProductId = productId
+        state.subscriptions[series.originalTransactionId] = series
+        try notify(.didChangeRenewalPref, .downgrade, subscription: series.originalTransactionId, at: now)
+        try persist()
+        // Nothing is charged now: StoreKit hands back the current period's transaction.
+        return .purchased(signedTransaction: try signedTransaction(series.latestTransactionId), transactionId: series.latestTransactionId,
+                          receipt: try receipt(for: account))
+    }
+
+    /// Mints the next transaction of a series for `productId`, starting at `start`.
+    func mintSeriesTransaction(_ series: inout StoreState.Subscription, productId: String, at start: Date, reason: TransactionReason) throws -> String {
+        guard let product = catalog.product(productId), let period = product.period,
+              let first = state.transactions[series.originalTransactionId]?.payload, let account = state.accounts[series.account] else {
+            throw SimulatorError.catalog("subscription \(series.originalTransactionId) lost its product or account")
+        }
+        let id = state.mintId()
+        var payload = first
+        payload.transactionId = id
+        payload.productId = productId
+        payload.subscriptionGroupIdentifier = product.subscriptionGroupIdentifier
+        payload.webOrderLineItemId = state.mintId()
+        payload.purchaseDate = start
+        payload.expiresDate = start.addingTimeInterval(rate.duration(of: period))
+        payload.transactionReason = reason
+        payload.offerType = nil
+        payload.offerDiscountType = nil
+        payload.offerPeriod = nil
+        payload.offerIdentifier = nil
+        payload.isUpgraded = nil
+        payload.revocationDate = nil
+        payload.revocationReason = nil
+        payload.revocationType = nil
+        let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: product.price)
+        payload.price = price.price
+        payload.currency = price.currency
+        payload.appAccountToken = state.transactions[series.latestTransactionId]?.payload.appAccountToken
+        state.transactions[id] = .init(payload: payload, account: series.account, unfinishedOn: account.devices)
+        state.transactionOrder.append(id)
+        series.latestTransactionId = id
+        series.productId = productId
+        series.expiresDate = payload.expiresDate!
+        series.expirationIntent = nil
+        series.gracePeriodExpiresDate = nil
+        series.billingRetrySince = nil
+        return id
+    }
+
+    /// Runs every subscription event due up to now, in time order.
+    func processSubscriptions() throws {
+        let now = clock.now
+        for _ in 0..<100_000 {
+            let due = state.subscriptions.values.compactMap { series -> (Date, String)? in
+                guard let time = nextEvent(series), time <= now else { return nil }
+                return (time, series.originalTransactionId)
+            }.min { $0.0 < $1.0 }
+            guard let (time, id) = due, var series = state.subscriptions[id] else { return }
+            try handleEvent(&series, at: time)
+            state.subscriptions[id] = series
+        }
+    }
+
+    private func nextEvent(_ series: StoreState.Subscription) -> Date? {
+        switch series.phase {
+        case .active: series.expiresDate
+        case .gracePeriod: series.gracePeriodExpiresDate
+        case .billingRetry: series.billingRetrySince.map { $0.addingTimeInterval(billingRetryLength) }
+        case .expired, .revoked: nil
+        }
+    }
+
+    private func handleEvent(_ series: inout StoreState.Subscription, at time: Date) throws {
+        let original = series.originalTransactionId
+        switch series.phase {
+        case .active:
+            if !series.autoRenewStatus {
+                series.phase = .expired
+                series.expirationIntent = series.expirationIntent ?? .customerCancelled
+                state.subscriptions[original] = series
+                try notify(.expired, .voluntary, subscription: original, at: time)
+            } else if state.accounts[series.account]?.billingFails == true {
+                series.billingRetrySince = time
+                series.expirationIntent = .billingError
+                if gracePeriodEnabled {
+                    series.phase = .gracePeriod
+                    series.gracePeriodExpiresDate = time.addingTimeInterval(gracePeriodLength)
+                    state.subscriptions[original] = series
+                    try notify(.didFailToRenew, .gracePeriod, subscription: original, at: time)
+                } else {
+                    series.phase = .billingRetry
+                    state.subscriptions[original] = series
+                    try notify(.didFailToRenew, nil, subscription: original, at: time)
+                }
+            } else {
+                _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: series.expiresDate, reason: .renewal)
+                series.renewals += 1
+                if environment != .production, series.renewals >= Self.sandboxRenewalCap { series.autoRenewStatus = false }
+                state.subscriptions[original] = series
+                try notify(.didRenew, nil, subscription: original, at: time)
+            }
+        case .gracePeriod:
+            series.phase = .billingRetry
+            state.subscriptions[original] = series
+            try notify(.gracePeriodExpired, nil, subscription: original, at: time)
+        case .billingRetry:
+            series.phase = .expired
+            state.subscriptions[original] = series
+            try notify(.expired, .billingRetry, subscription: original, at: time)
+        case .expired, .revoked:
+            break
+        }
+    }
+
+    /// Billing works again: every series of the account in grace or retry renews now.
+    func recoverBilling(account: String) throws {
+        try processSubscriptions()
+        let now = clock.now
+        for var series in state.subscriptions.values where series.account == account && (series.phase == .gracePeriod || series.phase == .billingRetry) {
+            _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: now, reason: .renewal)
+            series.phase = .active
+            state.subscriptions[series.originalTransactionId] = series
+            try notify(.didRenew, .billingRecovery, subscription: series.originalTransactionId, at: now)
+        }
+    }
+
+    /// The customer turns auto-renew on or off. Returns whether the series exists.
+    public func setAutoRenew(originalTransactionId: String, enabled: Bool) throws -> Bool {
+        try processSubscriptions()
+        guard var series = state.subscriptions[originalTransactionId] else { return false }
+        guard series.autoRenewStatus != enabled else { return true }
+        series.autoRenewStatus = enabled
+        series.expirationIntent = enabled ? nil : .customerCancelled
+        state.subscriptions[originalTransactionId] = series
+        try notify(.didChangeRenewalStatus, enabled ? .autoRenewEnabled : .autoRenewDisabled, subscription: originalTransactionId, at: clock.now)
+        try persist()
+        return true
+    }
+
+    /// Sets the account's billing switch (as a sandbox tester's "Allow Purchases & Renewals").
+    public func setBillingFails(account: String, _ fails: Bool) throws -> Bool {
+        guard let existing = state.accounts[account] else { return false }
+        try createAccount(account, storefront: existing.storefront, canMakePayments: existing.canMakePayments, askToBuy: existing.askToBuy, billingFails: fails)
+        return true
+    }
+
+    /// Undoes a refund (a dispute won by the developer). Returns whether the transaction was refunded.
+    public func reverseRefund(_ transactionId: String) throws -> Bool {
+        guard state.transactions[transactionId]?.payload.revocationDate != nil else { return false }
+        state.transactions[transactionId]?.payload.revocationDate = nil
+        state.transactions[transactionId]?.payload.revocationReason = nil
+        state.transactions[transactionId]?.payload.revocationType = nil
+        if let original = state.transactions[transactionId]?.payload.originalTransactionId, var series = state.subscriptions[original],
+           series.latestTransactionId == transactionId, series.phase == .revoked {
+            series.phase = series.expiresDate > clock.now ? .active : .expired
+            state.subscriptions[original] = series
+        }
+        try notify(.refundReversed, nil, transactionId: transactionId)
+        try persist()
+        return true
+    }
+
+    /// The renewal info of a series as it stands.
+    func renewalInfo(_ series: StoreState.Subscription) -> JWSRenewalInfoDecodedPayload {
+        var renewal = JWSRenewalInfoDecodedPayload()
+        renewal.originalTransactionId = series.originalTransactionId
+        renewal.productId = series.productId
+        renewal.autoRenewProductId = series.autoRenewProductId
+        renewal.autoRenewStatus = series.autoRenewStatus ? .on : .off
+        renewal.expirationIntent = series.expirationIntent
+        renewal.isInBillingRetryPeriod = series.phase == .gracePeriod || series.phase == .billingRetry
+        renewal.gracePeriodExpiresDate = series.gracePeriodExpiresDate
+        renewal.environment = environment
+        renewal.renewalDate = series.expiresDate
+        renewal.recentSubscriptionStartDate = state.transactions[series.originalTransactionId]?.payload.purchaseDate
+        renewal.appAccountToken = state.transactions[series.latestTransactionId]?.payload.appAccountToken
+        if let product = catalog.product(series.autoRenewProductId) {
+            renewal.renewalPrice = product.price
+            renewal.currency = catalog.currency
+        }
+        return renewal
+    }
+}
