@@ -44,7 +44,7 @@ struct StoreEngineTests {
         #expect(ids.count == 4)
     }
 
-    @Test("A first subscription in a group gets the intro offer, the next one does not")
+    @Test("A first subscription in a group gets the intro offer; a later one in the group does not")
     func introOfferEligibility() async throws {
         let store = try engine()
         try await store.createAccount("bob")
@@ -56,6 +56,9 @@ struct StoreEngineTests {
         // The file's free trial is three months (P3M): 15 simulated minutes at sandbox rates.
         #expect(t1.offerPeriod == "P3M")
         #expect(abs(t1.expiresDate!.timeIntervalSince(t1.purchaseDate!) - 900) < 1)
+        // Another plan of the same group while this one is live is a crossgrade; let it lapse first.
+        #expect(try await store.setAutoRenew(originalTransactionId: first.id, enabled: false))
+        try await store.advanceClock(by: 901)
         let second = try purchased(try await store.purchase(account: "bob", device: "d", productId: "com.revenuecat.annual_39.99.2_week_intro"))
         let t2 = try await jws.verifyTransaction(second.jws).payload
         #expect(t2.offerType == nil)
