@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -41,6 +42,7 @@ let package = Package(
             dependencies: [
                 "AppStoreFormats",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + certificatesAndCrypto
         ),
         .executableTarget(
@@ -58,16 +60,17 @@ let package = Package(
             name: "AppStoreFormatsTests",
             dependencies: ["AppStoreFormats"]
         ),
+        .target(name: "IAPTestSupport", path: "Tests/Support"),
         .testTarget(
             name: "StoreSimulatorTests",
             dependencies: [
-                "StoreSimulator", "AppStoreTrust", "AppStoreFormats",
+                "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "IAPTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(
             name: "IAPCommandTests",
-            dependencies: ["iap"]
+            dependencies: ["iap", "IAPTestSupport"]
         ),
         .testTarget(
             name: "AppStoreTrustTests",

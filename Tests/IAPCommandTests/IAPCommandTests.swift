@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import IAPTestSupport
 import Testing
 
 /// Runs the built `iap` binary as a newcomer would, and checks exit codes and output.
@@ -18,39 +19,19 @@ struct IAPCommandTests {
         let stderr: String
     }
 
-    static func iap(_ arguments: [String], stdin: Data? = nil) throws -> Run {
-        let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var binary = products.appendingPathComponent("iap")
-        // The test bundle may sit one level deeper than the products (e.g. inside an .xctest bundle).
-        if !FileManager.default.fileExists(atPath: binary.path) {
-            binary = products.deletingLastPathComponent().appendingPathComponent("iap")
-        }
-        try #require(FileManager.default.fileExists(atPath: binary.path), "iap binary not found beside \(products.path)")
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
+    static func iap(_ arguments: [String], stdin: Data? = nil) async throws -> Run {
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "IAP_TRUST_ROOTS")
-        process.environment = environment
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(stdin) }
-        try input.fileHandleForWriting.close()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+        let result = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path, arguments, stdin: stdin, environment: environment)
+        return Run(status: result.status, stdout: result.stdout, stderr: result.stderr)
     }
 
     let appleRoot = "\(vectors)/certs/AppleIncRootCertificate.cer"
     let g3 = "\(vectors)/certs/AppleRootCA-G3.pem"
 
     @Test("receipt verify --json prints verifyReceipt's receipt object and exits 0")
-    func receiptJSON() throws {
-        let run = try Self.iap(["receipt", "verify", "\(Self.vectors)/revenuecat/base64encodedreceiptsample1.txt", "--root", appleRoot, "--json"])
+    func receiptJSON() async throws {
+        let run = try await Self.iap(["receipt", "verify", "\(Self.vectors)/revenuecat/base64encodedreceiptsample1.txt", "--root", appleRoot, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
         #expect(object["bundle_id"] as? String == "com.revenuecat.sampleapp")
@@ -61,70 +42,70 @@ struct IAPCommandTests {
     }
 
     @Test("receipt verify reads DER from stdin and checks the device id")
-    func receiptStdinAndDevice() throws {
+    func receiptStdinAndDevice() async throws {
         let der = try Data(contentsOf: URL(fileURLWithPath: "\(Self.vectors)/tpinappreceipt/receipt-sandbox-g5.b64"))
-        let good = try Self.iap(["receipt", "verify", "-", "--root", appleRoot, "--device-id", "956328D9-CC6A-47F4-BE40-6953FB0AB6C7"], stdin: der)
+        let good = try await Self.iap(["receipt", "verify", "-", "--root", appleRoot, "--device-id", "956328D9-CC6A-47F4-BE40-6953FB0AB6C7"], stdin: der)
         #expect(good.status == 0, "\(good.stderr)")
         #expect(good.stdout.contains("dev.bonzer.weeka.app"))
-        let bad = try Self.iap(["receipt", "verify", "-", "--root", appleRoot, "--device-id", "00000000-0000-0000-0000-000000000000"], stdin: der)
+        let bad = try await Self.iap(["receipt", "verify", "-", "--root", appleRoot, "--device-id", "00000000-0000-0000-0000-000000000000"], stdin: der)
         #expect(bad.status == 1)
         #expect(bad.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }.map { $0.split(separator: ":")[1] } == [" wrong_device_hash"])
     }
 
     @Test("A receipt under no or the wrong root: one typed error line, exit 1")
-    func receiptRefused() throws {
-        let run = try Self.iap(["receipt", "verify", "\(Self.vectors)/kvitto/receipt.der", "--root", g3])
+    func receiptRefused() async throws {
+        let run = try await Self.iap(["receipt", "verify", "\(Self.vectors)/kvitto/receipt.der", "--root", g3])
         #expect(run.status == 1)
         let errors = run.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }
         #expect(errors.count == 1)
         #expect(errors.first?.hasPrefix("error: untrusted_chain:") == true)
         #expect(run.stdout.isEmpty)
-        let none = try Self.iap(["receipt", "verify", "\(Self.vectors)/kvitto/receipt.der"])
+        let none = try await Self.iap(["receipt", "verify", "\(Self.vectors)/kvitto/receipt.der"])
         #expect(none.status == 1)
         #expect(none.stderr.contains("warning: no Apple root is trusted"))
     }
 
     @Test("--at now refuses a receipt whose chain expired after it was made")
-    func atNow() throws {
-        let run = try Self.iap(["receipt", "verify", "\(Self.vectors)/kvitto/receipt.der", "--root", appleRoot, "--at", "now"])
+    func atNow() async throws {
+        let run = try await Self.iap(["receipt", "verify", "\(Self.vectors)/kvitto/receipt.der", "--root", appleRoot, "--at", "now"])
         #expect(run.status == 1)
         #expect(run.stderr.contains("error: expired_at_signing_time:"))
     }
 
     @Test("jws verify prints Apple's field names; a notification body is unwrapped")
-    func jws() throws {
+    func jws() async throws {
         let path = "\(Self.vectors)/jws-real/mingos_signedTransaction_2000000847061981.jws"
-        let run = try Self.iap(["jws", "verify", path, "--root", g3, "--json"])
+        let run = try await Self.iap(["jws", "verify", path, "--root", g3, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
         #expect(object["transactionId"] as? String == "2000000847061981")
         #expect(object["price"] as? Int == 230_000)
-        let wrongBundle = try Self.iap(["jws", "verify", path, "--root", g3, "--bundle-id", "com.example.other"])
+        let wrongBundle = try await Self.iap(["jws", "verify", path, "--root", g3, "--bundle-id", "com.example.other"])
         #expect(wrongBundle.status == 1)
         #expect(wrongBundle.stderr.contains("error: wrong_bundle:"))
     }
 
     @Test("Xcode JWS need --allow-xcode; --no-verify decodes loudly and exits 3")
-    func xcodeAndNoVerify() throws {
+    func xcodeAndNoVerify() async throws {
         let path = "\(Self.vectors)/apple-asl-swift-xcode/xcode-signed-renewal-info"
-        let refused = try Self.iap(["jws", "verify", path])
+        let refused = try await Self.iap(["jws", "verify", path])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("error: test_environment_not_allowed:"))
-        let allowed = try Self.iap(["jws", "verify", path, "--allow-xcode"])
+        let allowed = try await Self.iap(["jws", "verify", path, "--allow-xcode"])
         #expect(allowed.status == 0, "\(allowed.stderr)")
         #expect(allowed.stderr.contains("not signed by Apple"))
-        let decoded = try Self.iap(["jws", "verify", path, "--no-verify"])
+        let decoded = try await Self.iap(["jws", "verify", path, "--no-verify"])
         #expect(decoded.status == 3)
         #expect(decoded.stderr.contains("NOT VERIFIED"))
         #expect(decoded.stdout.contains("\"autoRenewProductId\" : \"pass.premium\""))
     }
 
     @Test("Garbage input is a typed malformed error")
-    func garbage() throws {
-        let run = try Self.iap(["jws", "verify", "-"], stdin: Data("not a jws at all".utf8))
+    func garbage() async throws {
+        let run = try await Self.iap(["jws", "verify", "-"], stdin: Data("not a jws at all".utf8))
         #expect(run.status == 1)
         #expect(run.stderr.hasPrefix("error: malformed:"))
-        let receipt = try Self.iap(["receipt", "verify", "-", "--root", appleRoot], stdin: Data("%%%".utf8))
+        let receipt = try await Self.iap(["receipt", "verify", "-", "--root", appleRoot], stdin: Data("%%%".utf8))
         #expect(receipt.status == 1)
         #expect(receipt.stderr.contains("error: malformed:"))
     }
@@ -142,12 +123,7 @@ struct IAPSimulatorProcessTests {
     /// Starts `iap simulator` on a free-ish port and waits until it answers.
     static func start(data: URL) async throws -> (Process, Int) {
         let port = Int.random(in: 20_000...29_999)
-        let process = Process()
-        process.executableURL = try binary()
-        process.arguments = ["simulator", "--port", String(port), "--data", data.path]
-        process.standardError = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        let process = try Subprocess.start(try binary().path, ["simulator", "--port", String(port), "--data", data.path])
         for _ in 0..<100 {
             if (try? Data(contentsOf: URL(string: "http://127.0.0.1:\(port)/sim/root.cer")!)) != nil { return (process, port) }
             try await Task.sleep(for: .milliseconds(100))
@@ -174,11 +150,13 @@ struct IAPSimulatorProcessTests {
         #expect(bought["status"] as? String == "purchased")
         let jwsFile = data.appendingPathComponent("t.jws")
         try Data(try #require(bought["signedTransaction"] as? String).utf8).write(to: jwsFile)
-        let verified = try IAPCommandTests.iap(["jws", "verify", jwsFile.path, "--root", data.appendingPathComponent("jws-root.pem").path, "--json"])
+        let verified = try await IAPCommandTests.iap(["jws", "verify", jwsFile.path, "--root", data.appendingPathComponent("jws-root.pem").path, "--json"])
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(verified.stdout.contains("com.example.iapkit.premium"))
         process.terminate()
-        process.waitUntilExit()
+        for _ in 0..<250 where process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!process.isRunning, "iap simulator must exit on SIGTERM")
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
 
         (process, port) = try await Self.start(data: data)
         defer { process.terminate() }

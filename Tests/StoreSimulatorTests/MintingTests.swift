@@ -2,6 +2,7 @@ import AppStoreFormats
 import AppStoreTrust
 import Foundation
 import StoreSimulator
+import IAPTestSupport
 import Testing
 
 /// One authority for the suite: RSA key generation is the slow part.
@@ -119,7 +120,7 @@ struct MintingTests {
 @Suite("Apple's own Python library accepts what the simulator mints")
 struct AppleLibraryTests {
     @Test("SignedDataVerifier (app-store-server-library) verifies a minted transaction, renewal info and notification")
-    func appleLibraryAccepts() throws {
+    func appleLibraryAccepts() async throws {
         guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {
             Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
             return
@@ -159,20 +160,14 @@ struct AppleLibraryTests {
         notification.data?.signedRenewalInfo = try minter.sign(renewal)
         notification.data?.status = .active
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_verify.py").path
-        process.arguments = [script, rootPath, "com.example.sim", "Sandbox",
-                             "transaction=\(try write("t.jws", try minter.sign(transaction)))",
-                             "renewal=\(try write("r.jws", try minter.sign(renewal)))",
-                             "notification=\(try write("n.jws", try minter.sign(notification)))"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let run = try await Subprocess.run(python, [script, rootPath, "com.example.sim", "Sandbox",
+                                                    "transaction=\(try write("t.jws", try minter.sign(transaction)))",
+                                                    "renewal=\(try write("r.jws", try minter.sign(renewal)))",
+                                                    "notification=\(try write("n.jws", try minter.sign(notification)))"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let data = Data(run.stdout.utf8)
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         try #require(lines.count == 3, "Apple's library printed: \(String(decoding: data, as: UTF8.self))")
         let (t, r, n) = (lines[0] ?? [:], lines[1] ?? [:], lines[2] ?? [:])

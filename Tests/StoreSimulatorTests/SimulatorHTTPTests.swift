@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import StoreSimulator
+import IAPTestSupport
 import Testing
 
 /// A simulator over real HTTP on loopback, and an API key to call its Server API with.
@@ -213,17 +214,8 @@ struct SimulatorHTTPTests {
 
         try await fixture.application().test(.live) { client in
             let port = try #require(client.port)
-            let output: Data = try await Task.detached {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: python)
-                process.arguments = [script, "http://127.0.0.1:\(port)", keyPath, fixture.keyId, fixture.issuerId, "com.revenuecat", subscription, subscription]
-                let pipe = Pipe()
-                process.standardOutput = pipe
-                try process.run()
-                let data = pipe.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                return data
-            }.value
+            let run = try await Subprocess.run(python, [script, "http://127.0.0.1:\(port)", keyPath, fixture.keyId, fixture.issuerId, "com.revenuecat", subscription, subscription])
+            let output = Data(run.stdout.utf8)
             let results = try #require(try JSONSerialization.jsonObject(with: output) as? [String: Any], "\(String(decoding: output, as: UTF8.self))")
             let signed = try #require((results["transaction"] as? [String: Any])?["signed"] as? String, "\(results)")
             #expect(try await verifier.verifyTransaction(signed).payload.transactionId == subscription)

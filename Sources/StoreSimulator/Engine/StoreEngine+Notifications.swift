@@ -85,3 +85,46 @@ extension StoreEngine {
         }
     }
 }
+
+extension StoreEngine {
+    /// Apple's retry schedule for Notifications V2: hours after the previous attempt (6 attempts in all).
+    public static let retryScheduleHours: [Double] = [1, 12, 24, 48, 72]
+
+    /// Notifications whose next delivery attempt is due at the current simulated time, oldest first.
+    public func dueNotifications() throws -> [(uuid: String, signedPayload: String)] {
+        try processSubscriptions()
+        let now = clock.now
+        return state.notifications.filter { ($0.nextAttempt ?? .distantFuture) <= now }.map { ($0.uuid, $0.signedPayload) }
+    }
+
+    /// Records a delivery attempt and schedules the next one on failure (when `retries`, up to six attempts).
+    public func recordAttempt(_ uuid: String, result: SendAttemptResult, retries: Bool = true) throws {
+        guard let index = state.notifications.firstIndex(where: { $0.uuid == uuid }) else { return }
+        let now = clock.now
+        state.notifications[index].attempts.append(SendAttemptItem(attemptDate: now, sendAttemptResult: result))
+        let count = state.notifications[index].attempts.count
+        if result == .success || !retries || count > Self.retryScheduleHours.count {
+            state.notifications[index].nextAttempt = nil
+        } else {
+            state.notifications[index].nextAttempt = now.addingTimeInterval(Self.retryScheduleHours[count - 1] * 3600)
+        }
+        try persist()
+    }
+
+    /// The transaction ids of the customer owning `transactionId` (for notification history filters).
+    func customerTransactionIds(containing transactionId: String) -> Set<String> {
+        Set(history(containing: transactionId).compactMap(\.transactionId))
+    }
+
+    /// Notification history as the Server API filters it.
+    public func notificationHistory(from start: Date, to end: Date, type: NotificationTypeV2?, subtype: NotificationSubtype?,
+                                    transactionId: String?, onlyFailures: Bool) -> [NotificationRecord] {
+        let customer = transactionId.map(customerTransactionIds(containing:))
+        return notifications().filter { record in
+            record.createdAt >= start && record.createdAt < end
+                && (type == nil || record.type == type) && (subtype == nil || record.subtype == subtype)
+                && (customer == nil || record.transactionId.map { customer!.contains($0) } == true)
+                && (!onlyFailures || record.attempts.contains { $0.sendAttemptResult != .success })
+        }
+    }
+}

@@ -4,13 +4,16 @@ import Hummingbird
 
 /// The device side, as HTTP for clients and tests: what StoreKit does on a phone.
 struct DeviceRoutes {
-    let engine: StoreEngine
+    let services: SimulatorServer.Services
+    var engine: StoreEngine { services.engine }
 
     struct AccountRequest: Decodable {
         var id: String
         var storefront: String?
         var canMakePayments: Bool?
         var askToBuy: Bool?
+        /// Renewals fail while set; clearing it recovers subscriptions in grace or billing retry.
+        var billingFails: Bool?
     }
 
     struct PurchaseRequest: Decodable {
@@ -65,7 +68,9 @@ struct DeviceRoutes {
         sim.post("accounts") { request, _ in
             let body = try await request.decode(AccountRequest.self)
             guard !body.id.isEmpty, body.id.utf8.count <= 128 else { throw HTTPError(.badRequest, message: "account id must be 1 to 128 bytes") }
-            try await engine.createAccount(body.id, storefront: body.storefront, canMakePayments: body.canMakePayments ?? true, askToBuy: body.askToBuy ?? false)
+            try await engine.createAccount(body.id, storefront: body.storefront, canMakePayments: body.canMakePayments ?? true,
+                                           askToBuy: body.askToBuy ?? false, billingFails: body.billingFails ?? false)
+            try await services.delivery?.deliverDue()
             return try Reply.json(["id": body.id])
         }
 
@@ -90,6 +95,7 @@ struct DeviceRoutes {
             let body = try await request.decode(PurchaseRequest.self)
             let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
                                                    appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, outcome: body.outcome ?? .success)
+            try await services.delivery?.deliverDue()
             switch result {
             case .purchased(let signed, let id, let receipt):
                 return try Reply.json(PurchaseReply(status: "purchased", transactionId: id, signedTransaction: signed, receipt: Base64.standardEncode(receipt)))
@@ -121,6 +127,7 @@ struct DeviceRoutes {
         }
         sim.post("transactions/:id/refund") { _, context in
             guard try await engine.refund(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such unrefunded transaction") }
+            try await services.delivery?.deliverDue()
             return Reply.empty()
         }
         sim.post("accounts/:account/restore") { _, context in
@@ -135,7 +142,33 @@ struct DeviceRoutes {
                 throw HTTPError(.badRequest, message: "seconds must be between 0 and ten years")
             }
             try await engine.advanceClock(by: body.seconds)
+            try await services.delivery?.deliverDue()
             return try Reply.json(["now": ReceiptDate.milliseconds(engine.clock.now)])
+        }
+        sim.post("subscriptions/:id/autoRenew") { request, context in
+            struct Body: Decodable { var enabled: Bool }
+            let body = try await request.decode(Body.self)
+            guard try await engine.setAutoRenew(originalTransactionId: try context.parameters.require("id"), enabled: body.enabled) else {
+                throw HTTPError(.notFound, message: "no such subscription")
+            }
+            try await services.delivery?.deliverDue()
+            return Reply.empty()
+        }
+        sim.post("transactions/:id/refund-reversal") { _, context in
+            guard try await engine.reverseRefund(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such refunded transaction") }
+            try await services.delivery?.deliverDue()
+            return Reply.empty()
+        }
+        sim.post("notifications/deliver") { _, _ in
+            try Reply.json(["attempted": try await services.delivery?.deliverDue() ?? 0])
+        }
+        sim.get("notifications") { _, _ in
+            struct Item: Encodable { var notificationUUID: String; var notificationType: NotificationTypeV2; var subtype: NotificationSubtype?; var sendAttempts: [SendAttemptItem] }
+            return try Reply.json(await engine.notifications().map { Item(notificationUUID: $0.uuid, notificationType: $0.type, subtype: $0.subtype, sendAttempts: $0.attempts) })
+        }
+        sim.post("faults/notifications") { request, _ in
+            await services.delivery?.setFaults(try await request.decode(NotificationFaults.self))
+            return Reply.empty()
         }
     }
 }

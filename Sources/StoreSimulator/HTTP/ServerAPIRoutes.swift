@@ -4,8 +4,9 @@ import Hummingbird
 
 /// The App Store Server API, same paths and bodies as Apple's, behind Apple-style JWT authentication.
 struct ServerAPIRoutes {
-    let engine: StoreEngine
-    let authenticator: APIAuthenticator
+    let services: SimulatorServer.Services
+    var engine: StoreEngine { services.engine }
+    var authenticator: APIAuthenticator { services.authenticator }
 
     /// Apple answers an unauthenticated call with a bare 401 and no JSON.
     struct AuthMiddleware: RouterMiddleware {
@@ -115,6 +116,23 @@ struct ServerAPIRoutes {
             }
         }
 
+        api.post("v1/notifications/test") { _, _ in
+            let token = try await engine.requestTestNotification()
+            try await services.delivery?.deliverDue()
+            return try Reply.json(SendTestNotificationResponse(testNotificationToken: token))
+        }
+        api.get("v1/notifications/test/:token") { _, context in
+            let token = try context.parameters.require("token")
+            guard let record = await engine.notifications().first(where: { $0.testToken == token }) else {
+                return try Reply.apiError(.testNotificationNotFound, "Test notification not found.")
+            }
+            var response = CheckTestNotificationResponse()
+            response.signedPayload = record.signedPayload
+            response.sendAttempts = record.attempts
+            return try Reply.json(response)
+        }
+        api.post("v1/notifications/history") { request, _ in try await notificationHistory(request) }
+
         for version in ["v1", "v2"] {
             api.put(RouterPath(stringLiteral: "\(version)/transactions/consumption/:id")) { request, context in
                 let id = try context.parameters.require("id")
@@ -205,6 +223,36 @@ struct ServerAPIRoutes {
         response.appAppleId = engine.catalog.appAppleId
         response.environment = engine.environment
         response.signedTransactions = signed
+        return try Reply.json(response)
+    }
+
+    /// Notification history: 20 a page, `paginationToken` to continue; start within the last 180 days, before end.
+    private func notificationHistory(_ request: Request) async throws -> Response {
+        let body = try await request.decode(NotificationHistoryRequest.self)
+        let now = engine.clock.now
+        guard let start = body.startDate else { return try Reply.apiError(.invalidStartDate, "Invalid start date.") }
+        guard let end = body.endDate else { return try Reply.apiError(.invalidEndDate, "Invalid end date.") }
+        guard now.timeIntervalSince(start) <= 180 * 86_400 else { return try Reply.apiError(.startDateTooFarInPast, "Start date too far in past.") }
+        guard start < end else { return try Reply.apiError(.startDateAfterEndDate, "Start date after end date.") }
+        if body.notificationSubtype != nil, body.notificationType == nil {
+            return try Reply.apiError(.invalidNotificationType, "A subtype needs a notification type.")
+        }
+        if let id = body.transactionId, !Self.isTransactionId(id) { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+        let records = await engine.notificationHistory(from: start, to: end, type: body.notificationType, subtype: body.notificationSubtype,
+                                                       transactionId: body.transactionId, onlyFailures: body.onlyFailures ?? false)
+        var offset = 0
+        if let token = request.uri.queryParameters["paginationToken"] {
+            guard let decoded = Base64.decode(token.utf8), let text = String(validating: decoded, as: UTF8.self),
+                  text.hasPrefix("n:"), let value = Int(text.dropFirst(2)), value >= 0 else {
+                return try Reply.apiError(.invalidPaginationToken, "Invalid pagination token.")
+            }
+            offset = min(value, records.count)
+        }
+        let page = records[offset..<min(offset + Self.pageSize, records.count)]
+        var response = NotificationHistoryResponse()
+        response.hasMore = offset + page.count < records.count
+        response.paginationToken = response.hasMore == true ? Base64.urlEncode(Array("n:\(offset + page.count)".utf8)) : nil
+        response.notificationHistory = page.map { NotificationHistoryResponseItem(signedPayload: $0.signedPayload, sendAttempts: $0.attempts) }
         return try Reply.json(response)
     }
 

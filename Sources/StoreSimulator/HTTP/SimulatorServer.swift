@@ -1,6 +1,7 @@
 import AppStoreFormats
 import Foundation
 import Hummingbird
+import ServiceLifecycle
 
 /// The simulated App Store as an HTTP service: the device side under `/sim`, `/verifyReceipt` (production) and
 /// `/sandbox/verifyReceipt`, and the App Store Server API under `/inApps`.
@@ -11,25 +12,51 @@ public enum SimulatorServer {
         public let authenticator: APIAuthenticator
         /// The app's shared secret for `/verifyReceipt`; nil accepts any password.
         public let sharedSecret: String?
+        /// Where notifications go; nil keeps them only in the history.
+        public let delivery: NotificationDelivery?
 
-        public init(engine: StoreEngine, authenticator: APIAuthenticator, sharedSecret: String? = nil) {
+        public init(engine: StoreEngine, authenticator: APIAuthenticator, sharedSecret: String? = nil, delivery: NotificationDelivery? = nil) {
             self.engine = engine
             self.authenticator = authenticator
             self.sharedSecret = sharedSecret
+            self.delivery = delivery
+        }
+
+        /// Runs what fell due and delivers due notifications.
+        func catchUp() async throws {
+            try await engine.tick()
+            try await delivery?.deliverDue()
         }
     }
 
     /// The simulator's routes, to run alone or mount elsewhere.
     public static func router(_ services: Services) -> Router<BasicRequestContext> {
         let router = Router()
-        DeviceRoutes(engine: services.engine).add(to: router)
+        DeviceRoutes(services: services).add(to: router)
         VerifyReceiptRoutes(engine: services.engine, sharedSecret: services.sharedSecret).add(to: router)
-        ServerAPIRoutes(engine: services.engine, authenticator: services.authenticator).add(to: router)
+        ServerAPIRoutes(services: services).add(to: router)
         return router
     }
 
-    /// An application serving the simulator on `host:port`.
-    public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8090) -> some ApplicationProtocol {
-        Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "IAPKit StoreSimulator"))
+    /// An application serving the simulator on `host:port`; with `tick`, it also renews subscriptions and delivers
+    /// notifications as real time passes.
+    public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8090, tick: Duration? = nil) -> some ApplicationProtocol {
+        Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "IAPKit StoreSimulator"),
+                    services: tick.map { [Ticker(services: services, interval: $0)] } ?? [])
+    }
+
+    /// Catches the store up with real time at a fixed interval.
+    struct Ticker: Service {
+        let services: Services
+        let interval: Duration
+        /// Stops at graceful shutdown (SIGTERM), so the server can exit.
+        func run() async throws {
+            await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    do { try await Task.sleep(for: interval) } catch { return }
+                    try? await services.catchUp()
+                }
+            }
+        }
     }
 }

@@ -37,6 +37,12 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "Environment the simulator mints for: Sandbox or Production.")
     var environment: String = "Sandbox"
 
+    @Option(name: .customLong("webhook"), help: "A URL to post App Store Server Notifications V2 to. Repeatable.")
+    var webhooks: [String] = []
+
+    @Flag(name: .customLong("no-retries"), help: "Send each notification once, as Apple's sandbox does, instead of retrying on Apple's production schedule.")
+    var noRetries = false
+
     func run() async throws {
         let directory = URL(fileURLWithPath: data)
         let authority = try CertificateAuthority.loadOrCreate(in: directory)
@@ -51,11 +57,16 @@ struct SimulatorCommand: AsyncParsableCommand {
         let engine = try StoreEngine(catalog: catalog, minter: Minter(authority: authority), environment: AppStoreEnvironment(rawValue: environment),
                                      dataDirectory: directory)
         let (keyId, key) = try Self.apiKey(in: directory)
+        let urls = try webhooks.map { text -> URL in
+            guard let url = URL(string: text), url.scheme == "http" || url.scheme == "https" else { throw ValidationError("--webhook \(text) is not an http(s) URL") }
+            return url
+        }
         let services = SimulatorServer.Services(
-            engine: engine, authenticator: APIAuthenticator(keyId: keyId, publicKey: key.publicKey, bundleId: catalog.bundleId), sharedSecret: sharedSecret)
+            engine: engine, authenticator: APIAuthenticator(keyId: keyId, publicKey: key.publicKey, bundleId: catalog.bundleId), sharedSecret: sharedSecret,
+            delivery: urls.isEmpty ? nil : NotificationDelivery(engine: engine, urls: urls, retries: !noRetries))
         Output.note("IAPKit StoreSimulator: http://\(host):\(port) — bundle \(catalog.bundleId), \(catalog.products.count) products, \(environment)")
         Output.note("trust \(directory.appendingPathComponent("jws-root.pem").path); Server API key id \(keyId) (\(directory.appendingPathComponent("api-key.p8").path))")
-        try await SimulatorServer.application(services, host: host, port: port).runService()
+        try await SimulatorServer.application(services, host: host, port: port, tick: .seconds(1)).runService()
     }
 
     /// The Server API key: made on first start and kept beside the state, like a key downloaded from App Store Connect.
