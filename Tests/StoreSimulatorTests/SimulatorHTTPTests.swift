@@ -231,3 +231,44 @@ struct SimulatorHTTPTests {
         }
     }
 }
+
+@Suite("Seeded faults on the simulator's endpoints")
+struct FaultTests {
+    @Test("Injected 5xx, 21005 and latency follow the seed: the same plan gives the same faults")
+    func seededFaults() async throws {
+        let fixture = try SimulatorFixture()
+        try await fixture.engine.createAccount("f")
+        guard case .purchased(_, _, let receipt) = try await fixture.engine.purchase(account: "f", device: "d", productId: "lifetime") else {
+            Issue.record("purchase failed"); return
+        }
+        let body = try jsonBody(["receipt-data": Base64.standardEncode(receipt)])
+        try await fixture.application().test(.live) { client in
+            func run() async throws -> [String] {
+                var outcomes: [String] = []
+                for _ in 0..<40 {
+                    let response = try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body)
+                    if response.status != .ok { outcomes.append(String(response.status.code)); continue }
+                    outcomes.append(String(try object(response)["status"] as? Int ?? -1))
+                }
+                return outcomes
+            }
+            let plan = #"{"seed":42,"rules":[{"pathPrefix":"/sandbox/verifyReceipt","errorRate":0.3,"errorStatus":502,"status21005Rate":0.5}]}"#
+            _ = try await client.execute(uri: "/sim/faults", method: .post, body: ByteBuffer(string: plan))
+            let first = try await run()
+            _ = try await client.execute(uri: "/sim/faults", method: .post, body: ByteBuffer(string: plan))
+            let second = try await run()
+            #expect(first == second, "same seed, same faults")
+            #expect(first.contains("502") && first.contains("21005") && first.contains("0"), "\(first)")
+            let bad = try await client.execute(uri: "/sim/faults", method: .post, body: ByteBuffer(string: #"{"seed":1,"rules":[{"pathPrefix":"/","errorRate":2}]}"#))
+            #expect(bad.status == .badRequest)
+
+            _ = try await client.execute(uri: "/sim/faults", method: .post, body: ByteBuffer(string: #"{"seed":1,"rules":[{"pathPrefix":"/sandbox","latencyMilliseconds":300}]}"#))
+            let started = ContinuousClock.now
+            let slow = try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body)
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+            #expect(try object(slow)["status"] as? Int == 0)
+            _ = try await client.execute(uri: "/sim/faults", method: .delete)
+            #expect(try object(try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body))["status"] as? Int == 0)
+        }
+    }
+}

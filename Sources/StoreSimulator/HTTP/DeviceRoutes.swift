@@ -166,6 +166,15 @@ struct DeviceRoutes {
             struct Item: Encodable { var notificationUUID: String; var notificationType: NotificationTypeV2; var subtype: NotificationSubtype?; var sendAttempts: [SendAttemptItem] }
             return try Reply.json(await engine.notifications().map { Item(notificationUUID: $0.uuid, notificationType: $0.type, subtype: $0.subtype, sendAttempts: $0.attempts) })
         }
+        sim.post("faults") { request, _ in
+            try services.faults.configure(try await request.decode(FaultPlan.self))
+            return Reply.empty()
+        }
+        sim.delete("faults") { _, _ in
+            try services.faults.configure(FaultPlan())
+            await services.delivery?.setFaults(NotificationFaults())
+            return Reply.empty()
+        }
         sim.post("faults/notifications") { request, _ in
             await services.delivery?.setFaults(try await request.decode(NotificationFaults.self))
             return Reply.empty()

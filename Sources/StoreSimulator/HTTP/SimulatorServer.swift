@@ -14,6 +14,8 @@ public enum SimulatorServer {
         public let sharedSecret: String?
         /// Where notifications go; nil keeps them only in the history.
         public let delivery: NotificationDelivery?
+        /// Faults injected into the Apple endpoints (never into `/sim`).
+        public let faults = FaultInjector()
 
         public init(engine: StoreEngine, authenticator: APIAuthenticator, sharedSecret: String? = nil, delivery: NotificationDelivery? = nil) {
             self.engine = engine
@@ -32,6 +34,7 @@ public enum SimulatorServer {
     /// The simulator's routes, to run alone or mount elsewhere.
     public static func router(_ services: Services) -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: FaultMiddleware(injector: services.faults))
         DeviceRoutes(services: services).add(to: router)
         VerifyReceiptRoutes(engine: services.engine, sharedSecret: services.sharedSecret).add(to: router)
         ServerAPIRoutes(services: services).add(to: router)
