@@ -315,3 +315,26 @@ extension LegacyInAppPurchase {
         promotionalOfferId = record.promotionalOfferId
     }
 }
+
+extension LegacyInAppPurchase {
+    /// The `latest_receipt_info` element verifyReceipt reports for a transaction.
+    public init(_ payload: JWSTransactionDecodedPayload) {
+        self.init()
+        quantity = payload.quantity.map(Int64.init)
+        productId = payload.productId
+        transactionId = payload.transactionId
+        originalTransactionId = payload.originalTransactionId
+        purchaseDate = payload.purchaseDate
+        originalPurchaseDate = payload.originalPurchaseDate
+        expiresDate = payload.expiresDate
+        webOrderLineItemId = payload.webOrderLineItemId
+        isTrialPeriod = payload.expiresDate == nil ? nil : payload.offerDiscountType == .freeTrial
+        isInIntroOfferPeriod = payload.expiresDate == nil ? nil : (payload.offerType == .introductoryOffer && payload.offerDiscountType != .freeTrial)
+        cancellationDate = payload.revocationDate
+        cancellationReason = payload.revocationReason.map { String($0.rawValue) }
+        inAppOwnershipType = payload.inAppOwnershipType?.rawValue
+        isUpgraded = payload.isUpgraded
+        subscriptionGroupIdentifier = payload.subscriptionGroupIdentifier
+        appAccountToken = payload.appAccountToken?.uuidString.lowercased()
+    }
+}
