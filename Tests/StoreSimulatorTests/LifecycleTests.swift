@@ -198,3 +198,59 @@ extension Optional {
         return try await transform(value)
     }
 }
+
+@Suite("Price increases and renewal extensions")
+struct PriceIncreaseTests {
+    let base = LifecycleTests()
+
+    @Test("Consent given: PENDING, ACCEPTED, then renewal at the new price; no consent: EXPIRED / PRICE_INCREASE")
+    func priceIncrease() async throws {
+        let store = try base.engine()
+        var seen = 0
+        for account in ["agrees", "ignores"] {
+            try await store.createAccount(account)
+            _ = try await store.purchase(account: account, device: "d", productId: LifecycleTests.yearly)
+        }
+        _ = try await base.told(store, since: &seen)
+        #expect(try await store.raisePrice(productId: LifecycleTests.yearly, to: 49_990) == 2)
+        var events = try await base.told(store, since: &seen)
+        #expect(events.map(\.type) == [.priceIncrease, .priceIncrease])
+        #expect(events.allSatisfy { $0.subtype == .pending && $0.renewal?.priceIncreaseStatus == .customerHasNotResponded && $0.renewal?.renewalPrice == 49_990 })
+        let agreeing = try #require(events.first { _ in true }?.transaction?.originalTransactionId)
+        #expect(try await store.consentToPriceIncrease(originalTransactionId: agreeing))
+        #expect(try await !store.consentToPriceIncrease(originalTransactionId: agreeing), "nothing left to consent to")
+        events = try await base.told(store, since: &seen)
+        #expect(events.map(\.type) == [.priceIncrease])
+        #expect(events[0].subtype == .accepted)
+        try await store.advanceClock(by: 3600)
+        events = try await base.told(store, since: &seen)
+        let renewed = try #require(events.first { $0.type == .didRenew })
+        #expect(renewed.transaction?.originalTransactionId == agreeing)
+        #expect(renewed.transaction?.price == 49_990)
+        let expired = try #require(events.first { $0.type == .expired })
+        #expect(expired.subtype == .priceIncrease)
+        #expect(expired.renewal?.expirationIntent == .customerDidNotConsentToPriceIncrease)
+        #expect(expired.transaction?.originalTransactionId != agreeing)
+    }
+
+    @Test("Extending a renewal date moves the expiry and tells the server with RENEWAL_EXTENDED")
+    func renewalExtended() async throws {
+        let store = try base.engine()
+        var seen = 0
+        try await store.createAccount("patient")
+        guard case .purchased(_, let id, _) = try await store.purchase(account: "patient", device: "d", productId: LifecycleTests.yearly) else { Issue.record("purchase failed"); return }
+        _ = try await base.told(store, since: &seen)
+        let before = try #require(await store.transaction(id)?.expiresDate)
+        guard case .extended(let extended) = try await store.extendRenewal(originalTransactionId: id, days: 7, requestIdentifier: "r1") else {
+            Issue.record("not extended"); return
+        }
+        #expect(abs(extended.expiresDate!.timeIntervalSince(before) - 180) < 0.01, "a week is 3 minutes at sandbox rates")
+        let events = try await base.told(store, since: &seen)
+        #expect(events.map(\.type) == [.renewalExtended])
+        #expect(abs(events[0].transaction!.expiresDate!.timeIntervalSince(extended.expiresDate!)) < 0.001)
+        guard case .extended = try await store.extendRenewal(originalTransactionId: id, days: 7, requestIdentifier: "r1") else { Issue.record("repeat should answer again"); return }
+        #expect(try await base.told(store, since: &seen).isEmpty, "a repeated request identifier changes nothing")
+        guard case .extended = try await store.extendRenewal(originalTransactionId: id, days: 1, requestIdentifier: "r2") else { Issue.record("second extension refused"); return }
+        guard case .limitReached = try await store.extendRenewal(originalTransactionId: id, days: 1, requestIdentifier: "r3") else { Issue.record("third extension allowed"); return }
+    }
+}

@@ -92,6 +92,11 @@ extension StoreEngine {
         state.transactions[id]?.payload.expiresDate = expires.addingTimeInterval(rate.secondsPerDay * Double(days))
         state.extensions[originalTransactionId] = recent + [now]
         state.extensionRequests[requestIdentifier] = originalTransactionId
+        if var series = state.subscriptions[originalTransactionId], series.latestTransactionId == id {
+            series.expiresDate = state.transactions[id]!.payload.expiresDate!
+            state.subscriptions[originalTransactionId] = series
+            try notify(.renewalExtended, nil, subscription: originalTransactionId, at: now)
+        }
         try persist()
         return .extended(state.transactions[id]!.payload)
     }

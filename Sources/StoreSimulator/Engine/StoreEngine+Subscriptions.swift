@@ -64,10 +64,11 @@ extension StoreEngine {
         payload.revocationDate = nil
         payload.revocationReason = nil
         payload.revocationType = nil
-        let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: product.price)
+        let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: state.priceOverrides[productId] ?? product.price)
         payload.price = price.price
         payload.currency = price.currency
         payload.appAccountToken = state.transactions[series.latestTransactionId]?.payload.appAccountToken
+        series.priceIncreaseConsented = nil
         state.transactions[id] = .init(payload: payload, account: series.account, unfinishedOn: account.devices)
         state.transactionOrder.append(id)
         series.latestTransactionId = id
@@ -124,6 +125,12 @@ extension StoreEngine {
                     state.subscriptions[original] = series
                     try notify(.didFailToRenew, nil, subscription: original, at: time)
                 }
+            } else if series.priceIncreaseConsented == false {
+                series.phase = .expired
+                series.autoRenewStatus = false
+                series.expirationIntent = .customerDidNotConsentToPriceIncrease
+                state.subscriptions[original] = series
+                try notify(.expired, .priceIncrease, subscription: original, at: time)
             } else {
                 _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: series.expiresDate, reason: .renewal)
                 series.renewals += 1
@@ -192,6 +199,34 @@ extension StoreEngine {
         return true
     }
 
+    /// The developer raises a subscription's price from the next renewal. With `consentRequired`, every live series
+    /// renewing into it gets PRICE_INCREASE / PENDING and expires at renewal unless the customer consents; without,
+    /// PRICE_INCREASE / ACCEPTED. Returns how many subscribers were told.
+    public func raisePrice(productId: String, to price: Int64, consentRequired: Bool = true) throws -> Int {
+        try processSubscriptions()
+        guard catalog.product(productId)?.type == .autoRenewableSubscription, price > 0 else { return 0 }
+        state.priceOverrides[productId] = price
+        var told = 0
+        for var series in state.subscriptions.values where series.autoRenewProductId == productId && series.phase == .active && series.autoRenewStatus {
+            series.priceIncreaseConsented = !consentRequired
+            state.subscriptions[series.originalTransactionId] = series
+            try notify(.priceIncrease, consentRequired ? .pending : .accepted, subscription: series.originalTransactionId, at: clock.now)
+            told += 1
+        }
+        try persist()
+        return told
+    }
+
+    /// The customer consents to a pending price increase. Returns whether one was pending.
+    public func consentToPriceIncrease(originalTransactionId: String) throws -> Bool {
+        guard var series = state.subscriptions[originalTransactionId], series.priceIncreaseConsented == false else { return false }
+        series.priceIncreaseConsented = true
+        state.subscriptions[originalTransactionId] = series
+        try notify(.priceIncrease, .accepted, subscription: originalTransactionId, at: clock.now)
+        try persist()
+        return true
+    }
+
     /// The renewal info of a series as it stands.
     func renewalInfo(_ series: StoreState.Subscription) -> JWSRenewalInfoDecodedPayload {
         var renewal = JWSRenewalInfoDecodedPayload()
@@ -207,8 +242,11 @@ extension StoreEngine {
         renewal.recentSubscriptionStartDate = state.transactions[series.originalTransactionId]?.payload.purchaseDate
         renewal.appAccountToken = state.transactions[series.latestTransactionId]?.payload.appAccountToken
         if let product = catalog.product(series.autoRenewProductId) {
-            renewal.renewalPrice = product.price
+            renewal.renewalPrice = state.priceOverrides[series.autoRenewProductId] ?? product.price
             renewal.currency = catalog.currency
+        }
+        if let consented = series.priceIncreaseConsented {
+            renewal.priceIncreaseStatus = consented ? .customerConsentedOrWasNotifiedWithoutClaimingConsent : .customerHasNotResponded
         }
         return renewal
     }

@@ -18,6 +18,8 @@ struct StoreState: Codable, Sendable {
     var subscriptions: [String: Subscription] = [:]
     /// Every notification minted, oldest first.
     var notifications: [StoredNotification] = []
+    /// Renewal prices raised by the developer (product id → milliunits), applied from the next renewal.
+    var priceOverrides: [String: Int64] = [:]
 
     /// An auto-renewable subscription series and where it stands.
     struct Subscription: Codable, Sendable {
@@ -36,6 +38,8 @@ struct StoreState: Codable, Sendable {
         var billingRetrySince: Date?
         /// Renewals so far; sandbox stops renewing after 12.
         var renewals: Int = 0
+        /// A price increase awaiting the customer's consent (`false`) or consented to (`true`); nil when none.
+        var priceIncreaseConsented: Bool?
 
         enum Phase: String, Codable, Sendable { case active, gracePeriod, billingRetry, expired, revoked }
 

@@ -154,6 +154,20 @@ struct DeviceRoutes {
             try await services.delivery?.deliverDue()
             return Reply.empty()
         }
+        sim.post("products/:id/price") { request, context in
+            struct Body: Decodable { var price: Int64; var consentRequired: Bool? }
+            let body = try await request.decode(Body.self)
+            let told = try await engine.raisePrice(productId: try context.parameters.require("id"), to: body.price, consentRequired: body.consentRequired ?? true)
+            try await services.delivery?.deliverDue()
+            return try Reply.json(["subscribersTold": told])
+        }
+        sim.post("subscriptions/:id/priceConsent") { _, context in
+            guard try await engine.consentToPriceIncrease(originalTransactionId: try context.parameters.require("id")) else {
+                throw HTTPError(.notFound, message: "no price increase awaits consent")
+            }
+            try await services.delivery?.deliverDue()
+            return Reply.empty()
+        }
         sim.post("transactions/:id/refund-reversal") { _, context in
             guard try await engine.reverseRefund(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such refunded transaction") }
             try await services.delivery?.deliverDue()
