@@ -2,6 +2,9 @@ import AppStoreFormats
 import AppStoreTrust
 import Crypto
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Hummingbird
 import HummingbirdTesting
 import StoreSimulator
@@ -269,6 +272,33 @@ struct FaultTests {
             #expect(try object(slow)["status"] as? Int == 0)
             _ = try await client.execute(uri: "/sim/faults", method: .delete)
             #expect(try object(try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body))["status"] as? Int == 0)
+        }
+    }
+}
+
+@Suite("Dropped connections")
+struct DroppedConnectionTests {
+    @Test("A dropped connection reaches the client as a failed request, never as an answer")
+    func dropped() async throws {
+        let fixture = try SimulatorFixture()
+        try await fixture.application().test(.live) { client in
+            _ = try await client.execute(uri: "/sim/faults", method: .post,
+                                         body: ByteBuffer(string: #"{"seed":3,"rules":[{"pathPrefix":"/verifyReceipt","dropRate":1}]}"#))
+            let port = try #require(client.port)
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/verifyReceipt")!)
+            request.httpMethod = "POST"
+            request.httpBody = Data(#"{"receipt-data":"AAAA"}"#.utf8)
+            request.timeoutInterval = 10
+            do {
+                let (data, _) = try await URLSession.shared.data(for: request)
+                Issue.record("a dropped connection produced \(data.count) bytes of answer")
+            } catch {
+                // Expected: the connection closed before the promised body.
+            }
+            // Control: the same request without the fault gets Apple's answer for a malformed receipt.
+            _ = try await client.execute(uri: "/sim/faults", method: .delete)
+            let (data, _) = try await URLSession.shared.data(for: request)
+            #expect((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["status"] as? Int == 21002)
         }
     }
 }

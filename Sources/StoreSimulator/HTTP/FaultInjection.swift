@@ -17,8 +17,12 @@ public struct FaultPlan: Codable, Sendable, Hashable {
         public var errorStatus: Int?
         /// `/verifyReceipt` only: probability of answering `{"status": 21005}` (receipt server unavailable).
         public var status21005Rate: Double?
+        /// Probability of dropping the connection: headers promising a body, then the connection closes.
+        public var dropRate: Double?
 
-        public init(pathPrefix: String, latencyMilliseconds: Int? = nil, errorRate: Double? = nil, errorStatus: Int? = nil, status21005Rate: Double? = nil) {
+        public init(pathPrefix: String, latencyMilliseconds: Int? = nil, errorRate: Double? = nil, errorStatus: Int? = nil,
+                    status21005Rate: Double? = nil, dropRate: Double? = nil) {
+            self.dropRate = dropRate
             self.pathPrefix = pathPrefix
             self.latencyMilliseconds = latencyMilliseconds
             self.errorRate = errorRate
@@ -48,7 +52,7 @@ public final class FaultInjector: Sendable {
 
     public func configure(_ plan: FaultPlan) throws {
         for rule in plan.rules {
-            for rate in [rule.errorRate, rule.status21005Rate].compactMap({ $0 }) where !(0...1).contains(rate) {
+            for rate in [rule.errorRate, rule.status21005Rate, rule.dropRate].compactMap({ $0 }) where !(0...1).contains(rate) {
                 throw HTTPError(.badRequest, message: "fault rates are between 0 and 1")
             }
             if let status = rule.errorStatus, !(500...599).contains(status) { throw HTTPError(.badRequest, message: "errorStatus must be 5xx") }
@@ -79,8 +83,13 @@ struct FaultMiddleware: RouterMiddleware {
         let path = request.uri.path
         guard !path.hasPrefix("/sim/"), let (rule, draw) = injector.decide(path: path) else { return try await next(request, context) }
         if let latency = rule.latencyMilliseconds, latency > 0 { try await Task.sleep(for: .milliseconds(latency)) }
-        // One draw, consecutive bands: [0, errorRate) fails with a 5xx, then a band of status21005Rate answers 21005.
-        let errorRate = rule.errorRate ?? 0
+        // One draw, consecutive bands: a dropped connection, then a 5xx, then (verifyReceipt) 21005.
+        let dropRate = rule.dropRate ?? 0
+        if draw < dropRate {
+            return Response(status: .ok, headers: [.contentType: "application/json", .contentLength: "4096"],
+                            body: ResponseBody { _ in throw DroppedConnection() })
+        }
+        let errorRate = dropRate + (rule.errorRate ?? 0)
         if draw < errorRate {
             return Response(status: .init(code: rule.errorStatus ?? 503))
         }
@@ -90,3 +99,6 @@ struct FaultMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 }
+
+/// Thrown while writing a response body to make the server abandon the connection mid-response.
+struct DroppedConnection: Error {}
