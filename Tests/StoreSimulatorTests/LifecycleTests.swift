@@ -216,7 +216,7 @@ struct PriceIncreaseTests {
         var events = try await base.told(store, since: &seen)
         #expect(events.map(\.type) == [.priceIncrease, .priceIncrease])
         #expect(events.allSatisfy { $0.subtype == .pending && $0.renewal?.priceIncreaseStatus == .customerHasNotResponded && $0.renewal?.renewalPrice == 49_990 })
-        let agreeing = try #require(events.first { _ in true }?.transaction?.originalTransactionId)
+        let agreeing = try #require(events.first?.transaction?.originalTransactionId)
         #expect(try await store.consentToPriceIncrease(originalTransactionId: agreeing))
         #expect(try await !store.consentToPriceIncrease(originalTransactionId: agreeing), "nothing left to consent to")
         events = try await base.told(store, since: &seen)

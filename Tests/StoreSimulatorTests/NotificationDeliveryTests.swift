@@ -4,28 +4,31 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import StoreSimulator
-import Synchronization
 import Testing
 
 /// A webhook on loopback that records what it receives and fails the first `failures` deliveries with a 500.
-final class WebhookReceiver: Sendable {
-    let received = Mutex<[String]>([])
-    let failuresLeft: Mutex<Int>
+final class WebhookReceiver: @unchecked Sendable {
+    private let lock = NSLock()
+    private var payloads: [String] = []
+    private var failuresLeft: Int
 
-    init(failures: Int = 0) { failuresLeft = Mutex(failures) }
+    init(failures: Int = 0) { failuresLeft = failures }
+
+    /// What the webhook has accepted so far.
+    var received: [String] { lock.withLock { payloads } }
 
     var application: some ApplicationProtocol {
         let router = Router()
         router.post("hook") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 1 << 20)
             let payload = try JSONDecoder().decode(ResponseBodyV2.self, from: Data(body.readableBytesView))
-            let fail = self.failuresLeft.withLock { left -> Bool in
-                guard left > 0 else { return false }
-                left -= 1
+            let fail = self.lock.withLock { () -> Bool in
+                guard self.failuresLeft > 0 else { return false }
+                self.failuresLeft -= 1
                 return true
             }
             if fail { return Response(status: .internalServerError) }
-            self.received.withLock { $0.append(payload.signedPayload) }
+            self.lock.withLock { self.payloads.append(payload.signedPayload) }
             return Response(status: .ok)
         }
         return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
@@ -67,7 +70,7 @@ struct NotificationDeliveryTests {
             let record = try #require(await store.notifications().first)
             #expect(record.attempts.count == 6)
             #expect(record.attempts.allSatisfy { $0.sendAttemptResult == .unsuccessfulHTTPResponseCode })
-            #expect(receiver.received.withLock { $0.isEmpty })
+            #expect(receiver.received.isEmpty)
         }
     }
 
@@ -85,7 +88,7 @@ struct NotificationDeliveryTests {
             let attempts = try #require(await store.notifications().first?.attempts)
             #expect(attempts.map(\.sendAttemptResult) == [.unsuccessfulHTTPResponseCode, .success])
             // The hour also renewed the subscription many times over: those went out first time.
-            let received = receiver.received.withLock { $0 }
+            let received = receiver.received
             #expect(try await types(received).first == .subscribed)
             #expect(try await types(received).dropFirst().allSatisfy { $0 == .didRenew || $0 == .expired })
         }
@@ -110,7 +113,7 @@ struct NotificationDeliveryTests {
             _ = try await store.purchase(account: "d", device: "d", productId: "com.example.iapkit.premium")
             _ = try await store.purchase(account: "d", device: "d", productId: "com.example.iapkit.coins.100")
             try await delivery.deliverDue()
-            let received = receiver.received.withLock { $0 }
+            let received = receiver.received
             #expect(received.count == 4)
             let ids = try await received.asyncMap { try await verifier.verifyNotification($0).payload.notificationUUID! }
             #expect(ids[0] == ids[1] && ids[2] == ids[3] && ids[0] != ids[2])

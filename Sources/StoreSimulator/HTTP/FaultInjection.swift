@@ -1,7 +1,6 @@
 import AppStoreFormats
 import Foundation
 import Hummingbird
-import Synchronization
 
 /// Faults the simulator injects into its own endpoints, chosen per path prefix with a seeded generator so a test
 /// sees the same faults on every run for the same sequence of requests.
@@ -41,12 +40,13 @@ public struct FaultPlan: Codable, Sendable, Hashable {
 }
 
 /// Applies the current `FaultPlan`; `POST /sim/faults` replaces it, `DELETE /sim/faults` clears it.
-public final class FaultInjector: Sendable {
+public final class FaultInjector: @unchecked Sendable {
     private struct Current {
         var plan = FaultPlan()
         var state: UInt64 = 1
     }
-    private let current = Mutex(Current())
+    private let lock = NSLock()
+    private var current = Current()
 
     public init() {}
 
@@ -58,12 +58,12 @@ public final class FaultInjector: Sendable {
             if let status = rule.errorStatus, !(500...599).contains(status) { throw HTTPError(.badRequest, message: "errorStatus must be 5xx") }
             if let latency = rule.latencyMilliseconds, !(0...30_000).contains(latency) { throw HTTPError(.badRequest, message: "latency must be 0…30000 ms") }
         }
-        current.withLock { $0 = Current(plan: plan, state: plan.seed) }
+        lock.withLock { current = Current(plan: plan, state: plan.seed) }
     }
 
     /// What to do to one request: its rule and one draw of the seeded generator (SplitMix64).
     func decide(path: String) -> (rule: FaultPlan.Rule, draw: Double)? {
-        current.withLock { current in
+        lock.withLock {
             guard let rule = current.plan.rules.first(where: { path.hasPrefix($0.pathPrefix) }) else { return nil }
             current.state &+= 0x9E37_79B9_7F4A_7C15
             var z = current.state
