@@ -2,7 +2,8 @@ import AppStoreFormats
 
 extension CatalogSettings {
     /// The catalog the simulator sells when given none: one product of each of the four types, and a subscription
-    /// group with two levels and an introductory free trial.
+    /// group with two levels, an introductory free trial, a promotional offer and an offer code. Premium and the
+    /// subscriptions are family-shareable.
     public static let demo: CatalogSettings = {
         func product(_ id: String, _ type: String, _ price: String, name: String) -> StoreKitConfiguration.Product {
             var product = StoreKitConfiguration.Product(productID: "com.example.iapkit.\(id)", type: type)
@@ -15,14 +16,26 @@ extension CatalogSettings {
         monthly.groupNumber = 2
         monthly.recurringSubscriptionPeriod = "P1M"
         monthly.introductoryOffer = StoreKitConfiguration.Offer(paymentMode: "free", subscriptionPeriod: "P1W", numberOfPeriods: 1)
+        monthly.familyShareable = true
+        monthly.adHocOffers = [StoreKitConfiguration.Offer(paymentMode: "payAsYouGo", subscriptionPeriod: "P1M", numberOfPeriods: 2,
+                                                           displayPrice: "1.99", offerID: "pro.monthly.comeback")]
+        var code = StoreKitConfiguration.Offer(paymentMode: "free", subscriptionPeriod: "P1M", numberOfPeriods: 1)
+        code.referenceName = "PRO-FRIENDS"
+        code.eligibility = ["new", "expired"]
+        monthly.codeOffers = [code]
         var yearly = product("pro.yearly", "RecurringSubscription", "39.99", name: "Pro Yearly")
         yearly.subscriptionGroupID = "21000001"
         yearly.groupNumber = 1
         yearly.recurringSubscriptionPeriod = "P1Y"
+        yearly.familyShareable = true
+        yearly.adHocOffers = [StoreKitConfiguration.Offer(paymentMode: "payUpFront", subscriptionPeriod: "P1Y", numberOfPeriods: 1,
+                                                          displayPrice: "29.99", offerID: "pro.yearly.upgrade")]
         var settings = CatalogSettings(bundleId: "com.example.iapkit", appAppleId: 1_234_567_890)
+        var premium = product("premium", "NonConsumable", "9.99", name: "Premium")
+        premium.familyShareable = true
         settings.products = [
             product("coins.100", "Consumable", "0.99", name: "100 Coins"),
-            product("premium", "NonConsumable", "9.99", name: "Premium"),
+            premium,
             product("season.pass", "NonRenewingSubscription", "2.99", name: "Season Pass"),
             monthly, yearly,
         ]

@@ -34,6 +34,8 @@ public struct SimulatorCatalog: Sendable, Hashable {
         public var numberOfPeriods: Int
         /// Milliunits; 0 for a free trial.
         public var price: Int64
+        /// Offer codes: who may redeem it — `new`, `existing` and/or `expired` subscribers of the group; empty means anyone.
+        public var eligibility: Set<String> = []
     }
 
     /// A price in one storefront.
@@ -127,7 +129,7 @@ public struct SimulatorCatalog: Sendable, Hashable {
                 throw SimulatorError.catalog("an offer of \(id) has an unreadable price")
             }
             return Offer(offerId: offer.offerID ?? offer.referenceName, discountType: discountType, period: offerPeriod,
-                         numberOfPeriods: max(1, offer.numberOfPeriods ?? 1), price: offerPrice)
+                         numberOfPeriods: max(1, offer.numberOfPeriods ?? 1), price: offerPrice, eligibility: Set(offer.eligibility ?? []))
         }
         return Product(
             productId: id, type: type, referenceName: definition.referenceName ?? id,

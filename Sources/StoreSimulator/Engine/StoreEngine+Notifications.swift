@@ -13,6 +13,7 @@ extension StoreEngine {
         data.signedRenewalInfo = try minter.sign(renewal)
         data.status = series.status
         try record(type, subtype, data: data, transactionId: series.latestTransactionId, at: time)
+        if series.sharedFrom == nil { try mirrorToFamily(originalTransactionId, type, subtype, at: time) }
     }
 
     /// Records a notification about one transaction (one-time charges, refunds); subscriptions get their renewal info too.

@@ -31,7 +31,8 @@ extension StoreEngine {
 
     /// Refunds a transaction: it gets a revocation date and reason and stays in history.
     public func refund(_ transactionId: String, reason: RevocationReason = .refundedForOtherReason) throws -> Bool {
-        guard state.transactions[transactionId] != nil, state.transactions[transactionId]?.payload.revocationDate == nil else { return false }
+        // A family member's copy is not theirs to refund: the purchaser's refund revokes it.
+        guard let stored = state.transactions[transactionId], stored.payload.revocationDate == nil, stored.sharedFrom == nil else { return false }
         state.transactions[transactionId]?.payload.revocationDate = clock.now
         state.transactions[transactionId]?.payload.revocationReason = reason
         state.transactions[transactionId]?.payload.revocationType = .refundFull
@@ -42,6 +43,7 @@ extension StoreEngine {
             state.subscriptions[original] = series
         }
         try notify(.refund, nil, transactionId: transactionId)
+        try revokeCopies(ofRefunded: transactionId)
         try persist()
         return true
     }
@@ -86,7 +88,7 @@ extension StoreEngine {
         if state.extensionRequests[requestIdentifier] == originalTransactionId { return .extended(latest) }
         let now = clock.now
         guard latest.type == .autoRenewableSubscription, latest.revocationDate == nil, let expires = latest.expiresDate, expires > now,
-              latest.offerDiscountType != .freeTrial else { return .ineligible }
+              latest.offerDiscountType != .freeTrial, latest.inAppOwnershipType != .familyShared else { return .ineligible }
         let recent = (state.extensions[originalTransactionId] ?? []).filter { now.timeIntervalSince($0) < rate.secondsPerYear }
         guard recent.count < 2 else { return .limitReached }
         state.transactions[id]?.payload.expiresDate = expires.addingTimeInterval(rate.secondsPerDay * Double(days))

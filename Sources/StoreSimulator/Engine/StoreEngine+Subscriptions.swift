@@ -11,38 +11,56 @@ extension StoreEngine {
     var gracePeriodLength: TimeInterval { rate.secondsPerDay * 16 }
     var billingRetryLength: TimeInterval { rate.secondsPerDay * 60 }
 
-    /// Handles a purchase in a group where the customer already has a live subscription: the same product is refused,
-    /// an upgrade (or same-length crossgrade) replaces it now, a downgrade (or crossgrade to another length) waits for
-    /// the next renewal. Nil when the purchase is an ordinary first purchase or resubscription.
-    func changeSubscriptionIfSameGroup(account: String, productId: String) throws -> PurchaseResult? {
+    /// Handles a purchase in a group where the customer already has a live subscription: the same product is refused
+    /// (unless an offer is redeemed: it applies from the next renewal), an upgrade (or same-length crossgrade) replaces
+    /// it now, a downgrade (or crossgrade to another length) waits for the next renewal. A redeemed offer turns the
+    /// notification into OFFER_REDEEMED. Nil when the purchase is an ordinary first purchase or resubscription.
+    func changeSubscriptionIfSameGroup(account: String, productId: String, offer request: OfferRequest?) throws -> PurchaseResult? {
         guard let product = catalog.product(productId), product.type == .autoRenewableSubscription, let group = product.subscriptionGroupIdentifier,
-              var series = state.subscriptions.values.first(where: { $0.account == account && $0.group == group && $0.phase != .expired && $0.phase != .revoked }),
+              var series = state.subscriptions.values.first(where: {
+                  $0.account == account && $0.group == group && $0.sharedFrom == nil && $0.phase != .expired && $0.phase != .revoked
+              }),
               let current = catalog.product(series.productId) else { return nil }
-        guard productId != series.productId else { return .failed(reason: "already subscribed to \(productId)") }
+        var offer: StoreState.ScheduledOffer?
+        if let request, case .success(let terms) = resolve(request, productId: productId, account: account) { offer = terms }
+        let now = clock.now
+        let unchanged = { [self] () throws -> PurchaseResult in
+            // Nothing is charged now: StoreKit hands back the current period's transaction.
+            .purchased(signedTransaction: try signedTransaction(series.latestTransactionId), transactionId: series.latestTransactionId,
+                       receipt: try receipt(for: account))
+        }
+        guard productId != series.productId else {
+            guard let offer else { return .failed(reason: "already subscribed to \(productId)") }
+            series.nextOffer = offer
+            state.subscriptions[series.originalTransactionId] = series
+            try notify(.offerRedeemed, nil, subscription: series.originalTransactionId, at: now)
+            try persist()
+            return try unchanged()
+        }
         let immediate = (product.groupLevel ?? 0) < (current.groupLevel ?? 0)
             || ((product.groupLevel ?? 0) == (current.groupLevel ?? 0) && product.period == current.period)
-        let now = clock.now
         if immediate {
             state.transactions[series.latestTransactionId]?.payload.isUpgraded = true
-            let id = try mintSeriesTransaction(&series, productId: productId, at: now, reason: .purchase)
+            let id = try mintSeriesTransaction(&series, productId: productId, at: now, reason: .purchase, offer: offer)
             series.autoRenewProductId = productId
             series.phase = .active
             state.subscriptions[series.originalTransactionId] = series
-            try notify(.didChangeRenewalPref, .upgrade, subscription: series.originalTransactionId, at: now)
+            try notify(offer == nil ? .didChangeRenewalPref : .offerRedeemed, .upgrade, subscription: series.originalTransactionId, at: now)
             try persist()
             return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: account))
         }
         series.autoRenewProductId = productId
+        if let offer { series.nextOffer = offer }
         state.subscriptions[series.originalTransactionId] = series
-        try notify(.didChangeRenewalPref, .downgrade, subscription: series.originalTransactionId, at: now)
+        try notify(offer == nil ? .didChangeRenewalPref : .offerRedeemed, .downgrade, subscription: series.originalTransactionId, at: now)
         try persist()
-        // Nothing is charged now: StoreKit hands back the current period's transaction.
-        return .purchased(signedTransaction: try signedTransaction(series.latestTransactionId), transactionId: series.latestTransactionId,
-                          receipt: try receipt(for: account))
+        return try unchanged()
     }
 
-    /// Mints the next transaction of a series for `productId`, starting at `start`.
-    func mintSeriesTransaction(_ series: inout StoreState.Subscription, productId: String, at start: Date, reason: TransactionReason) throws -> String {
+    /// Mints the next transaction of a series for `productId`, starting at `start`, at `offer`'s terms when given
+    /// (what is left of a pay-as-you-go offer carries on to the following renewal).
+    func mintSeriesTransaction(_ series: inout StoreState.Subscription, productId: String, at start: Date, reason: TransactionReason,
+                               offer: StoreState.ScheduledOffer?) throws -> String {
         guard let product = catalog.product(productId), let period = product.period,
               let first = state.transactions[series.originalTransactionId]?.payload, let account = state.accounts[series.account] else {
             throw SimulatorError.catalog("subscription \(series.originalTransactionId) lost its product or account")
@@ -54,7 +72,6 @@ extension StoreEngine {
         payload.subscriptionGroupIdentifier = product.subscriptionGroupIdentifier
         payload.webOrderLineItemId = state.mintId()
         payload.purchaseDate = start
-        payload.expiresDate = start.addingTimeInterval(rate.duration(of: period))
         payload.transactionReason = reason
         payload.offerType = nil
         payload.offerDiscountType = nil
@@ -67,6 +84,10 @@ extension StoreEngine {
         let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: state.priceOverrides[productId] ?? product.price)
         payload.price = price.price
         payload.currency = price.currency
+        var length = rate.duration(of: period)
+        series.nextOffer = nil
+        if let offer { (length, series.nextOffer) = apply(offer, to: &payload) }
+        payload.expiresDate = start.addingTimeInterval(length)
         payload.appAccountToken = state.transactions[series.latestTransactionId]?.payload.appAccountToken
         series.priceIncreaseConsented = nil
         state.transactions[id] = .init(payload: payload, account: series.account, unfinishedOn: account.devices)
@@ -95,7 +116,9 @@ extension StoreEngine {
     }
 
     private func nextEvent(_ series: StoreState.Subscription) -> Date? {
-        switch series.phase {
+        // A family member's access follows the purchaser's series (see StoreEngine+Family).
+        guard series.sharedFrom == nil else { return nil }
+        return switch series.phase {
         case .active: series.expiresDate
         case .gracePeriod: series.gracePeriodExpiresDate
         case .billingRetry: series.billingRetrySince.map { $0.addingTimeInterval(billingRetryLength) }
@@ -132,7 +155,7 @@ extension StoreEngine {
                 state.subscriptions[original] = series
                 try notify(.expired, .priceIncrease, subscription: original, at: time)
             } else {
-                _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: series.expiresDate, reason: .renewal)
+                _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: series.expiresDate, reason: .renewal, offer: series.nextOffer)
                 series.renewals += 1
                 if environment != .production, series.renewals >= Self.sandboxRenewalCap { series.autoRenewStatus = false }
                 state.subscriptions[original] = series
@@ -155,8 +178,8 @@ extension StoreEngine {
     func recoverBilling(account: String) throws {
         try processSubscriptions()
         let now = clock.now
-        for var series in state.subscriptions.values where series.account == account && (series.phase == .gracePeriod || series.phase == .billingRetry) {
-            _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: now, reason: .renewal)
+        for var series in state.subscriptions.values where series.account == account && series.sharedFrom == nil && (series.phase == .gracePeriod || series.phase == .billingRetry) {
+            _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: now, reason: .renewal, offer: series.nextOffer)
             series.phase = .active
             state.subscriptions[series.originalTransactionId] = series
             try notify(.didRenew, .billingRecovery, subscription: series.originalTransactionId, at: now)
@@ -166,7 +189,7 @@ extension StoreEngine {
     /// The customer turns auto-renew on or off. Returns whether the series exists.
     public func setAutoRenew(originalTransactionId: String, enabled: Bool) throws -> Bool {
         try processSubscriptions()
-        guard var series = state.subscriptions[originalTransactionId] else { return false }
+        guard var series = state.subscriptions[originalTransactionId], series.sharedFrom == nil else { return false }
         guard series.autoRenewStatus != enabled else { return true }
         series.autoRenewStatus = enabled
         series.expirationIntent = enabled ? nil : .customerCancelled
@@ -207,7 +230,7 @@ extension StoreEngine {
         guard catalog.product(productId)?.type == .autoRenewableSubscription, price > 0 else { return 0 }
         state.priceOverrides[productId] = price
         var told = 0
-        for var series in state.subscriptions.values where series.autoRenewProductId == productId && series.phase == .active && series.autoRenewStatus {
+        for var series in state.subscriptions.values where series.autoRenewProductId == productId && series.sharedFrom == nil && series.phase == .active && series.autoRenewStatus {
             series.priceIncreaseConsented = !consentRequired
             state.subscriptions[series.originalTransactionId] = series
             try notify(.priceIncrease, consentRequired ? .pending : .accepted, subscription: series.originalTransactionId, at: clock.now)
@@ -244,6 +267,13 @@ extension StoreEngine {
         if let product = catalog.product(series.autoRenewProductId) {
             renewal.renewalPrice = state.priceOverrides[series.autoRenewProductId] ?? product.price
             renewal.currency = catalog.currency
+        }
+        if let offer = series.nextOffer {
+            renewal.offerType = offer.type
+            renewal.offerIdentifier = offer.identifier
+            renewal.offerDiscountType = offer.discountType
+            renewal.offerPeriod = offer.period
+            renewal.renewalPrice = offer.price
         }
         if let consented = series.priceIncreaseConsented {
             renewal.priceIncreaseStatus = consented ? .customerConsentedOrWasNotifiedWithoutClaimingConsent : .customerHasNotResponded

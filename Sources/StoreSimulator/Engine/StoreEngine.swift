@@ -82,35 +82,36 @@ public actor StoreEngine {
 
     // MARK: Purchases
 
-    /// Buys `productId` for `account` on `device`.
+    /// Buys `productId` for `account` on `device`, redeeming `offer` when given.
     public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
-                         quantity: Int = 1, outcome: Outcome = .success) throws -> PurchaseResult {
+                         quantity: Int = 1, offer: OfferRequest? = nil, outcome: Outcome = .success) throws -> PurchaseResult {
         try processSubscriptions()
         guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
         guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
         guard catalog.product(productId) != nil else { return .failed(reason: "invalid product id \(productId)") }
         guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }
+        if let offer, case .failure(let refusal) = resolve(offer, productId: productId, account: accountId) { return .failed(reason: refusal.reason) }
+        let request = StoreState.PendingPurchase(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken,
+                                                 quantity: quantity, offer: offer)
         switch outcome {
         case .userCancelled: return .userCancelled
         case .failed: return .failed(reason: "the payment failed")
-        case .deferred: return try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+        case .deferred: return try askForApproval(request)
         case .interrupted:
-            guard case .pending(let requestId) = try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity) else {
-                return .failed(reason: "could not record the interrupted purchase")
-            }
+            guard case .pending(let requestId) = try askForApproval(request) else { return .failed(reason: "could not record the interrupted purchase") }
             return .interrupted(requestId: requestId)
         case .success where account.askToBuy:
-            return try askForApproval(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+            return try askForApproval(request)
         case .success:
-            if let change = try changeSubscriptionIfSameGroup(account: accountId, productId: productId) { return change }
-            let id = try complete(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+            if let change = try changeSubscriptionIfSameGroup(account: accountId, productId: productId, offer: offer) { return change }
+            let id = try complete(request)
             return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: accountId))
         }
     }
 
-    private func askForApproval(account: String, device: String, productId: String, appAccountToken: UUID?, quantity: Int) throws -> PurchaseResult {
+    private func askForApproval(_ request: StoreState.PendingPurchase) throws -> PurchaseResult {
         let requestId = UUID().uuidString
-        state.pendingPurchases[requestId] = .init(account: account, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity)
+        state.pendingPurchases[requestId] = request
         try persist()
         return .pending(requestId: requestId)
     }
@@ -120,8 +121,7 @@ public actor StoreEngine {
     /// - Returns: the new transaction id, or nil when no such request is waiting.
     public func approve(_ requestId: String) throws -> String? {
         guard let pending = state.pendingPurchases.removeValue(forKey: requestId) else { return nil }
-        return try complete(account: pending.account, device: pending.device, productId: pending.productId,
-                            appAccountToken: pending.appAccountToken, quantity: pending.quantity)
+        return try complete(pending)
     }
 
     /// A parent declines an Ask to Buy request: nothing is bought. Returns whether a request was waiting.
@@ -131,7 +131,8 @@ public actor StoreEngine {
         return removed
     }
 
-    private func complete(account accountId: String, device: String, productId: String, appAccountToken: UUID?, quantity: Int) throws -> String {
+    private func complete(_ request: StoreState.PendingPurchase) throws -> String {
+        let (accountId, device, productId) = (request.account, request.device, request.productId)
         guard let product = catalog.product(productId), var account = state.accounts[accountId] else {
             throw SimulatorError.catalog("product \(productId) or account \(accountId) vanished")
         }
@@ -145,9 +146,9 @@ public actor StoreEngine {
         payload.productId = productId
         payload.purchaseDate = now
         payload.originalPurchaseDate = now
-        payload.quantity = quantity
+        payload.quantity = request.quantity
         payload.type = product.type
-        payload.appAccountToken = appAccountToken
+        payload.appAccountToken = request.appAccountToken
         payload.inAppOwnershipType = .purchased
         payload.environment = environment
         payload.transactionReason = .purchase
@@ -155,22 +156,24 @@ public actor StoreEngine {
         payload.storefrontId = Self.storefrontIds[account.storefront] ?? "143441"
         let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: product.price)
         payload.currency = price.currency
-        payload.price = price.price * Int64(quantity)
+        payload.price = price.price * Int64(request.quantity)
         if product.type == .autoRenewableSubscription, let period = product.period, let group = product.subscriptionGroupIdentifier {
             payload.subscriptionGroupIdentifier = group
             payload.webOrderLineItemId = state.mintId()
-            var length = rate.duration(of: period)
-            if let intro = product.introductoryOffer, !account.introOfferGroupsUsed.contains(group) {
+            // An offer the customer redeems (re-checked: an approval can come long after the request) wins over the intro offer.
+            var offer: StoreState.ScheduledOffer?
+            if let requested = request.offer, case .success(let terms) = resolve(requested, productId: productId, account: accountId) {
+                offer = terms
+            } else if let intro = product.introductoryOffer, !account.introOfferGroupsUsed.contains(group) {
                 account.introOfferGroupsUsed.insert(group)
-                payload.offerType = .introductoryOffer
-                payload.offerDiscountType = intro.discountType
-                payload.offerPeriod = intro.period.description
-                payload.price = intro.price
-                length = intro.discountType == .payAsYouGo ? rate.duration(of: period) : rate.duration(of: intro.period, count: intro.numberOfPeriods)
+                offer = schedule(intro, type: .introductoryOffer, product: product)
             }
+            var length = rate.duration(of: period)
+            var nextOffer: StoreState.ScheduledOffer?
+            if let offer { (length, nextOffer) = apply(offer, to: &payload) }
             payload.expiresDate = now.addingTimeInterval(length)
             // Resubscribing continues the customer's series in the group.
-            let previous = state.subscriptions.values.first { $0.account == accountId && $0.group == group }
+            let previous = state.subscriptions.values.first { $0.account == accountId && $0.group == group && $0.sharedFrom == nil }
             if let previous { payload.originalTransactionId = previous.originalTransactionId; payload.originalPurchaseDate = state.transactions[previous.originalTransactionId]?.payload.purchaseDate }
             state.accounts[accountId] = account
             state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
@@ -178,15 +181,17 @@ public actor StoreEngine {
             let original = payload.originalTransactionId ?? id
             state.subscriptions[original] = .init(
                 originalTransactionId: original, account: accountId, group: group, latestTransactionId: id, productId: productId,
-                autoRenewProductId: productId, autoRenewStatus: true, expiresDate: payload.expiresDate!, phase: .active)
-            try notify(.subscribed, previous == nil ? .initialBuy : .resubscribe, subscription: original, at: now)
-            try persist()
-            return id
+                autoRenewProductId: productId, autoRenewStatus: true, expiresDate: payload.expiresDate!, phase: .active, nextOffer: nextOffer)
+            let subtype: NotificationSubtype = previous == nil ? .initialBuy : .resubscribe
+            let redeemed = offer.map { $0.type != .introductoryOffer } ?? false
+            try notify(redeemed ? .offerRedeemed : .subscribed, subtype, subscription: original, at: now)
+        } else {
+            state.accounts[accountId] = account
+            state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
+            state.transactionOrder.append(id)
+            try notify(.oneTimeCharge, nil, transactionId: id)
         }
-        state.accounts[accountId] = account
-        state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
-        state.transactionOrder.append(id)
-        try notify(.oneTimeCharge, nil, transactionId: id)
+        try shareWithFamily(of: accountId)
         try persist()
         return id
     }

@@ -40,6 +40,10 @@ struct StoreState: Codable, Sendable {
         var renewals: Int = 0
         /// A price increase awaiting the customer's consent (`false`) or consented to (`true`); nil when none.
         var priceIncreaseConsented: Bool?
+        /// An offer that applies to the coming renewals (a redeemed offer, or the rest of a pay-as-you-go offer).
+        var nextOffer: ScheduledOffer?
+        /// A family member's access: the purchaser's original transaction id. Such a series follows the purchaser's.
+        var sharedFrom: String?
 
         enum Phase: String, Codable, Sendable { case active, gracePeriod, billingRetry, expired, revoked }
 
@@ -52,6 +56,22 @@ struct StoreState: Codable, Sendable {
             case .revoked: .revoked
             }
         }
+    }
+
+    /// A subscription offer's terms as they apply to a series' periods.
+    struct ScheduledOffer: Codable, Sendable {
+        var type: OfferType
+        /// Promotional offer id or offer-code reference name; nil for introductory offers.
+        var identifier: String?
+        var discountType: OfferDiscountType
+        /// ISO 8601 offer period, as `offerPeriod` reports it.
+        var period: String
+        /// Milliunits per period.
+        var price: Int64
+        /// Length of the next period at the offer's terms.
+        var length: TimeInterval
+        /// Pay as you go: discounted periods still to come after the next one.
+        var periodsAfterNext: Int
     }
 
     /// A notification and its delivery attempts.
@@ -81,6 +101,8 @@ struct StoreState: Codable, Sendable {
         var devices: Set<String> = []
         /// Subscription groups in which an introductory offer was used.
         var introOfferGroupsUsed: Set<String> = []
+        /// Family members who share this account's family-shareable purchases.
+        var familyMembers: [String] = []
     }
 
     /// A minted transaction and its bookkeeping.
@@ -89,6 +111,8 @@ struct StoreState: Codable, Sendable {
         var account: String
         /// Devices that have not finished it yet; empty once finished everywhere it was delivered.
         var unfinishedOn: Set<String>
+        /// A family member's copy: the purchaser's transaction id it mirrors.
+        var sharedFrom: String?
     }
 
     /// An Ask to Buy request waiting for a parent.
@@ -98,6 +122,7 @@ struct StoreState: Codable, Sendable {
         var productId: String
         var appAccountToken: UUID?
         var quantity: Int
+        var offer: OfferRequest?
     }
 
     mutating func mintId() -> String {

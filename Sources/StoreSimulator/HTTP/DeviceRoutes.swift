@@ -22,6 +22,8 @@ struct DeviceRoutes {
         var productId: String
         var appAccountToken: UUID?
         var quantity: Int?
+        /// A promotional offer or offer code to redeem.
+        var offer: OfferRequest?
         var outcome: StoreEngine.Outcome?
     }
 
@@ -46,10 +48,15 @@ struct DeviceRoutes {
         var subscriptionGroupIdentifier: String?
         var groupLevel: Int?
         var subscriptionPeriod: String?
+        var familyShareable: Bool
         var introductoryOffer: OfferInfo?
+        var promotionalOffers: [OfferInfo]
+        var offerCodes: [OfferInfo]
     }
 
     struct OfferInfo: Encodable {
+        /// Promotional offer id or offer-code reference name.
+        var id: String?
         var discountType: OfferDiscountType
         var period: String
         var numberOfPeriods: Int
@@ -74,6 +81,17 @@ struct DeviceRoutes {
             return try Reply.json(["id": body.id])
         }
 
+        sim.put("accounts/:account/family") { request, context in
+            struct Body: Decodable { var members: [String] }
+            let body = try await request.decode(Body.self)
+            guard body.members.count <= 5 else { throw HTTPError(.badRequest, message: "a family has at most six people") }
+            guard try await engine.setFamily(organizer: try context.parameters.require("account"), members: body.members) else {
+                throw HTTPError(.notFound, message: "unknown account, or the organizer listed as a member")
+            }
+            try await services.delivery?.deliverDue()
+            return Reply.empty()
+        }
+
         sim.get("products") { request, _ in
             let ids = request.uri.queryParameters["ids"].map { $0.split(separator: ",").map(String.init) } ?? []
             let catalog = engine.catalog
@@ -84,8 +102,9 @@ struct DeviceRoutes {
                 found.append(ProductInfo(
                     productId: id, type: product.type, displayName: product.displayName, price: product.price, currency: catalog.currency,
                     subscriptionGroupIdentifier: product.subscriptionGroupIdentifier, groupLevel: product.groupLevel,
-                    subscriptionPeriod: product.period?.description,
-                    introductoryOffer: product.introductoryOffer.map { OfferInfo(discountType: $0.discountType, period: $0.period.description, numberOfPeriods: $0.numberOfPeriods, price: $0.price) }))
+                    subscriptionPeriod: product.period?.description, familyShareable: product.familyShareable,
+                    introductoryOffer: product.introductoryOffer.map(OfferInfo.init), promotionalOffers: product.promotionalOffers.map(OfferInfo.init),
+                    offerCodes: product.offerCodes.map(OfferInfo.init)))
             }
             struct Products: Encodable { var products: [ProductInfo]; var invalidProductIds: [String] }
             return try Reply.json(Products(products: found, invalidProductIds: invalid))
@@ -94,7 +113,8 @@ struct DeviceRoutes {
         sim.post("purchases") { request, _ in
             let body = try await request.decode(PurchaseRequest.self)
             let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
-                                                   appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, outcome: body.outcome ?? .success)
+                                                   appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, offer: body.offer,
+                                                   outcome: body.outcome ?? .success)
             try await services.delivery?.deliverDue()
             switch result {
             case .purchased(let signed, let id, let receipt):
@@ -193,5 +213,11 @@ struct DeviceRoutes {
             await services.delivery?.setFaults(try await request.decode(NotificationFaults.self))
             return Reply.empty()
         }
+    }
+}
+
+extension DeviceRoutes.OfferInfo {
+    init(_ offer: SimulatorCatalog.Offer) {
+        self.init(id: offer.offerId, discountType: offer.discountType, period: offer.period.description, numberOfPeriods: offer.numberOfPeriods, price: offer.price)
     }
 }

@@ -1,0 +1,79 @@
+import AppStoreFormats
+import Foundation
+
+/// A subscription offer the customer redeems with a purchase: a promotional offer (the app presents it) or an offer
+/// code (the customer types it).
+public struct OfferRequest: Codable, Sendable, Hashable {
+    public enum Kind: String, Codable, Sendable { case promotional, offerCode }
+    public var kind: Kind
+    /// The promotional offer's id, or the offer code's reference name.
+    public var id: String
+
+    public init(kind: Kind, id: String) {
+        self.kind = kind
+        self.id = id
+    }
+}
+
+/// Subscription offers: introductory offers (one per customer per group), promotional offers (current and lapsed
+/// subscribers) and offer codes (whoever the code's eligibility names), each priced and timed by its payment mode.
+/// The simulator does not check promotional-offer signatures: the app's server signs those, not the store.
+extension StoreEngine {
+    /// Where the customer stands in a subscription group, in offer-code eligibility's words.
+    enum GroupStanding: String { case new, existing, expired }
+
+    func standing(of account: String, inGroup group: String) -> GroupStanding {
+        let own = state.subscriptions.values.filter { $0.account == account && $0.group == group && $0.sharedFrom == nil }
+        if own.isEmpty { return .new }
+        return own.contains { $0.phase == .active || $0.phase == .gracePeriod || $0.phase == .billingRetry } ? .existing : .expired
+    }
+
+    /// The terms of `request` for `productId`, or why the customer cannot redeem it.
+    func resolve(_ request: OfferRequest, productId: String, account: String) -> Result<StoreState.ScheduledOffer, OfferRefusal> {
+        guard let product = catalog.product(productId), product.type == .autoRenewableSubscription, let group = product.subscriptionGroupIdentifier else {
+            return .failure(.init(reason: "offers apply to auto-renewable subscriptions only"))
+        }
+        let standing = standing(of: account, inGroup: group)
+        switch request.kind {
+        case .promotional:
+            guard let offer = product.promotionalOffers.first(where: { $0.offerId == request.id }) else {
+                return .failure(.init(reason: "no promotional offer \(request.id) for \(productId)"))
+            }
+            guard standing != .new else { return .failure(.init(reason: "promotional offers are for current and lapsed subscribers")) }
+            return .success(schedule(offer, type: .promotionalOffer, product: product))
+        case .offerCode:
+            guard let offer = product.offerCodes.first(where: { $0.offerId == request.id }) else {
+                return .failure(.init(reason: "no offer code \(request.id) for \(productId)"))
+            }
+            guard offer.eligibility.isEmpty || offer.eligibility.contains(standing.rawValue) else {
+                return .failure(.init(reason: "offer code \(request.id) is not for \(standing.rawValue) subscribers"))
+            }
+            return .success(schedule(offer, type: .offerCode, product: product))
+        }
+    }
+
+    /// Why an offer cannot be redeemed.
+    struct OfferRefusal: Error { var reason: String }
+
+    /// An offer's terms for its first period: pay as you go discounts each of the subscription's own periods in turn,
+    /// free trials and pay up front cover the offer's whole duration at once.
+    func schedule(_ offer: SimulatorCatalog.Offer, type: OfferType, product: SimulatorCatalog.Product) -> StoreState.ScheduledOffer {
+        let payAsYouGo = offer.discountType == .payAsYouGo
+        let length = payAsYouGo ? product.period.map { rate.duration(of: $0) } ?? rate.duration(of: offer.period)
+            : rate.duration(of: offer.period, count: offer.numberOfPeriods)
+        return StoreState.ScheduledOffer(type: type, identifier: offer.offerId, discountType: offer.discountType, period: offer.period.description,
+                                         price: offer.price, length: length, periodsAfterNext: payAsYouGo ? offer.numberOfPeriods - 1 : 0)
+    }
+
+    /// Prices `payload` at the offer's terms and returns the period's length and what remains of the offer afterwards.
+    func apply(_ offer: StoreState.ScheduledOffer, to payload: inout JWSTransactionDecodedPayload) -> (length: TimeInterval, remaining: StoreState.ScheduledOffer?) {
+        payload.offerType = offer.type
+        payload.offerIdentifier = offer.identifier
+        payload.offerDiscountType = offer.discountType
+        payload.offerPeriod = offer.period
+        payload.price = offer.price
+        var remaining = offer
+        remaining.periodsAfterNext -= 1
+        return (offer.length, offer.periodsAfterNext > 0 ? remaining : nil)
+    }
+}
