@@ -16,6 +16,8 @@ let package = Package(
         .library(name: "AppStoreFormats", targets: ["AppStoreFormats"]),
         .library(name: "AppStoreTrust", targets: ["AppStoreTrust"]),
         .library(name: "StoreSimulator", targets: ["StoreSimulator"]),
+        .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
+        .library(name: "PurchaseServer", targets: ["PurchaseServer"]),
         .executable(name: "iap", targets: ["iap"]),
     ],
     dependencies: [
@@ -25,6 +27,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
+        .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
+        .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         .target(
@@ -45,12 +51,33 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + certificatesAndCrypto
         ),
+        .target(
+            name: "PurchaseLedger",
+            dependencies: [
+                "AppStoreFormats",
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "PostgresKit", package: "postgres-kit"),
+            ]
+        ),
+        .target(
+            name: "PurchaseServer",
+            dependencies: [
+                "AppStoreFormats",
+                "AppStoreTrust",
+                "PurchaseLedger",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
         .executableTarget(
             name: "iap",
             dependencies: [
                 "AppStoreFormats",
                 "AppStoreTrust",
                 "StoreSimulator",
+                "PurchaseLedger",
+                "PurchaseServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -66,6 +93,18 @@ let package = Package(
             dependencies: [
                 "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "IAPTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+        .testTarget(
+            name: "PurchaseLedgerTests",
+            dependencies: ["PurchaseLedger", "AppStoreFormats", "IAPTestSupport"]
+        ),
+        .testTarget(
+            name: "PurchaseServerTests",
+            dependencies: [
+                "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "IAPTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
         .testTarget(

@@ -1,0 +1,47 @@
+import AppStoreFormats
+import Foundation
+
+/// What an account owns right now: entitlements and consumable balances.
+public struct AccountEntitlements: Codable, Sendable, Hashable {
+    public var accountId: String
+    /// Active entitlements, by name.
+    public var entitlements: [Entitlement]
+    /// Currency → balance.
+    public var balances: [String: Int64]
+
+    public init(accountId: String, entitlements: [Entitlement], balances: [String: Int64]) {
+        self.accountId = accountId
+        self.entitlements = entitlements
+        self.balances = balances
+    }
+
+    /// The active entitlement called `name`, if any.
+    public func entitlement(_ name: String) -> Entitlement? { entitlements.first { $0.name == name } }
+}
+
+/// One active entitlement.
+public struct Entitlement: Codable, Sendable, Hashable {
+    public enum State: String, Codable, Sendable {
+        case active
+        /// Billing failed; Apple keeps the subscriber served until the grace period ends.
+        case gracePeriod
+    }
+
+    public var name: String
+    /// The product whose purchase grants it now (the one lasting longest when several do).
+    public var productId: String
+    public var transactionId: String
+    /// Nil for life.
+    public var expiresAt: Date?
+    public var state: State
+    public var environment: AppStoreEnvironment
+
+    public init(name: String, productId: String, transactionId: String, expiresAt: Date?, state: State, environment: AppStoreEnvironment) {
+        self.name = name
+        self.productId = productId
+        self.transactionId = transactionId
+        self.expiresAt = expiresAt
+        self.state = state
+        self.environment = environment
+    }
+}

@@ -1,0 +1,35 @@
+/// Every way a ledger operation can refuse, with a stable `code` that callers (and tests) compare.
+public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The stable part: what went wrong.
+    public struct Code: RawRepresentable, Sendable, Hashable {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        public static let unknownProduct = Self(rawValue: "unknown_product")
+        public static let orderNotFound = Self(rawValue: "order_not_found")
+        /// The order belongs to another account.
+        public static let orderAccountMismatch = Self(rawValue: "order_account_mismatch")
+        /// The transaction is for another product than the order.
+        public static let orderProductMismatch = Self(rawValue: "order_product_mismatch")
+        /// The transaction (or its subscription series) already belongs to another account.
+        public static let transactionBoundElsewhere = Self(rawValue: "transaction_bound_elsewhere")
+        public static let insufficientBalance = Self(rawValue: "insufficient_balance")
+        /// An idempotency key was reused for a different request.
+        public static let idempotencyKeyReused = Self(rawValue: "idempotency_key_reused")
+        public static let invalidInput = Self(rawValue: "invalid_input")
+        public static let storage = Self(rawValue: "storage")
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+}

@@ -1,0 +1,79 @@
+import AppStoreFormats
+import Foundation
+
+/// A verified App Store transaction as the ledger keeps it.
+public struct PurchaseRecord: Sendable, Hashable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    /// The account it is bound to; nil while only a notification has told of it and no account claimed it yet.
+    public var accountId: String?
+    public var orderId: String?
+    public var productId: String
+    public var productType: ProductType
+    public var environment: AppStoreEnvironment
+    public var quantity: Int
+    public var purchaseDate: Date
+    /// Auto-renewable subscriptions: the end of this period, as Apple signed it.
+    public var expiresDate: Date?
+    public var revocationDate: Date?
+    public var revocationReason: RevocationReason?
+    public var isUpgraded: Bool
+    public var ownership: InAppOwnershipType?
+    public var appAccountToken: UUID?
+    /// When Apple signed what the ledger last learnt of it: later news wins, earlier news is history.
+    public var signedDate: Date
+
+    /// Takes the fields the ledger needs from a verified payload; a payload lacking one is refused.
+    public init(_ payload: JWSTransactionDecodedPayload) throws {
+        guard let transactionId = payload.transactionId, !transactionId.isEmpty, transactionId.utf8.count <= 64,
+              let productId = payload.productId, !productId.isEmpty, productId.utf8.count <= 200,
+              let purchaseDate = payload.purchaseDate, let type = payload.type else {
+            throw LedgerError(.invalidInput, "the transaction lacks its id, product id, purchase date or type")
+        }
+        self.transactionId = transactionId
+        originalTransactionId = payload.originalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > 64 ? nil : $0 } ?? transactionId
+        self.productId = productId
+        productType = type
+        environment = payload.environment ?? .production
+        quantity = max(1, min(payload.quantity ?? 1, 1_000))
+        self.purchaseDate = purchaseDate
+        expiresDate = payload.expiresDate
+        revocationDate = payload.revocationDate
+        revocationReason = payload.revocationReason
+        isUpgraded = payload.isUpgraded ?? false
+        ownership = payload.inAppOwnershipType
+        appAccountToken = payload.appAccountToken
+        signedDate = payload.signedDate ?? purchaseDate
+    }
+}
+
+/// What the ledger knows of an auto-renewable series from Apple's renewal info and notification status.
+public struct SubscriptionRecord: Sendable, Hashable {
+    public var originalTransactionId: String
+    public var productId: String?
+    public var status: SubscriptionStatus?
+    public var expiresDate: Date?
+    public var gracePeriodExpiresDate: Date?
+    public var autoRenew: Bool?
+    public var autoRenewProductId: String?
+    public var signedDate: Date
+
+    public init(originalTransactionId: String, productId: String? = nil, status: SubscriptionStatus? = nil, expiresDate: Date? = nil,
+                gracePeriodExpiresDate: Date? = nil, autoRenew: Bool? = nil, autoRenewProductId: String? = nil, signedDate: Date) {
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.status = status
+        self.expiresDate = expiresDate
+        self.gracePeriodExpiresDate = gracePeriodExpiresDate
+        self.autoRenew = autoRenew
+        self.autoRenewProductId = autoRenewProductId
+        self.signedDate = signedDate
+    }
+}
+
+/// Milliseconds since 1970, the ledger's time unit in SQL.
+enum Millis {
+    static func of(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+    static var now: Int64 { of(Date()) }
+}

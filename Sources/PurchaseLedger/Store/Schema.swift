@@ -1,0 +1,75 @@
+import SQLKit
+
+/// The ledger's tables, as numbered migrations applied in order on start. SQL common to SQLite and PostgreSQL:
+/// dates are milliseconds since 1970 (BIGINT), booleans 0/1, ids TEXT.
+enum Schema {
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE orders (
+                order_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, product_id TEXT NOT NULL,
+                app_account_token TEXT NOT NULL UNIQUE, state TEXT NOT NULL, transaction_id TEXT,
+                created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX orders_account ON orders (account_id)",
+            "CREATE INDEX orders_state ON orders (state, expires_at)",
+            """
+            CREATE TABLE purchases (
+                transaction_id TEXT PRIMARY KEY, original_transaction_id TEXT NOT NULL, account_id TEXT, order_id TEXT,
+                product_id TEXT NOT NULL, product_type TEXT NOT NULL, environment TEXT NOT NULL, quantity BIGINT NOT NULL,
+                purchase_date BIGINT NOT NULL, expires_date BIGINT, revocation_date BIGINT, revocation_reason BIGINT,
+                is_upgraded BIGINT NOT NULL, ownership TEXT, app_account_token TEXT, signed_date BIGINT NOT NULL,
+                source TEXT NOT NULL, recorded_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX purchases_account ON purchases (account_id)",
+            "CREATE INDEX purchases_original ON purchases (original_transaction_id)",
+            "CREATE INDEX purchases_token ON purchases (app_account_token)",
+            """
+            CREATE TABLE balance_entries (
+                entry_key TEXT PRIMARY KEY, account_id TEXT NOT NULL, currency TEXT NOT NULL, delta BIGINT NOT NULL,
+                transaction_id TEXT, created_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX balance_entries_transaction ON balance_entries (transaction_id)",
+            """
+            CREATE TABLE balances (
+                account_id TEXT NOT NULL, currency TEXT NOT NULL, amount BIGINT NOT NULL, PRIMARY KEY (account_id, currency))
+            """,
+            """
+            CREATE TABLE subscriptions (
+                original_transaction_id TEXT PRIMARY KEY, product_id TEXT, status BIGINT, expires_date BIGINT,
+                grace_period_expires_date BIGINT, auto_renew BIGINT, auto_renew_product_id TEXT, signed_date BIGINT NOT NULL)
+            """,
+            """
+            CREATE TABLE notifications (
+                notification_uuid TEXT PRIMARY KEY, notification_type TEXT NOT NULL, subtype TEXT, signed_date BIGINT NOT NULL,
+                transaction_id TEXT, original_transaction_id TEXT, signed_payload TEXT NOT NULL, received_at BIGINT NOT NULL)
+            """,
+            """
+            CREATE TABLE conflicts (
+                transaction_id TEXT NOT NULL, claimed_by TEXT NOT NULL, owner TEXT NOT NULL, first_seen BIGINT NOT NULL,
+                attempts BIGINT NOT NULL, PRIMARY KEY (transaction_id, claimed_by))
+            """,
+            """
+            CREATE TABLE audit_log (
+                entry_id TEXT PRIMARY KEY, actor TEXT NOT NULL, action TEXT NOT NULL, subject TEXT NOT NULL, detail TEXT NOT NULL,
+                created_at BIGINT NOT NULL)
+            """,
+        ],
+    ]
+
+    /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two
+    /// replicas starting together from racing.
+    static func migrate(_ store: any LedgerStore) async throws {
+        for (index, statements) in migrations.enumerated() {
+            let version = index + 1
+            try await store.transaction { db in
+                if db.dialect.name == "postgresql" { try await db.raw("SELECT pg_advisory_xact_lock(727274)").run() }
+                try await db.raw("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
+                let applied = try await db.raw("SELECT version FROM ledger_migrations WHERE version = \(bind: Int64(version))").first()
+                guard applied == nil else { return }
+                for statement in statements { try await db.raw(SQLQueryString(statement)).run() }
+                try await db.raw("INSERT INTO ledger_migrations (version, applied_at) VALUES (\(bind: Int64(version)), \(bind: Millis.now))").run()
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import AppStoreFormats
+import Foundation
+import PurchaseLedger
+import Testing
+
+@Suite("Ledger conformance: the same rules on SQLite and on PostgreSQL")
+struct LedgerConformanceTests {
+    @Test("An order's consumable is credited once; the same submission again grants nothing", arguments: StoreKind.allCases)
+    func consumableOnce(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let order = try await ledger.createOrder(accountId: account, productId: Demo.coins)
+        let paid = transaction(Demo.coins, type: .consumable, token: order.appAccountToken, quantity: 2)
+        let first = try await ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: paid))
+        #expect(first.outcome == .granted)
+        #expect(first.orderId == order.orderId)
+        #expect(first.entitlements.balances["coins"] == 200)
+        let again = try await ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: paid))
+        #expect(again.outcome == .alreadyGranted)
+        #expect(again.entitlements.balances["coins"] == 200)
+        #expect(try await ledger.order(order.orderId)?.state == .granted)
+        #expect(try await ledger.order(order.orderId)?.transactionId == paid.transactionId)
+    }
+
+    @Test("Each product type grants what its rule says, judged by Apple's dates", arguments: StoreKind.allCases)
+    func productTypes(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let now = Date()
+        _ = try await ledger.submit(.init(accountId: account, transaction: transaction(Demo.premium, type: .nonConsumable, purchased: now.addingTimeInterval(-86_400 * 400))))
+        _ = try await ledger.submit(.init(accountId: account, transaction: transaction(
+            Demo.monthly, type: .autoRenewableSubscription, purchased: now.addingTimeInterval(-100), expires: now.addingTimeInterval(200))))
+        // Two season passes stack: 30 + 30 days from the first purchase.
+        let seasonStart = now.addingTimeInterval(-86_400 * 40)
+        _ = try await ledger.submit(.init(accountId: account, transaction: transaction(Demo.season, type: .nonRenewingSubscription, purchased: seasonStart)))
+        let result = try await ledger.submit(.init(accountId: account, transaction: transaction(
+            Demo.season, type: .nonRenewingSubscription, purchased: seasonStart.addingTimeInterval(86_400))))
+        let owned = result.entitlements
+        #expect(owned.entitlement("premium")?.expiresAt == nil)
+        #expect(abs(owned.entitlement("pro")!.expiresAt!.timeIntervalSince(now.addingTimeInterval(200))) < 0.01)
+        let seasonEnd = try #require(owned.entitlement("season")?.expiresAt)
+        #expect(abs(seasonEnd.timeIntervalSince(seasonStart.addingTimeInterval(86_400 * 60))) < 0.01)
+        // An expired subscription grants nothing, whatever the device thinks.
+        let later = try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(300))
+        #expect(later.entitlement("pro") == nil)
+        #expect(later.entitlement("premium") != nil)
+    }
+
+    @Test("A lost order id is found again through the transaction's appAccountToken", arguments: StoreKind.allCases)
+    func orderByToken(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let order = try await ledger.createOrder(accountId: account, productId: Demo.premium)
+        let result = try await ledger.submit(.init(accountId: account, transaction: transaction(Demo.premium, type: .nonConsumable, token: order.appAccountToken)))
+        #expect(result.orderId == order.orderId)
+        #expect(try await ledger.order(order.orderId)?.state == .granted)
+    }
+
+    @Test("Another account's transaction is refused and recorded; nothing is granted to it", arguments: StoreKind.allCases)
+    func replayRefused(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let (owner, thief) = (uniqueId("owner-"), uniqueId("thief-"))
+        let paid = transaction(Demo.coins, type: .consumable)
+        _ = try await ledger.submit(.init(accountId: owner, transaction: paid))
+        await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
+            try await ledger.submit(.init(accountId: thief, transaction: paid))
+        }
+        #expect(try await ledger.entitlements(accountId: thief).balances["coins"] == nil)
+        #expect(try await ledger.entitlements(accountId: owner).balances["coins"] == 100)
+        #expect(try await ledger.conflicts().contains { $0.transactionId == paid.transactionId! && $0.claimedBy == thief && $0.owner == owner })
+        // A renewal of the owner's series is the owner's too.
+        let series = transaction(Demo.monthly, type: .autoRenewableSubscription, expires: Date().addingTimeInterval(300))
+        _ = try await ledger.submit(.init(accountId: owner, transaction: series))
+        let renewal = transaction(Demo.monthly, original: series.transactionId, type: .autoRenewableSubscription, expires: Date().addingTimeInterval(600))
+        await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
+            try await ledger.submit(.init(accountId: thief, transaction: renewal))
+        }
+        // An order belongs to its account.
+        let order = try await ledger.createOrder(accountId: owner, productId: Demo.premium)
+        await #expect(throws: LedgerError(.orderAccountMismatch, "")) {
+            try await ledger.submit(.init(accountId: thief, orderId: order.orderId, transaction: transaction(Demo.premium, type: .nonConsumable)))
+        }
+        await #expect(throws: LedgerError(.orderProductMismatch, "")) {
+            try await ledger.submit(.init(accountId: owner, orderId: order.orderId, transaction: transaction(Demo.coins, type: .consumable)))
+        }
+        await #expect(throws: LedgerError(.unknownProduct, "")) {
+            try await ledger.submit(.init(accountId: owner, transaction: transaction("com.other.app.thing", type: .consumable)))
+        }
+    }
+
+    @Test("200 concurrent submissions of one transaction grant exactly once", arguments: StoreKind.allCases)
+    func concurrentSubmissions(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let order = try await ledger.createOrder(accountId: account, productId: Demo.coins)
+        let paid = transaction(Demo.coins, type: .consumable, token: order.appAccountToken)
+        let outcomes = try await withThrowingTaskGroup(of: SubmissionResult.Outcome.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    try await ledger.submit(.init(accountId: account, orderId: index.isMultiple(of: 2) ? order.orderId : nil, transaction: paid)).outcome
+                }
+            }
+            return try await group.reduce(into: [SubmissionResult.Outcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == .granted }.count == 1)
+        #expect(outcomes.filter { $0 == .alreadyGranted }.count == 199)
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)
+    }
+
+    @Test("Spending is idempotent per key, never overdraws, and refuses a reused key", arguments: StoreKind.allCases)
+    func spending(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        _ = try await ledger.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
+        #expect(try await ledger.spend(accountId: account, currency: "coins", amount: 30, idempotencyKey: "k1") == 70)
+        #expect(try await ledger.spend(accountId: account, currency: "coins", amount: 30, idempotencyKey: "k1") == 70)
+        await #expect(throws: LedgerError(.idempotencyKeyReused, "")) {
+            try await ledger.spend(accountId: account, currency: "coins", amount: 31, idempotencyKey: "k1")
+        }
+        await #expect(throws: LedgerError(.insufficientBalance, "")) {
+            try await ledger.spend(accountId: account, currency: "coins", amount: 71, idempotencyKey: "k2")
+        }
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 70)
+        // The refused spend left no trace: its key is still free.
+        #expect(try await ledger.spend(accountId: account, currency: "coins", amount: 70, idempotencyKey: "k2") == 0)
+    }
+
+    @Test("Notifications: a duplicate UUID changes nothing; renewals join their series' account", arguments: StoreKind.allCases)
+    func notificationsRenewAndDeduplicate(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let now = Date()
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now.addingTimeInterval(-300), expires: now.addingTimeInterval(-1))
+        _ = try await ledger.submit(.init(accountId: account, transaction: first))
+        #expect(try await ledger.entitlements(accountId: account, now: now).entitlement("pro") == nil)
+        let renewal = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: now.addingTimeInterval(-1),
+                                  expires: now.addingTimeInterval(299))
+        let event = NotificationEvent(notificationUUID: UUID().uuidString, type: .didRenew, subtype: nil, signedDate: now, signedPayload: "x",
+                                      transaction: renewal, status: .active)
+        #expect(try await ledger.apply(event, now: now) == .applied)
+        #expect(try await ledger.apply(event, now: now) == .duplicate)
+        let owned = try await ledger.entitlements(accountId: account, now: now)
+        #expect(owned.entitlement("pro")?.transactionId == renewal.transactionId)
+        #expect(try await ledger.purchases(accountId: account).count == 2)
+    }
+
+    @Test("Refunds claw back consumable credit once, reversals restore it, in whatever order they arrive", arguments: StoreKind.allCases)
+    func refundsInAnyOrder(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let now = Date()
+        func event(_ type: NotificationTypeV2, _ payload: JWSTransactionDecodedPayload, at signed: Date) -> NotificationEvent {
+            NotificationEvent(notificationUUID: UUID().uuidString, type: type, subtype: nil, signedDate: signed, signedPayload: "x", transaction: payload)
+        }
+        // In order: refund then reversal.
+        let a = uniqueId("acct-")
+        let bought = transaction(Demo.coins, type: .consumable, purchased: now.addingTimeInterval(-60), signed: now.addingTimeInterval(-60))
+        _ = try await ledger.submit(.init(accountId: a, transaction: bought))
+        var refunded = bought
+        refunded.revocationDate = now.addingTimeInterval(-30)
+        refunded.revocationReason = .refundedForOtherReason
+        refunded.signedDate = now.addingTimeInterval(-30)
+        var reversed = bought
+        reversed.signedDate = now.addingTimeInterval(-10)
+        _ = try await ledger.apply(event(.refund, refunded, at: refunded.signedDate!))
+        #expect(try await ledger.entitlements(accountId: a).balances["coins"] == 0)
+        _ = try await ledger.apply(event(.refund, refunded, at: refunded.signedDate!))
+        #expect(try await ledger.entitlements(accountId: a).balances["coins"] == 0, "a second REFUND (new UUID) claws back nothing more")
+        _ = try await ledger.apply(event(.refundReversed, reversed, at: reversed.signedDate!))
+        #expect(try await ledger.entitlements(accountId: a).balances["coins"] == 100)
+
+        // Out of order: the reversal arrives first; the older refund then changes nothing.
+        let b = uniqueId("acct-")
+        var other = bought
+        other.transactionId = uniqueId()
+        other.originalTransactionId = other.transactionId
+        _ = try await ledger.submit(.init(accountId: b, transaction: other))
+        var otherRefunded = refunded
+        otherRefunded.transactionId = other.transactionId
+        otherRefunded.originalTransactionId = other.transactionId
+        var otherReversed = reversed
+        otherReversed.transactionId = other.transactionId
+        otherReversed.originalTransactionId = other.transactionId
+        _ = try await ledger.apply(event(.refundReversed, otherReversed, at: otherReversed.signedDate!))
+        _ = try await ledger.apply(event(.refund, otherRefunded, at: otherRefunded.signedDate!))
+        #expect(try await ledger.entitlements(accountId: b).balances["coins"] == 100)
+    }
+
+    @Test("A refunded subscription or non-consumable stops granting; a grace period keeps the subscriber served", arguments: StoreKind.allCases)
+    func revocationAndGrace(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let now = Date()
+        let premium = transaction(Demo.premium, type: .nonConsumable, purchased: now.addingTimeInterval(-60))
+        _ = try await ledger.submit(.init(accountId: account, transaction: premium))
+        var revoked = premium
+        revoked.revocationDate = now
+        revoked.signedDate = now
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refund, subtype: nil, signedDate: now,
+                                                      signedPayload: "x", transaction: revoked))
+        #expect(try await ledger.entitlements(accountId: account).entitlement("premium") == nil)
+
+        let sub = transaction(Demo.yearly, type: .autoRenewableSubscription, purchased: now.addingTimeInterval(-3600), expires: now.addingTimeInterval(-5))
+        _ = try await ledger.submit(.init(accountId: account, transaction: sub))
+        var renewal = JWSRenewalInfoDecodedPayload()
+        renewal.gracePeriodExpiresDate = now.addingTimeInterval(600)
+        renewal.signedDate = now
+        renewal.autoRenewStatus = .on
+        var failed = sub
+        failed.signedDate = now
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .didFailToRenew, subtype: .gracePeriod, signedDate: now,
+                                                      signedPayload: "x", transaction: failed, renewal: renewal, status: .billingGracePeriod))
+        let inGrace = try #require(try await ledger.entitlements(accountId: account, now: now).entitlement("pro"))
+        #expect(inGrace.state == .gracePeriod)
+        #expect(try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(601)).entitlement("pro") == nil)
+    }
+}
