@@ -5,7 +5,7 @@ import ArgumentParser
 struct IAP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "iap",
-        abstract: "IAPKit: verify what the App Store signs, and simulate the App Store.",
-        subcommands: [ReceiptCommand.self, JWSCommand.self, SimulatorCommand.self]
+        abstract: "IAPKit: the purchase server, the simulated App Store, and tools to verify what the App Store signs.",
+        subcommands: [ServeCommand.self, DevCommand.self, SimulatorCommand.self, ReceiptCommand.self, JWSCommand.self]
     )
 }

@@ -17,10 +17,10 @@ public protocol LedgerStore: Sendable {
     func close() async throws
 }
 
-extension LedgerStore {
+extension Ledger {
     /// Opens the store a database URL names: `postgres://user:password@host:port/database` or `sqlite:///path/to/file`
     /// (a bare path is a SQLite file too).
-    public static func open(url: String) async throws -> any LedgerStore {
+    public static func openStore(url: String) async throws -> any LedgerStore {
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             return try PostgresLedgerStore(url: url)
         }

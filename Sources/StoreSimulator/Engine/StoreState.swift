@@ -8,7 +8,9 @@ struct StoreState: Codable, Sendable {
     /// Transaction ids in the order they were minted.
     var transactionOrder: [String] = []
     var pendingPurchases: [String: PendingPurchase] = [:]
-    var nextId: Int64 = 2_000_000_000_000_001
+    /// Ids start at a random point past 2·10¹⁵ (16 digits, like Apple's) so that a simulator started afresh — or several
+    /// side by side — does not repeat an id a server may already hold from another run.
+    var nextId: Int64 = 2_000_000_000_000_000 + Int64.random(in: 0..<1_000_000_000_000_000)
     var clockAdvance: TimeInterval = 0
     var retiredProductIds: Set<String> = []
     /// Renewal-date extensions per original transaction id (their times), and request identifiers already served.

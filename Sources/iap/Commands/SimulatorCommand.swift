@@ -44,6 +44,12 @@ struct SimulatorCommand: AsyncParsableCommand {
     var noRetries = false
 
     func run() async throws {
+        let services = try makeServices()
+        try await SimulatorServer.application(services, host: host, port: port, tick: .seconds(1)).runService()
+    }
+
+    /// The simulator's parts as these options describe them, announced on stderr.
+    func makeServices() throws -> SimulatorServer.Services {
         let directory = URL(fileURLWithPath: data)
         let authority = try CertificateAuthority.loadOrCreate(in: directory)
         let storeKit = try catalog.map { path -> StoreKitConfiguration in
@@ -66,7 +72,7 @@ struct SimulatorCommand: AsyncParsableCommand {
             delivery: urls.isEmpty ? nil : NotificationDelivery(engine: engine, urls: urls, retries: !noRetries))
         Output.note("IAPKit StoreSimulator: http://\(host):\(port) — bundle \(catalog.bundleId), \(catalog.products.count) products, \(environment)")
         Output.note("trust \(directory.appendingPathComponent("jws-root.pem").path); Server API key id \(keyId) (\(directory.appendingPathComponent("api-key.p8").path))")
-        try await SimulatorServer.application(services, host: host, port: port, tick: .seconds(1)).runService()
+        return services
     }
 
     /// The Server API key: made on first start and kept beside the state, like a key downloaded from App Store Connect.

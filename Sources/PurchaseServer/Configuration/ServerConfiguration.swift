@@ -1,0 +1,119 @@
+import AppStoreFormats
+import Foundation
+import PurchaseLedger
+
+/// Everything the purchase server needs, from one JSON file with environment overrides (`IAPKIT_*`). Every field has
+/// an embedded default, so `iap serve` starts with no file at all.
+public struct ServerConfiguration: Codable, Sendable {
+    /// The app whose purchases this server accepts.
+    public var bundleId: String = "com.example.iapkit"
+    /// Required to accept production notifications (Apple puts it in every production payload).
+    public var appAppleId: Int64?
+    /// `Production`, `Sandbox` (and `Xcode`, which proves nothing about a real payment, only when asked for).
+    public var environments: [String] = ["Production", "Sandbox"]
+    /// Root certificates (DER or PEM) trusted for JWS and receipts: Apple's, or the simulator's for development.
+    public var trustedRoots: [String] = []
+    /// What each product grants.
+    public var catalog: LedgerCatalog = .demo
+    /// `sqlite:///path` (default: `ledger.sqlite` in the data directory) or `postgres://…`.
+    public var database: String?
+    /// Where the SQLite ledger and other files live.
+    public var dataDirectory: String = ".iap-server"
+    public var host: String = "127.0.0.1"
+    public var port: Int = 8080
+    /// How app calls prove their account: a JWT from the app's own sign-in.
+    public var auth: AuthConfiguration = .init()
+    /// Needed on `/admin/...`; without one, admin endpoints are closed.
+    public var adminKey: String?
+    /// How long an unpaid order stays open, in seconds.
+    public var orderLifetimeSeconds: Double = 86_400
+    /// Largest request body read, in bytes (receipts are the largest input).
+    public var maxBodyBytes: Int = 1 << 20
+
+    /// The app's sign-in tokens: an HS256 shared secret, or an ES256/RS256 public key (PEM file).
+    public struct AuthConfiguration: Codable, Sendable {
+        public var hs256Secret: String?
+        public var publicKeyPEMFile: String?
+        /// `ES256` or `RS256` for ``publicKeyPEMFile``.
+        public var algorithm: String?
+        public init(hs256Secret: String? = nil, publicKeyPEMFile: String? = nil, algorithm: String? = nil) {
+            self.hs256Secret = hs256Secret
+            self.publicKeyPEMFile = publicKeyPEMFile
+            self.algorithm = algorithm
+        }
+    }
+
+    public init() {}
+
+    /// The database URL in effect.
+    public var databaseURL: String { database ?? "sqlite://" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("ledger.sqlite").path }
+
+    /// Reads `file` (when given), then applies `IAPKIT_*` environment overrides.
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        if let file {
+            guard let data = FileManager.default.contents(atPath: file), data.count <= 4 << 20 else {
+                throw ConfigurationError("cannot read configuration file \(file) (missing, unreadable or over 4 MiB)")
+            }
+            do { configuration = try JSONDecoder().decode(ServerConfiguration.self, from: data) } catch {
+                throw ConfigurationError("configuration file \(file) is not valid: \(error)")
+            }
+        }
+        if let value = environment["IAPKIT_BUNDLE_ID"] { configuration.bundleId = value }
+        if let value = environment["IAPKIT_APP_APPLE_ID"], let id = Int64(value) { configuration.appAppleId = id }
+        if let value = environment["IAPKIT_ENVIRONMENTS"] { configuration.environments = value.split(separator: ",").map(String.init) }
+        if let value = environment["IAPKIT_TRUSTED_ROOTS"] { configuration.trustedRoots += value.split(separator: ":").map(String.init) }
+        if let value = environment["IAPKIT_DATABASE"] { configuration.database = value }
+        if let value = environment["IAPKIT_DATA"] { configuration.dataDirectory = value }
+        if let value = environment["IAPKIT_HOST"] { configuration.host = value }
+        if let value = environment["IAPKIT_PORT"], let port = Int(value) { configuration.port = port }
+        if let value = environment["IAPKIT_AUTH_HS256_SECRET"] { configuration.auth.hs256Secret = value }
+        if let value = environment["IAPKIT_ADMIN_KEY"] { configuration.adminKey = value }
+        try configuration.validate()
+        return configuration
+    }
+
+    /// Refuses a configuration that cannot work, naming what is wrong.
+    public func validate() throws {
+        guard !bundleId.isEmpty else { throw ConfigurationError("bundleId is empty") }
+        guard (0...65_535).contains(port) else { throw ConfigurationError("port \(port) is out of range") }
+        for (productId, rule) in catalog.products {
+            if let problem = rule.problem { throw ConfigurationError("catalog product \(productId): \(problem)") }
+        }
+        for name in environments where !["Production", "Sandbox", "Xcode", "LocalTesting"].contains(name) {
+            throw ConfigurationError("unknown environment \(name)")
+        }
+        if auth.publicKeyPEMFile != nil, !["ES256", "RS256"].contains(auth.algorithm ?? "") {
+            throw ConfigurationError("auth.algorithm must be ES256 or RS256 with auth.publicKeyPEMFile")
+        }
+        guard maxBodyBytes >= 1024, maxBodyBytes <= 16 << 20 else { throw ConfigurationError("maxBodyBytes must be 1 KiB to 16 MiB") }
+    }
+
+    /// The environments accepted.
+    public var acceptedEnvironments: Set<AppStoreEnvironment> { Set(environments.map(AppStoreEnvironment.init(rawValue:))) }
+
+    // Codable with every key optional: a file names only what it changes.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let d = ServerConfiguration()
+        bundleId = try c.decodeIfPresent(String.self, forKey: .bundleId) ?? d.bundleId
+        appAppleId = try c.decodeIfPresent(Int64.self, forKey: .appAppleId)
+        environments = try c.decodeIfPresent([String].self, forKey: .environments) ?? d.environments
+        trustedRoots = try c.decodeIfPresent([String].self, forKey: .trustedRoots) ?? d.trustedRoots
+        catalog = try c.decodeIfPresent(LedgerCatalog.self, forKey: .catalog) ?? d.catalog
+        database = try c.decodeIfPresent(String.self, forKey: .database)
+        dataDirectory = try c.decodeIfPresent(String.self, forKey: .dataDirectory) ?? d.dataDirectory
+        host = try c.decodeIfPresent(String.self, forKey: .host) ?? d.host
+        port = try c.decodeIfPresent(Int.self, forKey: .port) ?? d.port
+        auth = try c.decodeIfPresent(AuthConfiguration.self, forKey: .auth) ?? d.auth
+        adminKey = try c.decodeIfPresent(String.self, forKey: .adminKey)
+        orderLifetimeSeconds = try c.decodeIfPresent(Double.self, forKey: .orderLifetimeSeconds) ?? d.orderLifetimeSeconds
+        maxBodyBytes = try c.decodeIfPresent(Int.self, forKey: .maxBodyBytes) ?? d.maxBodyBytes
+    }
+}
+
+/// A configuration that cannot work.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,157 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+import PurchaseLedger
+
+/// What apps call, each with the account its bearer token proves: orders, purchases, entitlements, spending, restore.
+struct AppRoutes {
+    let services: PurchaseServer.Services
+
+    struct OrderRequest: Decodable { var productId: String }
+    struct OrderReply: Encodable {
+        var orderId: String
+        var productId: String
+        var appAccountToken: String
+        var expiresAt: Date
+    }
+
+    struct PurchaseRequest: Decodable {
+        /// A StoreKit 2 signed transaction (`jwsRepresentation`).
+        var signedTransaction: String?
+        /// A base64 app receipt (StoreKit 1).
+        var receipt: String?
+        var orderId: String?
+    }
+
+    struct PurchaseReply: Encodable {
+        struct Item: Encodable { var transactionId: String; var outcome: SubmissionResult.Outcome; var orderId: String? }
+        /// The outcome of the transaction the request was about (the first, for a receipt).
+        var outcome: SubmissionResult.Outcome?
+        var transactionId: String?
+        var orderId: String?
+        var transactions: [Item]
+        var entitlements: AccountEntitlements
+    }
+
+    struct RestoreRequest: Decodable {
+        var signedTransactions: [String]?
+        var receipt: String?
+    }
+
+    struct RestoreReply: Encodable {
+        var restored: Int
+        /// Transactions that belong to another account, refused.
+        var refused: [String]
+        var entitlements: AccountEntitlements
+    }
+
+    struct SpendRequest: Decodable { var amount: Int64; var idempotencyKey: String? }
+    struct SpendReply: Encodable { var currency: String; var balance: Int64 }
+
+    func add(to router: Router<BasicRequestContext>) {
+        let v1 = router.group("v1")
+        let small = 64 * 1024
+        v1.post("orders") { request, _ in
+            let account = try await authenticate(request)
+            let body = try await request.decodeJSON(OrderRequest.self, limit: small)
+            let order = try await ledgerCall { try await services.ledger.createOrder(accountId: account, productId: body.productId, now: services.now()) }
+            return try JSONReply.encode(OrderReply(orderId: order.orderId, productId: order.productId,
+                                                   appAccountToken: order.appAccountToken.uuidString.lowercased(), expiresAt: order.expiresAt), status: .created)
+        }
+
+        v1.post("purchases") { request, _ in
+            let account = try await authenticate(request)
+            let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
+            let transactions: [JWSTransactionDecodedPayload]
+            let source: String
+            switch (body.signedTransaction, body.receipt) {
+            case (let jws?, nil):
+                transactions = [try await proof { try await services.verifier.transaction(jws) }]
+                source = "jws"
+            case (nil, let receipt?):
+                guard let der = Base64.decode(receipt.utf8) else { throw APIError.badRequest("receipt is not base64") }
+                transactions = try await proof { try await services.verifier.receiptTransactions(der) }
+                source = "receipt"
+            default:
+                throw APIError.badRequest("send exactly one of signedTransaction and receipt")
+            }
+            var items: [PurchaseReply.Item] = []
+            var entitlements: AccountEntitlements?
+            for transaction in transactions {
+                let orderId = source == "jws" ? body.orderId : nil
+                let result = try await ledgerCall {
+                    try await services.ledger.submit(.init(accountId: account, orderId: orderId, transaction: transaction, source: source), now: services.now())
+                }
+                items.append(.init(transactionId: result.transactionId, outcome: result.outcome, orderId: result.orderId))
+                entitlements = result.entitlements
+            }
+            var owned: AccountEntitlements
+            if let entitlements { owned = entitlements } else { owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) } }
+            return try JSONReply.encode(PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId,
+                                                      orderId: items.first?.orderId, transactions: items, entitlements: owned))
+        }
+
+        v1.get("entitlements") { request, _ in
+            let account = try await authenticate(request)
+            return try JSONReply.encode(try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) })
+        }
+
+        v1.post("consumables/:currency/spend") { request, context in
+            let account = try await authenticate(request)
+            let currency = try context.parameters.require("currency")
+            let body = try await request.decodeJSON(SpendRequest.self, limit: small)
+            guard let key = body.idempotencyKey ?? request.headers[.init("Idempotency-Key")!] else {
+                throw APIError.badRequest("an idempotencyKey (or Idempotency-Key header) is required")
+            }
+            let balance = try await ledgerCall {
+                try await services.ledger.spend(accountId: account, currency: currency, amount: body.amount, idempotencyKey: key, now: services.now())
+            }
+            return try JSONReply.encode(SpendReply(currency: currency, balance: balance))
+        }
+
+        v1.post("restore") { request, _ in
+            let account = try await authenticate(request)
+            let body = try await request.decodeJSON(RestoreRequest.self, limit: services.maxBodyBytes)
+            var transactions: [JWSTransactionDecodedPayload] = []
+            for jws in (body.signedTransactions ?? []).prefix(1000) {
+                transactions.append(try await proof { try await services.verifier.transaction(jws) })
+            }
+            if let receipt = body.receipt {
+                guard let der = Base64.decode(receipt.utf8) else { throw APIError.badRequest("receipt is not base64") }
+                transactions += try await proof { try await services.verifier.receiptTransactions(der) }
+            }
+            var refused: [String] = []
+            var restored = 0
+            for transaction in transactions {
+                do {
+                    _ = try await services.ledger.submit(.init(accountId: account, transaction: transaction, source: "restore"), now: services.now())
+                    restored += 1
+                } catch let error as LedgerError where error.code == .transactionBoundElsewhere || error.code == .unknownProduct {
+                    refused.append(transaction.transactionId ?? "")
+                } catch let error as LedgerError {
+                    throw APIError(error)
+                }
+            }
+            // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
+            let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
+            return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned))
+        }
+    }
+
+    func authenticate(_ request: Request) async throws -> String {
+        guard let account = await services.authenticator.account(fromAuthorization: request.headers[.authorization]) else {
+            throw APIError.unauthorized
+        }
+        return account
+    }
+}
+
+/// Runs a ledger call, turning its refusals into API errors.
+func ledgerCall<T>(_ body: () async throws -> T) async throws -> T {
+    do { return try await body() } catch let error as LedgerError { throw APIError(error) }
+}
+
+/// Runs a verification, turning a refused proof into an API error.
+func proof<T>(_ body: () async throws -> T) async throws -> T {
+    do { return try await body() } catch let error as AppStoreError { throw APIError(error) }
+}

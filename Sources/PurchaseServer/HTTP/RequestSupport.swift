@@ -1,0 +1,31 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+extension Request {
+    /// The body decoded as `T`, refusing more than `limit` bytes or JSON of another shape with a typed error.
+    func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int) async throws -> T {
+        let buffer: ByteBuffer
+        do { buffer = try await body.collect(upTo: limit) } catch {
+            throw APIError(.contentTooLarge, code: "too_large", "the request body is over \(limit) bytes")
+        }
+        do { return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView)) } catch {
+            throw APIError.badRequest("the request body is not JSON of the expected shape")
+        }
+    }
+}
+
+/// JSON responses.
+enum JSONReply {
+    static func encode(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        // Whole milliseconds since 1970, as Apple's APIs write dates.
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Int64((date.timeIntervalSince1970 * 1000).rounded()))
+        }
+        encoder.outputFormatting = [.sortedKeys]
+        return Response(status: status, headers: [.contentType: "application/json"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
+    }
+}

@@ -1,0 +1,62 @@
+import AppStoreTrust
+import Foundation
+import Hummingbird
+import Logging
+import PurchaseLedger
+
+/// The purchase server: the app's own server in the purchase flow. It creates orders, verifies what the App Store
+/// signed, binds each transaction to one order and one account, grants it once, and keeps subscriptions current from
+/// App Store Server Notifications.
+public enum PurchaseServer {
+    /// What the routes work with.
+    public struct Services: Sendable {
+        public var ledger: Ledger
+        public var verifier: ProofVerifier
+        public var authenticator: AccountAuthenticator
+        public var adminKey: String?
+        public var maxBodyBytes: Int
+        /// The time entitlements are judged at: the wall clock, or a simulated one in tests and demos.
+        public var now: @Sendable () -> Date
+
+        public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
+                    now: @escaping @Sendable () -> Date = { Date() }) {
+            self.now = now
+            self.ledger = ledger
+            self.verifier = verifier
+            self.authenticator = authenticator
+            self.adminKey = adminKey
+            self.maxBodyBytes = maxBodyBytes
+        }
+
+        /// Opens the ledger the configuration names (migrating it) and loads the trusted roots.
+        public static func open(_ configuration: ServerConfiguration) async throws -> Services {
+            let roots = try TrustRoots.load(configuration.trustedRoots)
+            let store = try await Ledger.openStore(url: configuration.databaseURL)
+            var ledger = Ledger(store: store, catalog: configuration.catalog)
+            ledger.orderLifetime = configuration.orderLifetimeSeconds
+            try await ledger.migrate()
+            return Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration),
+                            authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
+                            maxBodyBytes: configuration.maxBodyBytes)
+        }
+    }
+
+    /// The routes, for mounting in another Hummingbird app or serving alone.
+    public static func router(_ services: Services) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("health") { _, _ in
+            let entitlements = try await ledgerCall { try await services.ledger.entitlements(accountId: "-health-") }
+            return try JSONReply.encode(["status": "ok", "store": services.ledger.store.kind, "account": entitlements.accountId])
+        }
+        AppRoutes(services: services).add(to: router)
+        NotificationRoutes(services: services).add(to: router)
+        return router
+    }
+
+    /// The server on `host:port`.
+    public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8080, logger: Logger? = nil) -> some ApplicationProtocol {
+        var log = logger ?? Logger(label: "iapkit.server")
+        if logger == nil { log.logLevel = .info }
+        return Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"), logger: log)
+    }
+}

@@ -1,0 +1,62 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import PurchaseServer
+import ServiceLifecycle
+import StoreSimulator
+
+/// `iap dev`: the purchase server and the simulated App Store together, already trusting each other.
+struct DevCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dev",
+        abstract: "Run the purchase server and the simulator together for local development.",
+        discussion: """
+        The server trusts the simulator's roots and accepts Sandbox; the simulator posts its notifications to the server. \
+        Prints a token for the account `dev-user` to call the server with.
+        """)
+
+    @Option(help: "Data directory for both (simulator/ and server/ inside).")
+    var data: String = ".iap-dev"
+
+    @Option(name: .customLong("server-port"), help: "The purchase server's port.")
+    var serverPort: Int = 8080
+
+    @Option(name: .customLong("simulator-port"), help: "The simulator's port.")
+    var simulatorPort: Int = 8090
+
+    @Option(help: "An Xcode .storekit file for the simulator (the server's catalog must then be configured to match).")
+    var catalog: String?
+
+    @Option(help: "A server configuration file; the dev settings (roots, ports, data) are applied over it.")
+    var config: String?
+
+    func run() async throws {
+        let simulatorDirectory = URL(fileURLWithPath: data).appendingPathComponent("simulator")
+        var arguments = ["--data", simulatorDirectory.path, "--port", String(simulatorPort),
+                         "--webhook", "http://127.0.0.1:\(serverPort)/v1/notifications/appstore"]
+        if let catalog { arguments += ["--catalog", catalog] }
+        let simulator = try SimulatorCommand.parse(arguments)
+        let simulatorServices = try simulator.makeServices()
+
+        var configuration = try ServerConfiguration.load(file: config)
+        configuration.dataDirectory = URL(fileURLWithPath: data).appendingPathComponent("server").path
+        configuration.port = serverPort
+        configuration.bundleId = await simulatorServices.engine.catalog.bundleId
+        configuration.trustedRoots += ["jws-root.pem", "receipt-root.pem"].map { simulatorDirectory.appendingPathComponent($0).path }
+        if !configuration.environments.contains("Sandbox") { configuration.environments.append("Sandbox") }
+        let (services, effective) = try await ServeCommand.prepare(configuration)
+        if let secret = effective.auth.hs256Secret {
+            let token = try await AccountAuthenticator.issueToken(account: "dev-user", secret: secret, lifetime: 86_400)
+            Output.note("token for dev-user (24 h): \(token)")
+        }
+        Output.note("IAPKit dev: server http://127.0.0.1:\(serverPort), simulator http://127.0.0.1:\(simulatorPort)")
+        var logger = Logger(label: "iapkit.dev")
+        logger.logLevel = .notice
+        let group = ServiceGroup(
+            services: [SimulatorServer.application(simulatorServices, port: simulatorPort, tick: .seconds(1)),
+                       PurchaseServer.application(services, host: "127.0.0.1", port: serverPort)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        try await group.run()
+    }
+}

@@ -1,0 +1,66 @@
+import AppStoreTrust
+import ArgumentParser
+import Foundation
+import Hummingbird
+import PurchaseLedger
+import PurchaseServer
+
+/// `iap serve`: the purchase server.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the purchase server: orders, verified purchases granted once, entitlements, App Store notifications.",
+        discussion: """
+        With no configuration it starts on 127.0.0.1:8080 with the demo catalog and a SQLite ledger in .iap-server, and \
+        makes an HS256 secret for app tokens in the data directory. Trust roots must be configured (trustedRoots, or \
+        IAPKIT_TRUSTED_ROOTS) before any purchase verifies. Environment overrides: IAPKIT_DATABASE, IAPKIT_PORT, IAPKIT_HOST, \
+        IAPKIT_DATA, IAPKIT_BUNDLE_ID, IAPKIT_APP_APPLE_ID, IAPKIT_ENVIRONMENTS, IAPKIT_TRUSTED_ROOTS, IAPKIT_AUTH_HS256_SECRET, \
+        IAPKIT_ADMIN_KEY.
+        """)
+
+    @Option(help: "A JSON configuration file (see README).")
+    var config: String?
+
+    @Option(help: "Port to listen on (overrides the configuration).")
+    var port: Int?
+
+    @Option(help: "Data directory (overrides the configuration).")
+    var data: String?
+
+    @Option(help: "Database URL: sqlite:///path or postgres://user@host:port/db (overrides the configuration).")
+    var database: String?
+
+    @Option(name: .customLong("root"), help: "A trusted root certificate (DER or PEM). Repeatable.")
+    var roots: [String] = []
+
+    func run() async throws {
+        var configuration = try ServerConfiguration.load(file: config)
+        if let port { configuration.port = port }
+        if let data { configuration.dataDirectory = data }
+        if let database { configuration.database = database }
+        configuration.trustedRoots += roots
+        try configuration.validate()
+        try await Self.serve(configuration)
+    }
+
+    /// Starts the server; with no auth configured, an HS256 secret is made in the data directory.
+    static func prepare(_ configuration: ServerConfiguration) async throws -> (PurchaseServer.Services, ServerConfiguration) {
+        var configuration = configuration
+        if configuration.auth.hs256Secret == nil && configuration.auth.publicKeyPEMFile == nil {
+            let directory = URL(fileURLWithPath: configuration.dataDirectory)
+            configuration.auth.hs256Secret = try AccountAuthenticator.loadOrCreateSecret(in: directory)
+            Output.note("app tokens: HS256 with the secret in \(directory.appendingPathComponent("auth-hs256-secret").path)")
+        }
+        let services = try await PurchaseServer.Services.open(configuration)
+        let roots = try TrustRoots.load(configuration.trustedRoots)
+        for warning in roots.warnings { Output.note("warning: \(warning)") }
+        if roots.anchors.isEmpty { Output.note("warning: no trusted roots: every purchase will be refused until trustedRoots names Apple's roots") }
+        return (services, configuration)
+    }
+
+    static func serve(_ configuration: ServerConfiguration) async throws {
+        let (services, configuration) = try await prepare(configuration)
+        Output.note("IAPKit purchase server: http://\(configuration.host):\(configuration.port) — bundle \(configuration.bundleId), ledger \(services.ledger.store.kind)")
+        try await PurchaseServer.application(services, host: configuration.host, port: configuration.port).runService()
+    }
+}

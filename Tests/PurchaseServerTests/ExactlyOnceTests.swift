@@ -1,0 +1,68 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PurchaseLedger
+import PurchaseServer
+import StoreSimulator
+import Testing
+
+@Suite("Exactly once over HTTP: concurrent submissions, replays from other accounts")
+struct ExactlyOnceTests {
+    static let coins = "com.example.iapkit.coins.100"
+
+    @Test("200 concurrent submissions of one transaction: one grant", arguments: LedgerKind.allCases)
+    func concurrentSubmissions(_ kind: LedgerKind) async throws {
+        try await System.run(kind, deliver: false) { system in
+            let account = "racer-\(UUID().uuidString.prefix(8))"
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-\(account)"])
+            let (order, purchase, _) = try await system.buy(Self.coins, account: account, storeAccount: "store-\(account)", submit: false)
+            let jws = try #require(purchase["signedTransaction"] as? String)
+            let orderId = try #require(order["orderId"] as? String)
+            let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        let body: [String: Any] = index.isMultiple(of: 2) ? ["signedTransaction": jws, "orderId": orderId] : ["signedTransaction": jws]
+                        let (status, reply) = try await system.call(.post, "/v1/purchases", as: account, body)
+                        return status == .ok ? reply["outcome"] as? String ?? "?" : "HTTP \(status.code)"
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 == "granted" }.count == 1)
+            #expect(outcomes.filter { $0 == "alreadyGranted" }.count == 199)
+            #expect(try await system.entitlements(account).balance("coins") == 100)
+        }
+    }
+
+    @Test("Another account replaying a transaction gets 409 and nothing")
+    func replay() async throws {
+        try await System.run { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-owner"])
+            let (_, purchase, reply) = try await system.buy(Self.coins, account: "owner", storeAccount: "store-owner")
+            #expect(reply["outcome"] as? String != nil)
+            let jws = try #require(purchase["signedTransaction"] as? String)
+            let (status, body) = try await system.call(.post, "/v1/purchases", as: "thief", ["signedTransaction": jws])
+            #expect(status == .conflict)
+            #expect((body["error"] as? [String: Any])?["code"] as? String == "transaction_bound_elsewhere")
+            #expect(try await system.entitlements("thief").balance("coins") == nil)
+            #expect(try await system.entitlements("owner").balance("coins") == 100)
+        }
+    }
+
+    @Test("Bad input: no token 401, forged or foreign signatures 422, oversize 413, wrong shapes 400 — nothing recorded")
+    func badInput() async throws {
+        try await System.run { system in
+            #expect(try await system.call(.get, "/v1/entitlements", as: nil).0 == .unauthorized)
+            let forged = try await system.call(.post, "/v1/purchases", as: "eve", ["signedTransaction": "eyJhbGciOiJFUzI1NiJ9.e30.AAAA"])
+            #expect(forged.0 == .unprocessableContent)
+            let huge = String(repeating: "A", count: 2 << 20)
+            #expect(try await system.call(.post, "/v1/purchases", as: "eve", ["receipt": huge]).0 == .contentTooLarge)
+            #expect(try await system.call(.post, "/v1/purchases", as: "eve", ["orderId": "x"]).0 == .badRequest)
+            #expect(try await system.call(.post, "/v1/orders", as: "eve", ["productId": "no.such.product"]).0 == .unprocessableContent)
+            let notification = try await system.call(.post, "/v1/notifications/appstore", as: nil, ["signedPayload": "not.a.jws"])
+            #expect(notification.0 == .unprocessableContent)
+            #expect(try await system.services.ledger.purchases(accountId: "eve").isEmpty)
+        }
+    }
+}

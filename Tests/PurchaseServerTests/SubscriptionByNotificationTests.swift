@@ -1,0 +1,76 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PurchaseLedger
+import PurchaseServer
+import StoreSimulator
+import Testing
+
+@Suite("A subscription kept current by notifications alone")
+struct SubscriptionByNotificationTests {
+    static let monthly = "com.example.iapkit.pro.monthly"
+    static let yearly = "com.example.iapkit.pro.yearly"
+
+    /// The `pro` entitlement as the server answers it: its state and product, or nil.
+    func pro(_ system: System, _ account: String) async throws -> (state: String, productId: String)? {
+        let owned = try await system.entitlements(account)
+        guard let item = (owned["entitlements"] as? [[String: Any]])?.first(where: { $0["name"] as? String == "pro" }) else { return nil }
+        return (item["state"] as? String ?? "", item["productId"] as? String ?? "")
+    }
+
+    /// Renewals, billing failure → grace → billing retry → recovery, upgrade, auto-renew off → expiry; the app submits
+    /// only its first purchase. With `faults`, every notification arrives twice and in shuffled batches.
+    func walk(_ kind: LedgerKind, faults: NotificationFaults) async throws {
+        try await System.run(kind, faults: faults) { system in
+            let account = "sub-\(UUID().uuidString.prefix(8))"
+            let store = "store-\(account)"
+            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
+            let original = try #require(purchase["transactionId"] as? String)
+            #expect(try await pro(system, account)?.state == "active")
+
+            // The free week, then renewals: each DID_RENEW keeps pro going.
+            try await advance(system, by: 180 + 300 + 300)
+            #expect(try await pro(system, account)?.state == "active")
+            // Billing fails at the next renewal: grace period keeps pro; when grace ends, pro ends.
+            _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": true])
+            try await advance(system, by: 301)
+            #expect(try await pro(system, account)?.state == "gracePeriod")
+            try await advance(system, by: 16 * 180.0 / 7)
+            #expect(try await pro(system, account) == nil, "billing retry without grace: not entitled")
+            // Billing works again: recovered.
+            _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": false])
+            try await advance(system, by: 0)
+            #expect(try await pro(system, account)?.state == "active")
+            // Upgrade in the store: the server learns it from DID_CHANGE_RENEWAL_PREF / UPGRADE.
+            _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.yearly])
+            try await advance(system, by: 0)
+            #expect(try await pro(system, account)?.productId == Self.yearly)
+            // Auto-renew off: pro lasts until the year ends, then expires.
+            _ = try await system.device(.post, "/sim/subscriptions/\(original)/autoRenew", ["enabled": false])
+            try await advance(system, by: 3000)
+            #expect(try await pro(system, account)?.productId == Self.yearly)
+            try await advance(system, by: 601)
+            #expect(try await pro(system, account) == nil)
+            let told = await system.engine.notifications().count
+            #expect(try await system.services.ledger.notificationCount() >= told, "every notification stored once (others' too in a shared database)")
+        }
+    }
+
+    /// Advances the simulator's clock (and so the server's), delivering what fell due.
+    func advance(_ system: System, by seconds: Double) async throws {
+        _ = try await system.device(.post, "/sim/clock/advance", ["seconds": seconds])
+        _ = try await system.device(.post, "/sim/notifications/deliver")
+    }
+
+    @Test("Renewals, grace, billing retry, recovery, upgrade and expiry from notifications", arguments: LedgerKind.allCases)
+    func lifecycle(_ kind: LedgerKind) async throws {
+        try await walk(kind, faults: NotificationFaults())
+    }
+
+    @Test("The same, with every notification delivered twice and out of order")
+    func duplicatedAndReordered() async throws {
+        try await walk(.sqlite, faults: NotificationFaults(duplicate: true, outOfOrder: true))
+    }
+}

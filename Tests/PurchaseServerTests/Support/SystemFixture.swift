@@ -1,0 +1,123 @@
+import AppStoreFormats
+import AppStoreTrust
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PurchaseLedger
+import PurchaseServer
+import StoreSimulator
+import Testing
+
+/// One certificate authority for the whole test process (RSA key generation is slow).
+let simulatorAuthority: CertificateAuthority = try! CertificateAuthority.create()
+
+enum LedgerKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+
+    func databaseURL() throws -> String {
+        switch self {
+        case .sqlite:
+            return "sqlite://" + FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString)/ledger.sqlite").path
+        case .postgres:
+            guard let url = ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"] else {
+                throw ConfigurationError("IAPKIT_POSTGRES_URL is not set: run the suite with scripts/test, which starts a throwaway PostgreSQL")
+            }
+            return url
+        }
+    }
+}
+
+/// The whole system on loopback: the purchase server, and the simulator posting its notifications to it.
+struct System {
+    let server: any TestClientProtocol
+    let simulator: any TestClientProtocol
+    let engine: StoreEngine
+    let services: PurchaseServer.Services
+    let secret: String
+
+    static let bundleId = "com.example.iapkit"
+
+    /// The server's configuration for tests: the simulator's roots, the demo catalog, Sandbox.
+    static func configuration(database: String) throws -> (ServerConfiguration, TrustRoots) {
+        var configuration = ServerConfiguration()
+        configuration.database = database
+        configuration.auth.hs256Secret = String(repeating: "s3cret-", count: 6)
+        var roots = TrustRoots()
+        try roots.add(certificateData: simulatorAuthority.jws.rootDER, source: "simulator JWS root")
+        try roots.add(certificateData: simulatorAuthority.receipts.rootDER, source: "simulator receipt root")
+        return (configuration, roots)
+    }
+
+    /// Runs `body` with both servers up; notification faults as given.
+    /// The server judges entitlements on the simulator's clock, so advancing it moves both.
+    static func run(_ kind: LedgerKind = .sqlite, faults: NotificationFaults = NotificationFaults(), grace: Bool = true, deliver: Bool = true,
+                    _ body: @Sendable (System) async throws -> Void) async throws {
+        let engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: simulatorAuthority),
+                                     gracePeriodEnabled: grace)
+        let (configuration, roots) = try configuration(database: try kind.databaseURL())
+        let store = try await Ledger.openStore(url: configuration.databaseURL)
+        let ledger = Ledger(store: store, catalog: configuration.catalog)
+        try await ledger.migrate()
+        let clock = await engine.clock
+        let services = PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration),
+                                               authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
+        try await PurchaseServer.application(services, port: 0).test(.live) { server in
+            let delivery = deliver ? NotificationDelivery(engine: engine, urls: [URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!]) : nil
+            await delivery?.setFaults(faults)
+            let authenticator = APIAuthenticator(keyId: "K", issuerId: "I", publicKey: P256Key.random, bundleId: bundleId)
+            try await SimulatorServer.application(.init(engine: engine, authenticator: authenticator, delivery: delivery), port: 0).test(.live) { simulator in
+                try await body(System(server: server, simulator: simulator, engine: engine, services: services, secret: configuration.auth.hs256Secret!))
+            }
+        }
+    }
+
+    func token(_ account: String) async throws -> String {
+        try await AccountAuthenticator.issueToken(account: account, secret: secret)
+    }
+
+    /// Calls the purchase server as `account`; returns the status and the JSON object answered.
+    @discardableResult
+    func call(_ method: HTTPRequest.Method, _ path: String, as account: String?, _ body: [String: Any]? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
+        var headers = HTTPFields()
+        if let account { headers[.authorization] = "Bearer \(try await token(account))" }
+        let response = try await server.execute(uri: path, method: method, headers: headers,
+                                                body: try body.map { ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: $0)) })
+        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:]
+        return (response.status, object)
+    }
+
+    /// Calls the simulator's device side.
+    @discardableResult
+    func device(_ method: HTTPRequest.Method, _ path: String, _ body: [String: Any]? = nil) async throws -> [String: Any] {
+        let response = try await simulator.execute(uri: path, method: method,
+                                                   body: try body.map { ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: $0)) })
+        return (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:]
+    }
+
+    /// The app's whole purchase: order on the server, payment in the store with the order's token, submission.
+    func buy(_ productId: String, account: String, storeAccount: String, submit: Bool = true) async throws -> (order: [String: Any], purchase: [String: Any], reply: [String: Any]) {
+        let (status, order) = try await call(.post, "/v1/orders", as: account, ["productId": productId])
+        #expect(status == .created)
+        let purchase = try await device(.post, "/sim/purchases", ["account": storeAccount, "device": "phone", "productId": productId,
+                                                                   "appAccountToken": order["appAccountToken"] as? String ?? ""])
+        guard submit, let jws = purchase["signedTransaction"] as? String else { return (order, purchase, [:]) }
+        let (_, reply) = try await call(.post, "/v1/purchases", as: account, ["signedTransaction": jws, "orderId": order["orderId"] as? String ?? ""])
+        return (order, purchase, reply)
+    }
+
+    /// The account's entitlements as the server answers them.
+    func entitlements(_ account: String) async throws -> [String: Any] {
+        try await call(.get, "/v1/entitlements", as: account).1
+    }
+}
+
+/// Reading the server's JSON answers.
+extension Dictionary where Key == String, Value == Any {
+    var entitlementNames: [String] { ((self["entitlements"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String } }
+    func balance(_ currency: String) -> Int? { (self["balances"] as? [String: Any])?[currency] as? Int }
+    var ownedEntitlements: [String: Any] { self["entitlements"] as? [String: Any] ?? [:] }
+}
+
+import Crypto
+enum P256Key { static var random: P256.Signing.PublicKey { P256.Signing.PrivateKey().publicKey } }
