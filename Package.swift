@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "AppStoreFormats", targets: ["AppStoreFormats"]),
         .library(name: "AppStoreTrust", targets: ["AppStoreTrust"]),
         .library(name: "StoreSimulator", targets: ["StoreSimulator"]),
+        .library(name: "AppStoreClient", targets: ["AppStoreClient"]),
         .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
         .library(name: "PurchaseServer", targets: ["PurchaseServer"]),
         .executable(name: "iap", targets: ["iap"]),
@@ -27,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
         .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
         .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
@@ -52,6 +54,14 @@ let package = Package(
             ] + certificatesAndCrypto
         ),
         .target(
+            name: "AppStoreClient",
+            dependencies: [
+                "AppStoreFormats",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
             name: "PurchaseLedger",
             dependencies: [
                 "AppStoreFormats",
@@ -65,9 +75,12 @@ let package = Package(
             dependencies: [
                 "AppStoreFormats",
                 "AppStoreTrust",
+                "AppStoreClient",
                 "PurchaseLedger",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(
@@ -97,13 +110,22 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "AppStoreClientTests",
+            dependencies: [
+                "AppStoreClient", "AppStoreFormats",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "PurchaseLedgerTests",
             dependencies: ["PurchaseLedger", "AppStoreFormats", "IAPTestSupport"]
         ),
         .testTarget(
             name: "PurchaseServerTests",
             dependencies: [
-                "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "IAPTestSupport",
+                "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "IAPTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PurchaseLedger
+import ServiceLifecycle
 
 /// The purchase server: the app's own server in the purchase flow. It creates orders, verifies what the App Store
 /// signed, binds each transaction to one order and one account, grants it once, and keeps subscriptions current from
@@ -35,7 +36,7 @@ public enum PurchaseServer {
             var ledger = Ledger(store: store, catalog: configuration.catalog)
             ledger.orderLifetime = configuration.orderLifetimeSeconds
             try await ledger.migrate()
-            return Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration),
+            return Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
                             authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
                             maxBodyBytes: configuration.maxBodyBytes)
         }
@@ -50,13 +51,17 @@ public enum PurchaseServer {
         }
         AppRoutes(services: services).add(to: router)
         NotificationRoutes(services: services).add(to: router)
+        AdminRoutes(services: services).add(to: router)
         return router
     }
 
-    /// The server on `host:port`.
-    public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8080, logger: Logger? = nil) -> some ApplicationProtocol {
+    /// The server on `host:port`, with the reconciliation job every `reconcileEvery` when given.
+    public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8080, reconcileEvery: Duration? = nil,
+                                   logger: Logger? = nil) -> some ApplicationProtocol {
         var log = logger ?? Logger(label: "iapkit.server")
         if logger == nil { log.logLevel = .info }
-        return Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"), logger: log)
+        let jobs: [any Service] = reconcileEvery.map { [ReconciliationService(reconciler: Reconciler(services: services), interval: $0, logger: log)] } ?? []
+        return Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),
+                           services: jobs, logger: log)
     }
 }

@@ -338,3 +338,29 @@ extension LegacyInAppPurchase {
         appAccountToken = payload.appAccountToken?.uuidString.lowercased()
     }
 }
+
+extension JWSTransactionDecodedPayload {
+    /// A verifyReceipt `in_app` / `latest_receipt_info` element as a transaction payload. verifyReceipt reports no
+    /// product type and no signing date: `type` comes from the caller's catalog, `signedDate` is when Apple answered.
+    public init(_ legacy: LegacyInAppPurchase, bundleId: String?, environment: AppStoreEnvironment?, type: ProductType?, answeredAt: Date) {
+        self.init()
+        transactionId = legacy.transactionId
+        originalTransactionId = legacy.originalTransactionId ?? legacy.transactionId
+        productId = legacy.productId
+        self.bundleId = bundleId
+        purchaseDate = legacy.purchaseDate
+        originalPurchaseDate = legacy.originalPurchaseDate
+        expiresDate = legacy.expiresDate
+        quantity = legacy.quantity.map { Int(clamping: $0) }
+        self.type = type ?? (legacy.expiresDate != nil ? .autoRenewableSubscription : nil)
+        webOrderLineItemId = legacy.webOrderLineItemId
+        revocationDate = legacy.cancellationDate
+        revocationReason = legacy.cancellationReason.flatMap { Int($0) }.map(RevocationReason.init(rawValue:))
+        isUpgraded = legacy.isUpgraded
+        subscriptionGroupIdentifier = legacy.subscriptionGroupIdentifier
+        appAccountToken = legacy.appAccountToken.flatMap(UUID.init(uuidString:))
+        inAppOwnershipType = legacy.inAppOwnershipType.map(InAppOwnershipType.init(rawValue:))
+        self.environment = environment
+        signedDate = answeredAt
+    }
+}

@@ -55,6 +55,17 @@ enum Schema {
                 created_at BIGINT NOT NULL)
             """,
         ],
+        [
+            """
+            CREATE TABLE pending_proofs (
+                proof_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, order_id TEXT, kind TEXT NOT NULL, proof TEXT NOT NULL,
+                state TEXT NOT NULL, attempts BIGINT NOT NULL, next_attempt_at BIGINT NOT NULL, last_error TEXT,
+                created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX pending_proofs_due ON pending_proofs (state, next_attempt_at)",
+            "CREATE INDEX pending_proofs_order ON pending_proofs (order_id)",
+            "ALTER TABLE orders ADD COLUMN note TEXT",
+        ],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two

@@ -29,6 +29,29 @@ public struct ServerConfiguration: Codable, Sendable {
     public var orderLifetimeSeconds: Double = 86_400
     /// Largest request body read, in bytes (receipts are the largest input).
     public var maxBodyBytes: Int = 1 << 20
+    /// Where Apple (or the simulator) is, and the credentials to ask it.
+    public var appStore: AppStoreConfiguration = .init()
+    /// Seconds between runs of the reconciliation job (retrying held proofs, refreshing stale subscriptions).
+    public var reconcileIntervalSeconds: Double = 60
+
+    /// Apple's APIs, asked when local proof is not enough. Each is off until configured.
+    public struct AppStoreConfiguration: Codable, Sendable {
+        /// App Store Server API base URL (`https://api.storekit.itunes.apple.com`, the sandbox one, or the simulator's).
+        public var serverAPIBaseURL: String?
+        public var keyId: String?
+        public var issuerId: String?
+        /// The In-App Purchase key (`.p8`, PEM) downloaded from App Store Connect.
+        public var privateKeyFile: String?
+        /// verifyReceipt's production URL; with it, receipts that do not verify locally are sent to Apple.
+        public var verifyReceiptURL: String?
+        public var verifyReceiptSandboxURL: String?
+        /// The app's shared secret for verifyReceipt.
+        public var sharedSecret: String?
+        /// Attempts per call (with backoff) and seconds before one attempt times out.
+        public var attempts: Int?
+        public var timeoutSeconds: Double?
+        public init() {}
+    }
 
     /// The app's sign-in tokens: an HS256 shared secret, or an ES256/RS256 public key (PEM file).
     public struct AuthConfiguration: Codable, Sendable {
@@ -69,6 +92,7 @@ public struct ServerConfiguration: Codable, Sendable {
         if let value = environment["IAPKIT_PORT"], let port = Int(value) { configuration.port = port }
         if let value = environment["IAPKIT_AUTH_HS256_SECRET"] { configuration.auth.hs256Secret = value }
         if let value = environment["IAPKIT_ADMIN_KEY"] { configuration.adminKey = value }
+        if let value = environment["IAPKIT_SHARED_SECRET"] { configuration.appStore.sharedSecret = value }
         try configuration.validate()
         return configuration
     }
@@ -109,6 +133,8 @@ public struct ServerConfiguration: Codable, Sendable {
         adminKey = try c.decodeIfPresent(String.self, forKey: .adminKey)
         orderLifetimeSeconds = try c.decodeIfPresent(Double.self, forKey: .orderLifetimeSeconds) ?? d.orderLifetimeSeconds
         maxBodyBytes = try c.decodeIfPresent(Int.self, forKey: .maxBodyBytes) ?? d.maxBodyBytes
+        appStore = try c.decodeIfPresent(AppStoreConfiguration.self, forKey: .appStore) ?? d.appStore
+        reconcileIntervalSeconds = try c.decodeIfPresent(Double.self, forKey: .reconcileIntervalSeconds) ?? d.reconcileIntervalSeconds
     }
 }
 

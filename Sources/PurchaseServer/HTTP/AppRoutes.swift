@@ -1,3 +1,4 @@
+import AppStoreClient
 import AppStoreFormats
 import Foundation
 import Hummingbird
@@ -20,7 +21,16 @@ struct AppRoutes {
         var signedTransaction: String?
         /// A base64 app receipt (StoreKit 1).
         var receipt: String?
+        /// A transaction id alone: looked up with the App Store Server API.
+        var transactionId: String?
         var orderId: String?
+    }
+
+    /// Apple could not be asked now: the proof is kept and the purchase will be granted when Apple answers.
+    struct HeldReply: Encodable {
+        var status: String
+        var proofId: String
+        var retryAt: Date
     }
 
     struct PurchaseReply: Encodable {
@@ -62,33 +72,20 @@ struct AppRoutes {
         v1.post("purchases") { request, _ in
             let account = try await authenticate(request)
             let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
-            let transactions: [JWSTransactionDecodedPayload]
-            let source: String
-            switch (body.signedTransaction, body.receipt) {
-            case (let jws?, nil):
-                transactions = [try await proof { try await services.verifier.transaction(jws) }]
-                source = "jws"
-            case (nil, let receipt?):
-                guard let der = Base64.decode(receipt.utf8) else { throw APIError.badRequest("receipt is not base64") }
-                transactions = try await proof { try await services.verifier.receiptTransactions(der) }
-                source = "receipt"
-            default:
-                throw APIError.badRequest("send exactly one of signedTransaction and receipt")
+            let proof: ProofIntake.Proof
+            switch (body.signedTransaction, body.receipt, body.transactionId) {
+            case (let jws?, nil, nil): proof = .signedTransaction(jws)
+            case (nil, let receipt?, nil): proof = .receipt(receipt)
+            case (nil, nil, let id?): proof = .transactionId(id)
+            default: throw APIError.badRequest("send exactly one of signedTransaction, receipt and transactionId")
             }
-            var items: [PurchaseReply.Item] = []
-            var entitlements: AccountEntitlements?
-            for transaction in transactions {
-                let orderId = source == "jws" ? body.orderId : nil
-                let result = try await ledgerCall {
-                    try await services.ledger.submit(.init(accountId: account, orderId: orderId, transaction: transaction, source: source), now: services.now())
-                }
-                items.append(.init(transactionId: result.transactionId, outcome: result.outcome, orderId: result.orderId))
-                entitlements = result.entitlements
+            switch try await ProofIntake(services: services).take(proof, accountId: account, orderId: body.orderId) {
+            case .held(let held):
+                return try JSONReply.encode(HeldReply(status: "pending", proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted)
+            case .verified(let transactions):
+                let reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source)
+                return try JSONReply.encode(reply)
             }
-            var owned: AccountEntitlements
-            if let entitlements { owned = entitlements } else { owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) } }
-            return try JSONReply.encode(PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId,
-                                                      orderId: items.first?.orderId, transactions: items, entitlements: owned))
         }
 
         v1.get("entitlements") { request, _ in
@@ -113,12 +110,16 @@ struct AppRoutes {
             let account = try await authenticate(request)
             let body = try await request.decodeJSON(RestoreRequest.self, limit: services.maxBodyBytes)
             var transactions: [JWSTransactionDecodedPayload] = []
-            for jws in (body.signedTransactions ?? []).prefix(1000) {
-                transactions.append(try await proof { try await services.verifier.transaction(jws) })
-            }
-            if let receipt = body.receipt {
-                guard let der = Base64.decode(receipt.utf8) else { throw APIError.badRequest("receipt is not base64") }
-                transactions += try await proof { try await services.verifier.receiptTransactions(der) }
+            do {
+                for jws in (body.signedTransactions ?? []).prefix(1000) {
+                    transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services.verifier)
+                }
+                if let receipt = body.receipt {
+                    transactions += try await ProofIntake.verify(.receipt(receipt), with: services.verifier)
+                }
+            } catch let error as AppStoreClientError {
+                // Restore holds nothing: the app asks again.
+                throw APIError(error)
             }
             var refused: [String] = []
             var restored = 0
@@ -136,6 +137,25 @@ struct AppRoutes {
             let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
             return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned))
         }
+    }
+
+    /// Submits verified transactions; a signed transaction or a looked-up id carries the order id, a receipt's
+    /// purchases bind through their tokens and series.
+    func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: String) async throws -> PurchaseReply {
+        var items: [PurchaseReply.Item] = []
+        var entitlements: AccountEntitlements?
+        for transaction in transactions {
+            let result = try await ledgerCall {
+                try await services.ledger.submit(.init(accountId: account, orderId: source == "receipt" ? nil : orderId, transaction: transaction, source: source),
+                                                 now: services.now())
+            }
+            items.append(.init(transactionId: result.transactionId, outcome: result.outcome, orderId: result.orderId))
+            entitlements = result.entitlements
+        }
+        var owned: AccountEntitlements
+        if let entitlements { owned = entitlements } else { owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) } }
+        return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
+                             transactions: items, entitlements: owned)
     }
 
     func authenticate(_ request: Request) async throws -> String {

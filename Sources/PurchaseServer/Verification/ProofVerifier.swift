@@ -1,16 +1,25 @@
+import AppStoreClient
 import AppStoreFormats
 import AppStoreTrust
 import Foundation
 import PurchaseLedger
 
-/// Turns what an app or Apple sends — a signed transaction, an app receipt, a signed notification — into verified
-/// values the ledger can take, checking signature, chain, bundle id and environment on the way.
+/// Turns what an app or Apple sends — a signed transaction, an app receipt, a transaction id, a signed notification —
+/// into verified values the ledger can take, checking signature, chain, bundle id and environment on the way.
+/// Local proof comes first; Apple is asked only when it is not enough (a receipt that does not verify here, a bare
+/// transaction id).
 public struct ProofVerifier: Sendable {
     public let signedData: SignedDataVerifier
     public let receipts: ReceiptVerifier
+    public let apple: AppleAccess
     let catalog: LedgerCatalog
+    let bundleId: String
+    let environments: Set<AppStoreEnvironment>
 
-    public init(roots: TrustRoots, configuration: ServerConfiguration) {
+    public init(roots: TrustRoots, configuration: ServerConfiguration, apple: AppleAccess = AppleAccess()) {
+        self.apple = apple
+        bundleId = configuration.bundleId
+        environments = configuration.acceptedEnvironments
         signedData = SignedDataVerifier(.init(roots: roots, bundleId: configuration.bundleId, appAppleId: configuration.appAppleId,
                                               environments: configuration.acceptedEnvironments))
         receipts = ReceiptVerifier(.init(roots: roots, bundleId: configuration.bundleId, environments: configuration.acceptedEnvironments))
@@ -22,7 +31,38 @@ public struct ProofVerifier: Sendable {
         try await signedData.verifyTransaction(jws).payload
     }
 
-    /// The purchases in a verified app receipt, shaped as transactions. Receipts carry no app account token and no
+    /// A transaction Apple's Server API reports for `transactionId`, its signature verified here.
+    public func transaction(id transactionId: String) async throws -> JWSTransactionDecodedPayload {
+        guard let serverAPI = apple.serverAPI else {
+            throw APIError(.unprocessableContent, code: "server_api_not_configured", "looking up a transaction id needs appStore.serverAPIBaseURL")
+        }
+        return try await transaction(try await serverAPI.transactionInfo(transactionId))
+    }
+
+    /// The purchases in a base64 app receipt: verified here, or — when that fails and verifyReceipt is configured —
+    /// by Apple (production first, 21007 → sandbox).
+    public func receiptTransactions(base64 receipt: String) async throws -> [JWSTransactionDecodedPayload] {
+        guard let der = Base64.decode(receipt.utf8) else { throw APIError.badRequest("receipt is not base64") }
+        do {
+            return try await receiptTransactions(der)
+        } catch let error as AppStoreError where error.code != .tooLarge {
+            guard let verifyReceipt = apple.verifyReceipt else { throw error }
+            let response = try await verifyReceipt.verify(receiptData: receipt)
+            guard response.receipt?.bundleId == bundleId else {
+                throw AppStoreError(.wrongBundle, "Apple verified a receipt of \(response.receipt?.bundleId ?? "no bundle"), not \(bundleId)")
+            }
+            guard let environment = response.environment, environments.contains(environment) else {
+                throw AppStoreError(.wrongEnvironment, "the receipt is from \(response.environment?.rawValue ?? "an unnamed environment")")
+            }
+            let answeredAt = Date()
+            return (response.latestReceiptInfo ?? response.receipt?.inApp ?? []).map { purchase in
+                JWSTransactionDecodedPayload(purchase, bundleId: bundleId, environment: environment,
+                                             type: catalog.rule(for: purchase.productId ?? "")?.type, answeredAt: answeredAt)
+            }
+        }
+    }
+
+    /// The purchases in a receipt verified here, shaped as transactions. Receipts carry no app account token and no
     /// signing date: the receipt's creation date stands in for the latter.
     public func receiptTransactions(_ der: [UInt8]) async throws -> [JWSTransactionDecodedPayload] {
         let verified = try await receipts.verify(der)

@@ -8,7 +8,8 @@ import FoundationNetworking
 /// each attempt: HTTP 200–206 is success; anything else, or no answer, is retried on Apple's schedule in simulated time.
 public actor NotificationDelivery {
     public let engine: StoreEngine
-    public let urls: [URL]
+    /// Where notifications go (changeable while running, as App Store Connect's URL setting is).
+    public private(set) var urls: [URL]
     /// Whether failed deliveries are retried (Apple's production behaviour; sandbox sends once).
     public let retries: Bool
     public let timeout: TimeInterval
@@ -27,6 +28,9 @@ public actor NotificationDelivery {
     }
 
     public func setFaults(_ faults: NotificationFaults) { self.faults = faults }
+
+    /// Points delivery at other URLs from now on.
+    public func setURLs(_ urls: [URL]) { self.urls = urls }
 
     /// Delivers everything due now; returns how many notifications were attempted.
     @discardableResult

@@ -12,7 +12,8 @@ struct DevCommand: AsyncParsableCommand {
         commandName: "dev",
         abstract: "Run the purchase server and the simulator together for local development.",
         discussion: """
-        The server trusts the simulator's roots and accepts Sandbox; the simulator posts its notifications to the server. \
+        The server trusts the simulator's roots and accepts Sandbox, asks the simulator's Server API and verifyReceipt when \
+        local proof is not enough, and the simulator posts its notifications to the server. \
         Prints a token for the account `dev-user` to call the server with.
         """)
 
@@ -45,6 +46,13 @@ struct DevCommand: AsyncParsableCommand {
         configuration.bundleId = await simulatorServices.engine.catalog.bundleId
         configuration.trustedRoots += ["jws-root.pem", "receipt-root.pem"].map { simulatorDirectory.appendingPathComponent($0).path }
         if !configuration.environments.contains("Sandbox") { configuration.environments.append("Sandbox") }
+        let simulatorURL = "http://127.0.0.1:\(simulatorPort)"
+        configuration.appStore.serverAPIBaseURL = simulatorURL
+        configuration.appStore.keyId = try String(contentsOf: simulatorDirectory.appendingPathComponent("api-key-id"), encoding: .utf8)
+        configuration.appStore.issuerId = "iapkit-dev"
+        configuration.appStore.privateKeyFile = simulatorDirectory.appendingPathComponent("api-key.p8").path
+        configuration.appStore.verifyReceiptURL = simulatorURL + "/verifyReceipt"
+        configuration.appStore.verifyReceiptSandboxURL = simulatorURL + "/sandbox/verifyReceipt"
         let (services, effective) = try await ServeCommand.prepare(configuration)
         if let secret = effective.auth.hs256Secret {
             let token = try await AccountAuthenticator.issueToken(account: "dev-user", secret: secret, lifetime: 86_400)
@@ -55,7 +63,7 @@ struct DevCommand: AsyncParsableCommand {
         logger.logLevel = .notice
         let group = ServiceGroup(
             services: [SimulatorServer.application(simulatorServices, port: simulatorPort, tick: .seconds(1)),
-                       PurchaseServer.application(services, host: "127.0.0.1", port: serverPort)],
+                       PurchaseServer.application(services, host: "127.0.0.1", port: serverPort, reconcileEvery: .seconds(30))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await group.run()
     }

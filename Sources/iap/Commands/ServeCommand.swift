@@ -61,6 +61,7 @@ struct ServeCommand: AsyncParsableCommand {
     static func serve(_ configuration: ServerConfiguration) async throws {
         let (services, configuration) = try await prepare(configuration)
         Output.note("IAPKit purchase server: http://\(configuration.host):\(configuration.port) — bundle \(configuration.bundleId), ledger \(services.ledger.store.kind)")
-        try await PurchaseServer.application(services, host: configuration.host, port: configuration.port).runService()
+        try await PurchaseServer.application(services, host: configuration.host, port: configuration.port,
+                                             reconcileEvery: .milliseconds(Int64(configuration.reconcileIntervalSeconds * 1000))).runService()
     }
 }

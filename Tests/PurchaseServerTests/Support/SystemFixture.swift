@@ -1,5 +1,6 @@
 import AppStoreFormats
 import AppStoreTrust
+import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -38,38 +39,76 @@ struct System {
 
     static let bundleId = "com.example.iapkit"
 
-    /// The server's configuration for tests: the simulator's roots, the demo catalog, Sandbox.
-    static func configuration(database: String) throws -> (ServerConfiguration, TrustRoots) {
-        var configuration = ServerConfiguration()
-        configuration.database = database
-        configuration.auth.hs256Secret = String(repeating: "s3cret-", count: 6)
-        var roots = TrustRoots()
-        try roots.add(certificateData: simulatorAuthority.jws.rootDER, source: "simulator JWS root")
-        try roots.add(certificateData: simulatorAuthority.receipts.rootDER, source: "simulator receipt root")
-        return (configuration, roots)
+    static let adminKey = "admin-key-for-tests"
+
+    /// How the server is set up for a test.
+    struct Options: Sendable {
+        var kind: LedgerKind = .sqlite
+        var faults = NotificationFaults()
+        var grace = true
+        /// Whether the simulator posts its notifications to the server.
+        var deliver = true
+        /// Whether the server trusts the simulator's receipt root (without it, receipts go to verifyReceipt).
+        var trustReceiptRoot = true
+        /// Attempts and per-attempt timeout for calls to Apple.
+        var appleAttempts = 2
+        var appleTimeoutSeconds = 2.0
     }
 
-    /// Runs `body` with both servers up; notification faults as given.
-    /// The server judges entitlements on the simulator's clock, so advancing it moves both.
+    /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
+    /// and verifyReceipt, and judges entitlements on its clock, so advancing the simulator's clock moves both.
     static func run(_ kind: LedgerKind = .sqlite, faults: NotificationFaults = NotificationFaults(), grace: Bool = true, deliver: Bool = true,
                     _ body: @Sendable (System) async throws -> Void) async throws {
+        try await run(Options(kind: kind, faults: faults, grace: grace, deliver: deliver), body)
+    }
+
+    static func run(_ options: Options, _ body: @Sendable (System) async throws -> Void) async throws {
         let engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: simulatorAuthority),
-                                     gracePeriodEnabled: grace)
-        let (configuration, roots) = try configuration(database: try kind.databaseURL())
-        let store = try await Ledger.openStore(url: configuration.databaseURL)
-        let ledger = Ledger(store: store, catalog: configuration.catalog)
-        try await ledger.migrate()
-        let clock = await engine.clock
-        let services = PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration),
-                                               authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
-        try await PurchaseServer.application(services, port: 0).test(.live) { server in
-            let delivery = deliver ? NotificationDelivery(engine: engine, urls: [URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!]) : nil
-            await delivery?.setFaults(faults)
-            let authenticator = APIAuthenticator(keyId: "K", issuerId: "I", publicKey: P256Key.random, bundleId: bundleId)
-            try await SimulatorServer.application(.init(engine: engine, authenticator: authenticator, delivery: delivery), port: 0).test(.live) { simulator in
-                try await body(System(server: server, simulator: simulator, engine: engine, services: services, secret: configuration.auth.hs256Secret!))
+                                     gracePeriodEnabled: options.grace)
+        let apiKey = P256.Signing.PrivateKey()
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("api-key-\(UUID().uuidString).p8")
+        try Data(apiKey.pemRepresentation.utf8).write(to: keyFile)
+        let delivery = options.deliver ? NotificationDelivery(engine: engine, urls: []) : nil
+        await delivery?.setFaults(options.faults)
+        let authenticator = APIAuthenticator(keyId: "TESTKEY001", issuerId: "test-issuer", publicKey: apiKey.publicKey, bundleId: bundleId)
+        try await SimulatorServer.application(.init(engine: engine, authenticator: authenticator, delivery: delivery), port: 0).test(.live) { simulator in
+            var configuration = ServerConfiguration()
+            configuration.database = try options.kind.databaseURL()
+            configuration.auth.hs256Secret = String(repeating: "s3cret-", count: 6)
+            configuration.adminKey = adminKey
+            let base = "http://127.0.0.1:\(simulator.port!)"
+            configuration.appStore.serverAPIBaseURL = base
+            configuration.appStore.keyId = "TESTKEY001"
+            configuration.appStore.issuerId = "test-issuer"
+            configuration.appStore.privateKeyFile = keyFile.path
+            configuration.appStore.verifyReceiptURL = base + "/verifyReceipt"
+            configuration.appStore.verifyReceiptSandboxURL = base + "/sandbox/verifyReceipt"
+            configuration.appStore.attempts = options.appleAttempts
+            configuration.appStore.timeoutSeconds = options.appleTimeoutSeconds
+            var roots = TrustRoots()
+            try roots.add(certificateData: simulatorAuthority.jws.rootDER, source: "simulator JWS root")
+            if options.trustReceiptRoot { try roots.add(certificateData: simulatorAuthority.receipts.rootDER, source: "simulator receipt root") }
+            let store = try await Ledger.openStore(url: configuration.databaseURL)
+            let ledger = Ledger(store: store, catalog: configuration.catalog)
+            try await ledger.migrate()
+            let clock = await engine.clock
+            let services = PurchaseServer.Services(
+                ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
+                authenticator: try await AccountAuthenticator(configuration.auth), adminKey: adminKey, now: { clock.now })
+            let secret = configuration.auth.hs256Secret!
+            try await PurchaseServer.application(services, port: 0).test(.live) { server in
+                await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
+                try await body(System(server: server, simulator: simulator, engine: engine, services: services, secret: secret))
             }
         }
+    }
+
+    /// Calls an admin endpoint.
+    @discardableResult
+    func admin(_ method: HTTPRequest.Method, _ path: String, _ body: [String: Any]? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
+        let response = try await server.execute(uri: path, method: method, headers: [.authorization: "Bearer \(Self.adminKey)"],
+                                                body: try body.map { ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: $0)) })
+        return (response.status, (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:])
     }
 
     func token(_ account: String) async throws -> String {
@@ -119,5 +158,3 @@ extension Dictionary where Key == String, Value == Any {
     var ownedEntitlements: [String: Any] { self["entitlements"] as? [String: Any] ?? [:] }
 }
 
-import Crypto
-enum P256Key { static var random: P256.Signing.PublicKey { P256.Signing.PrivateKey().publicKey } }

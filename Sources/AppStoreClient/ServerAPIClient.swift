@@ -1,0 +1,104 @@
+import AppStoreFormats
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+
+/// The App Store Server API, authenticated with an ES256 token made from the app's In-App Purchase key, as Apple
+/// describes it: header `kid`, claims `iss` `iat` `exp` (a few minutes) `aud` `appstoreconnect-v1` `bid`.
+/// The base URL is configuration, so the same client talks to the simulator.
+public struct ServerAPIClient: Sendable {
+    /// Apple's two base URLs.
+    public static let productionURL = "https://api.storekit.itunes.apple.com"
+    public static let sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
+
+    public struct Credentials: Sendable {
+        public var keyId: String
+        public var issuerId: String
+        public var bundleId: String
+        public var privateKey: P256.Signing.PrivateKey
+
+        public init(keyId: String, issuerId: String, bundleId: String, privateKey: P256.Signing.PrivateKey) {
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.bundleId = bundleId
+            self.privateKey = privateKey
+        }
+    }
+
+    public let baseURL: String
+    public let credentials: Credentials
+    let transport: Transport
+
+    public init(baseURL: String, credentials: Credentials, policy: RetryPolicy = RetryPolicy(), httpClient: HTTPClient = .shared) {
+        self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        self.credentials = credentials
+        transport = Transport(client: httpClient, policy: policy)
+    }
+
+    /// A bearer token valid for five minutes.
+    public func token(now: Date = Date()) throws -> String {
+        let header = #"{"alg":"ES256","kid":"\#(credentials.keyId)","typ":"JWT"}"#
+        let issued = Int64(now.timeIntervalSince1970)
+        struct Claims: Encodable { var iss: String; var iat: Int64; var exp: Int64; var aud: String; var bid: String }
+        let claims = try JSONEncoder().encode(Claims(iss: credentials.issuerId, iat: issued, exp: issued + 300, aud: "appstoreconnect-v1",
+                                                     bid: credentials.bundleId))
+        let input = Base64.urlEncode(Array(header.utf8)) + "." + Base64.urlEncode(Array(claims))
+        let signature = try credentials.privateKey.signature(for: Array(input.utf8))
+        return input + "." + Base64.urlEncode(signature.rawRepresentation)
+    }
+
+    /// Get Transaction Info: the signed transaction (`signedTransactionInfo`), still to be verified by the caller.
+    public func transactionInfo(_ transactionId: String) async throws -> String {
+        let response = try await get("/inApps/v1/transactions/\(try Self.pathSegment(transactionId))", as: TransactionInfoResponse.self)
+        guard let signed = response.signedTransactionInfo else { throw AppStoreClientError(.invalidResponse, "no signedTransactionInfo") }
+        return signed
+    }
+
+    /// Get Transaction History (v2): one page from `revision`.
+    public func history(_ transactionId: String, revision: String? = nil) async throws -> HistoryResponse {
+        var path = "/inApps/v2/history/\(try Self.pathSegment(transactionId))"
+        if let revision { path += "?revision=\(revision.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
+        return try await get(path, as: HistoryResponse.self)
+    }
+
+    /// Get All Subscription Statuses.
+    public func subscriptionStatuses(_ transactionId: String) async throws -> StatusResponse {
+        try await get("/inApps/v1/subscriptions/\(try Self.pathSegment(transactionId))", as: StatusResponse.self)
+    }
+
+    /// Look Up Order ID (the order id on the customer's App Store receipt email).
+    public func lookUpOrder(_ orderId: String) async throws -> OrderLookupResponse {
+        try await get("/inApps/v1/lookup/\(try Self.pathSegment(orderId))", as: OrderLookupResponse.self)
+    }
+
+    func get<T: Decodable>(_ path: String, as type: T.Type) async throws -> T {
+        let url = baseURL + path
+        let answer = try await transport.send { [self] in
+            var request = HTTPClientRequest(url: url)
+            request.method = .GET
+            request.headers.add(name: "Authorization", value: "Bearer \(try token())")
+            request.headers.add(name: "Accept", value: "application/json")
+            return request
+        }
+        switch answer.status {
+        case 200..<300:
+            do { return try AppStoreJSON.decoder().decode(type, from: Data(answer.body)) } catch {
+                throw AppStoreClientError(.invalidResponse, "\(path) answered JSON of another shape")
+            }
+        case 401:
+            throw AppStoreClientError(.unauthorized, "the API key was refused")
+        default:
+            let body = try? AppStoreJSON.decoder().decode(APIErrorBody.self, from: Data(answer.body))
+            throw AppStoreClientError(.rejected, "HTTP \(answer.status): \(body?.errorMessage ?? "no error body")", apiErrorCode: body?.errorCode)
+        }
+    }
+
+    /// Ids go into a path: digits, letters, `-` and `_` only, so nothing can reach another endpoint.
+    static func pathSegment(_ id: String) throws -> String {
+        guard !id.isEmpty, id.utf8.count <= 128, id.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_" }) else {
+            throw AppStoreClientError(.rejected, "not an id: \(id.prefix(40))")
+        }
+        return id
+    }
+}

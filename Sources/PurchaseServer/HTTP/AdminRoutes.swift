@@ -1,0 +1,102 @@
+import AppStoreClient
+import AppStoreFormats
+import Crypto
+import Foundation
+import Hummingbird
+import PurchaseLedger
+
+/// `/admin/...`: finding and settling lost orders, held proofs, replays, the audit log, and running reconciliation
+/// now. Closed unless an admin key is configured; the key comes as `Authorization: Bearer <key>`.
+struct AdminRoutes {
+    let services: PurchaseServer.Services
+
+    struct OrderItem: Encodable {
+        var orderId: String
+        var accountId: String
+        var productId: String
+        var appAccountToken: String
+        var state: String
+        var transactionId: String?
+        var createdAt: Date
+        var expiresAt: Date
+    }
+
+    struct SettleRequest: Decodable {
+        /// Settle by granting this transaction (looked up with the Server API, or given signed).
+        var transactionId: String?
+        var signedTransaction: String?
+        var note: String
+    }
+
+    func add(to router: Router<BasicRequestContext>) {
+        let admin = router.group("admin")
+        admin.get("orders") { request, _ in
+            try authorize(request)
+            let name = request.uri.queryParameters["state"].map(String.init) ?? "paid-unfulfilled"
+            guard let filter = Ledger.OrderFilter(rawValue: name) else {
+                throw APIError.badRequest("state is one of \(Ledger.OrderFilter.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let orders = try await ledgerCall { try await services.ledger.orders(filter, now: services.now()) }
+            return try JSONReply.encode(["orders": orders.map {
+                OrderItem(orderId: $0.orderId, accountId: $0.accountId, productId: $0.productId, appAccountToken: $0.appAccountToken.uuidString.lowercased(),
+                          state: $0.state.rawValue, transactionId: $0.transactionId, createdAt: $0.createdAt, expiresAt: $0.expiresAt)
+            }])
+        }
+
+        admin.post("orders/:id/settle") { request, context in
+            try authorize(request)
+            let orderId = try context.parameters.require("id")
+            let body = try await request.decodeJSON(SettleRequest.self, limit: services.maxBodyBytes)
+            var transaction: JWSTransactionDecodedPayload?
+            do {
+                if let jws = body.signedTransaction {
+                    transaction = try await ProofIntake.verify(.signedTransaction(jws), with: services.verifier).first
+                } else if let id = body.transactionId {
+                    transaction = try await ProofIntake.verify(.transactionId(id), with: services.verifier).first
+                }
+            } catch let error as AppStoreClientError {
+                throw APIError(error)
+            }
+            let order = try await ledgerCall {
+                try await services.ledger.settle(orderId: orderId, transaction: transaction, note: body.note, actor: "admin", now: services.now())
+            }
+            return try JSONReply.encode(["orderId": order.orderId, "state": order.state.rawValue, "transactionId": order.transactionId ?? ""])
+        }
+
+        admin.get("proofs") { request, _ in
+            try authorize(request)
+            let state = PendingProof.State(rawValue: request.uri.queryParameters["state"].map(String.init) ?? "pending") ?? .pending
+            let proofs = try await ledgerCall { try await services.ledger.pendingProofs(state: state) }
+            struct Item: Encodable { var proofId: String; var accountId: String; var orderId: String?; var kind: String; var attempts: Int; var lastError: String? }
+            return try JSONReply.encode(["proofs": proofs.map {
+                Item(proofId: $0.proofId, accountId: $0.accountId, orderId: $0.orderId, kind: $0.kind.rawValue, attempts: $0.attempts, lastError: $0.lastError)
+            }])
+        }
+
+        admin.post("reconcile") { request, _ in
+            try authorize(request)
+            let report = try await ledgerCall { try await Reconciler(services: services).runOnce() }
+            try await services.ledger.audit(actor: "admin", action: "reconcile", subject: "-", detail: "\(report)", now: services.now())
+            return try JSONReply.encode(report)
+        }
+
+        admin.get("conflicts") { request, _ in
+            try authorize(request)
+            struct Item: Encodable { var transactionId: String; var claimedBy: String; var owner: String; var attempts: Int64 }
+            let conflicts = try await ledgerCall { try await services.ledger.conflicts() }
+            return try JSONReply.encode(["conflicts": conflicts.map { Item(transactionId: $0.transactionId, claimedBy: $0.claimedBy, owner: $0.owner, attempts: $0.attempts) }])
+        }
+
+        admin.get("audit") { request, _ in
+            try authorize(request)
+            return try JSONReply.encode(["entries": try await ledgerCall { try await services.ledger.auditLog() }])
+        }
+    }
+
+    /// Compares digests, so the comparison takes the same time however much of a wrong key matches.
+    func authorize(_ request: Request) throws {
+        guard let key = services.adminKey, !key.isEmpty else { throw APIError(.forbidden, code: "admin_disabled", "no admin key is configured") }
+        let given = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil } ?? ""
+        guard SHA256.hash(data: Array(given.utf8)) == SHA256.hash(data: Array(key.utf8)) else { throw APIError.unauthorized }
+    }
+}

@@ -1,0 +1,108 @@
+import AppStoreClient
+import AppStoreFormats
+import Foundation
+import Logging
+import PurchaseLedger
+import ServiceLifecycle
+
+/// The reconciliation job: retries proofs held while Apple was unavailable, and asks the Server API about
+/// subscriptions whose last known period ended without news (a missed notification). Every repair is audited.
+/// Safe on several replicas at once: held proofs are leased, and every grant goes through the ledger's exactly-once
+/// binding.
+public struct Reconciler: Sendable {
+    let services: PurchaseServer.Services
+
+    public init(services: PurchaseServer.Services) {
+        self.services = services
+    }
+
+    /// What one run did.
+    public struct Report: Sendable, Hashable, Codable {
+        public var proofsGranted = 0
+        public var proofsRejected = 0
+        public var proofsPostponed = 0
+        public var subscriptionsRefreshed = 0
+    }
+
+    /// One pass over what is due now.
+    public func runOnce() async throws -> Report {
+        var report = Report()
+        let now = services.now()
+        for proof in try await services.ledger.claimDueProofs(now: now) {
+            let kind: ProofIntake.Proof = proof.kind == .receipt ? .receipt(proof.proof) : .transactionId(proof.proof)
+            do {
+                let transactions = try await ProofIntake.verify(kind, with: services.verifier)
+                for transaction in transactions {
+                    _ = try await services.ledger.submit(.init(accountId: proof.accountId, orderId: proof.kind == .receipt ? nil : proof.orderId,
+                                                               transaction: transaction, source: "reconcile"), now: now)
+                }
+                try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, now: now)
+                try await services.ledger.audit(actor: "reconciler", action: "proof-granted", subject: proof.proofId,
+                                                detail: "\(transactions.count) transaction(s) for \(proof.accountId)", now: now)
+                report.proofsGranted += 1
+            } catch let error as AppStoreClientError where error.code == .unavailable {
+                let wait = min(3600, 30 * pow(2, Double(min(proof.attempts, 7))))
+                try await services.ledger.updateProof(proof.proofId, state: .pending, error: error.message, retryAt: now.addingTimeInterval(wait), now: now)
+                report.proofsPostponed += 1
+            } catch {
+                try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", now: now)
+                try await services.ledger.audit(actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(error)", now: now)
+                report.proofsRejected += 1
+            }
+        }
+        report.subscriptionsRefreshed = try await refreshStaleSubscriptions(now: now)
+        return report
+    }
+
+    /// Asks the Server API for the current state of series whose last known period ended in the past day and stores
+    /// what it says as a notification would (once per transaction and status: an unchanged answer stores nothing).
+    func refreshStaleSubscriptions(now: Date) async throws -> Int {
+        guard let serverAPI = services.verifier.apple.serverAPI else { return 0 }
+        var refreshed = 0
+        for (original, account) in try await services.ledger.staleSubscriptions(since: now.addingTimeInterval(-86_400), before: now, limit: 50) {
+            guard let statuses = try? await serverAPI.subscriptionStatuses(original) else { continue }
+            for item in (statuses.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
+                guard let signed = item.signedTransactionInfo,
+                      let transaction = try? await services.verifier.transaction(signed), transaction.originalTransactionId == original else { continue }
+                let renewal = try? await item.signedRenewalInfo.asyncMap { try await services.verifier.signedData.verifyRenewalInfo($0).payload }
+                let signedDate = transaction.signedDate ?? now
+                let expires = Int64((transaction.expiresDate ?? .distantPast).timeIntervalSince1970 * 1000)
+                let event = NotificationEvent(
+                    notificationUUID: "reconcile-\(transaction.transactionId ?? original)-\(item.status?.rawValue ?? 0)-\(expires)",
+                    type: NotificationTypeV2(rawValue: "IAPKIT_RECONCILED"),
+                    subtype: nil, signedDate: signedDate, signedPayload: signed, transaction: transaction, renewal: renewal, status: item.status)
+                if try await services.ledger.apply(event, now: now) == .applied {
+                    try await services.ledger.audit(actor: "reconciler", action: "subscription-refreshed", subject: original,
+                                                    detail: "status \(item.status?.rawValue ?? 0) for \(account)", now: now)
+                    refreshed += 1
+                }
+            }
+        }
+        return refreshed
+    }
+}
+
+/// Runs the reconciler every `interval` until the server shuts down.
+public struct ReconciliationService: Service {
+    let reconciler: Reconciler
+    let interval: Duration
+    let logger: Logger
+
+    public init(reconciler: Reconciler, interval: Duration, logger: Logger = Logger(label: "iapkit.reconciler")) {
+        self.reconciler = reconciler
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                let report = try await reconciler.runOnce()
+                if report != Reconciler.Report() { logger.info("reconciled", metadata: ["report": "\(report)"]) }
+            } catch {
+                logger.error("reconciliation failed: \(error)")
+            }
+            try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+        }
+    }
+}

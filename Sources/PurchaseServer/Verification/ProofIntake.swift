@@ -1,0 +1,82 @@
+import AppStoreClient
+import AppStoreFormats
+import Crypto
+import Foundation
+import PurchaseLedger
+
+/// What the server does with a proof: verify it now, or — when Apple has to be asked and cannot answer — keep it
+/// durably for the reconciliation job, so the purchase is granted later and never lost.
+struct ProofIntake: Sendable {
+    let services: PurchaseServer.Services
+
+    enum Verdict: Sendable {
+        case verified([JWSTransactionDecodedPayload])
+        case held(PendingProof)
+    }
+
+    /// A proof as the app sent it.
+    enum Proof: Sendable {
+        case signedTransaction(String)
+        case receipt(String)
+        case transactionId(String)
+
+        var source: String {
+            switch self {
+            case .signedTransaction: "jws"
+            case .receipt: "receipt"
+            case .transactionId: "server-api"
+            }
+        }
+    }
+
+    func take(_ proof: Proof, accountId: String, orderId: String?) async throws -> Verdict {
+        do {
+            return .verified(try await Self.verify(proof, with: services.verifier))
+        } catch let error as AppStoreClientError where error.code == .unavailable {
+            let (kind, text): (PendingProof.Kind, String)
+            switch proof {
+            case .receipt(let receipt): (kind, text) = (.receipt, receipt)
+            case .transactionId(let id): (kind, text) = (.transactionId, id)
+            case .signedTransaction: throw error // never reaches Apple
+            }
+            let id = Self.proofId(kind: kind, accountId: accountId, proof: text)
+            let now = services.now()
+            let held = try await ledgerCall {
+                try await services.ledger.holdProof(proofId: id, accountId: accountId, orderId: orderId, kind: kind, proof: text,
+                                                    error: error.message, retryAt: now.addingTimeInterval(30), now: now)
+            }
+            return .held(held)
+        }
+    }
+
+    /// Verifies a proof, asking Apple when it must; turns refusals into API errors except Apple being unavailable.
+    static func verify(_ proof: Proof, with verifier: ProofVerifier) async throws -> [JWSTransactionDecodedPayload] {
+        do {
+            switch proof {
+            case .signedTransaction(let jws): return [try await verifier.transaction(jws)]
+            case .receipt(let receipt): return try await verifier.receiptTransactions(base64: receipt)
+            case .transactionId(let id): return [try await verifier.transaction(id: id)]
+            }
+        } catch let error as AppStoreError {
+            throw APIError(error)
+        } catch let error as AppStoreClientError where error.code != .unavailable {
+            throw APIError(error)
+        }
+    }
+
+    /// The same proof from the same account is held once.
+    static func proofId(kind: PendingProof.Kind, accountId: String, proof: String) -> String {
+        SHA256.hash(data: Array("\(kind.rawValue)\u{0}\(accountId)\u{0}\(proof)".utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+extension APIError {
+    /// The API's answer when Apple refused or answered nonsense.
+    init(_ error: AppStoreClientError) {
+        switch error.code {
+        case .rejected: self.init(.unprocessableContent, code: error.code.rawValue, error.message)
+        case .unavailable: self.init(.serviceUnavailable, code: error.code.rawValue, error.message)
+        default: self.init(.badGateway, code: error.code.rawValue, error.message)
+        }
+    }
+}

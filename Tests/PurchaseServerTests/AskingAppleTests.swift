@@ -1,0 +1,128 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PurchaseLedger
+import PurchaseServer
+import StoreSimulator
+import Testing
+
+@Suite("When local proof is not enough: verifyReceipt, the Server API, and Apple being down")
+struct AskingAppleTests {
+    static let premium = "com.example.iapkit.premium"
+    static let monthly = "com.example.iapkit.pro.monthly"
+
+    @Test("A receipt the server cannot verify locally goes to verifyReceipt: production answers 21007, sandbox grants")
+    func receiptThroughVerifyReceipt() async throws {
+        try await System.run(.init(deliver: false, trustReceiptRoot: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-rita"])
+            let (_, purchase, _) = try await system.buy(Self.premium, account: "rita", storeAccount: "store-rita", submit: false)
+            let receipt = try #require(purchase["receipt"] as? String)
+            let (status, reply) = try await system.call(.post, "/v1/purchases", as: "rita", ["receipt": receipt])
+            #expect(status == .ok)
+            #expect(reply["outcome"] as? String == "granted")
+            #expect(reply.ownedEntitlements.entitlementNames == ["premium"])
+            // The production endpoint was asked first and said 21007; the sandbox endpoint answered.
+            let forged = try await system.call(.post, "/v1/purchases", as: "rita", ["receipt": Base64.standardEncode(Array("not a receipt".utf8))])
+            #expect(forged.0 == .unprocessableContent)
+            #expect((forged.1["error"] as? [String: Any])?["code"] as? String == "apple_rejected")
+        }
+    }
+
+    @Test("A bare transaction id is looked up with the Server API, verified and granted")
+    func transactionIdLookup() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-tom"])
+            let (order, purchase, _) = try await system.buy(Self.premium, account: "tom", storeAccount: "store-tom", submit: false)
+            let id = try #require(purchase["transactionId"] as? String)
+            let (status, reply) = try await system.call(.post, "/v1/purchases", as: "tom", ["transactionId": id, "orderId": order["orderId"] as? String ?? ""])
+            #expect(status == .ok)
+            #expect(reply["outcome"] as? String == "granted")
+            #expect(reply["orderId"] as? String == order["orderId"] as? String)
+            let bad = try await system.call(.post, "/v1/purchases", as: "tom", ["transactionId": "../../etc"])
+            #expect(bad.0 == .unprocessableContent)
+        }
+    }
+
+    @Test("Apple down or slow: the receipt is held (202), listed as paid-unfulfilled, and granted by reconciliation later")
+    func appleDownThenBack() async throws {
+        try await System.run(.init(deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-una"])
+            let (order, purchase, _) = try await system.buy(Self.premium, account: "una", storeAccount: "store-una", submit: false)
+            let receipt = try #require(purchase["receipt"] as? String)
+            let orderId = try #require(order["orderId"] as? String)
+
+            // Down: every verifyReceipt call fails with 503.
+            _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
+                                                                                      ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
+            let (status, held) = try await system.call(.post, "/v1/purchases", as: "una", ["receipt": receipt, "orderId": orderId])
+            #expect(status == .accepted)
+            #expect(held["status"] as? String == "pending")
+            // Slow: answers come after the timeout; the same proof is held once.
+            _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "latencyMilliseconds": 1500]]])
+            let (slowStatus, slow) = try await system.call(.post, "/v1/purchases", as: "una", ["receipt": receipt, "orderId": orderId])
+            #expect(slowStatus == .accepted)
+            #expect(slow["proofId"] as? String == held["proofId"] as? String)
+            #expect(try await system.entitlements("una").entitlementNames.isEmpty)
+
+            let lost = try await system.admin(.get, "/admin/orders?state=paid-unfulfilled")
+            #expect((lost.1["orders"] as? [[String: Any]])?.compactMap { $0["orderId"] as? String }.contains(orderId) == true)
+
+            // Apple is back: the job's next run grants it.
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            try await system.engine.advanceClock(by: 60)
+            let (_, report) = try await system.admin(.post, "/admin/reconcile")
+            #expect(report["proofsGranted"] as? Int == 1)
+            #expect(try await system.entitlements("una").entitlementNames == ["premium"])
+            let audit = try await system.admin(.get, "/admin/audit")
+            #expect((audit.1["entries"] as? [[String: Any]])?.contains { $0["action"] as? String == "proof-granted" } == true)
+        }
+    }
+
+    @Test("A missed renewal notification is repaired from the Server API by reconciliation")
+    func staleSubscriptionRepaired() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-vic"])
+            _ = try await system.buy(Self.monthly, account: "vic", storeAccount: "store-vic")
+            #expect(try await system.entitlements("vic").entitlementNames == ["pro"])
+            // The free week ends and the store renews, but no notification reaches the server.
+            try await system.engine.advanceClock(by: 200)
+            #expect(try await system.entitlements("vic").entitlementNames.isEmpty)
+            let (_, report) = try await system.admin(.post, "/admin/reconcile")
+            #expect(report["subscriptionsRefreshed"] as? Int == 1)
+            #expect(try await system.entitlements("vic").entitlementNames == ["pro"])
+            // Nothing changed since: a second run stores nothing new.
+            #expect(try await system.admin(.post, "/admin/reconcile").1["subscriptionsRefreshed"] as? Int == 0)
+        }
+    }
+
+    @Test("Admin: closed without the key; a stuck order settled with a transaction, another closed with a note; both audited")
+    func adminSettles() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            let closed = try await system.server.execute(uri: "/admin/orders?state=stuck", method: .get)
+            #expect(closed.status == .unauthorized)
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-wes"])
+            // Paid in the store, never submitted: after expiry the order is stuck.
+            let (order, purchase, _) = try await system.buy(Self.premium, account: "wes", storeAccount: "store-wes", submit: false)
+            let (other, _) = try await system.call(.post, "/v1/orders", as: "wes", ["productId": Self.premium])
+            #expect(other == .created)
+            try await system.engine.advanceClock(by: 86_400 + 1)
+            let stuck = try await system.admin(.get, "/admin/orders?state=stuck")
+            let ids = (stuck.1["orders"] as? [[String: Any]])?.compactMap { $0["orderId"] as? String } ?? []
+            #expect(ids.contains(order["orderId"] as? String ?? "-"))
+            let orderId = try #require(order["orderId"] as? String)
+            let settled = try await system.admin(.post, "/admin/orders/\(orderId)/settle",
+                                                 ["transactionId": purchase["transactionId"] as? String ?? "", "note": "customer emailed the receipt"])
+            #expect(settled.0 == .ok)
+            #expect(settled.1["state"] as? String == "granted")
+            #expect(try await system.entitlements("wes").entitlementNames == ["premium"])
+            let remaining = ids.filter { $0 != orderId }
+            for id in remaining {
+                #expect(try await system.admin(.post, "/admin/orders/\(id)/settle", ["note": "abandoned"]).1["state"] as? String == "settled")
+            }
+            let audit = (try await system.admin(.get, "/admin/audit").1["entries"] as? [[String: Any]]) ?? []
+            #expect(audit.contains { $0["action"] as? String == "settle-with-transaction" && $0["subject"] as? String == orderId })
+            #expect(audit.contains { $0["action"] as? String == "settle" })
+        }
+    }
+}
