@@ -33,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
         .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         .target(
@@ -81,6 +82,7 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .executableTarget(
@@ -133,7 +135,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IAPCommandTests",
-            dependencies: ["iap", "IAPTestSupport"]
+            dependencies: ["iap", "IAPTestSupport", "PurchaseServer"]
         ),
         .testTarget(
             name: "AppStoreTrustTests",

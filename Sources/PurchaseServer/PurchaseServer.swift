@@ -18,6 +18,7 @@ public enum PurchaseServer {
         public var maxBodyBytes: Int
         /// The time entitlements are judged at: the wall clock, or a simulated one in tests and demos.
         public var now: @Sendable () -> Date
+        public var metrics = ServerMetrics()
 
         public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
                     now: @escaping @Sendable () -> Date = { Date() }) {
@@ -45,6 +46,10 @@ public enum PurchaseServer {
     /// The routes, for mounting in another Hummingbird app or serving alone.
     public static func router(_ services: Services) -> Router<BasicRequestContext> {
         let router = Router()
+        router.get("metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                     body: .init(byteBuffer: ByteBuffer(string: services.metrics.exposition())))
+        }
         router.get("health") { _, _ in
             let entitlements = try await ledgerCall { try await services.ledger.entitlements(accountId: "-health-") }
             return try JSONReply.encode(["status": "ok", "store": services.ledger.store.kind, "account": entitlements.accountId])

@@ -47,6 +47,11 @@ struct ExactlyOnceTests {
             #expect((body["error"] as? [String: Any])?["code"] as? String == "transaction_bound_elsewhere")
             #expect(try await system.entitlements("thief").balance("coins") == nil)
             #expect(try await system.entitlements("owner").balance("coins") == 100)
+            // /metrics counts it, and names no account.
+            let metrics = String(buffer: try await system.server.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"iapkit_purchases_total{outcome="refused"} 1"#))
+            #expect(metrics.contains("iapkit_purchase_duration_seconds_bucket"))
+            #expect(!metrics.contains("thief") && !metrics.contains("owner"))
         }
     }
 

@@ -59,12 +59,13 @@ public enum Subprocess {
     }
 
     /// Starts a long-running program and returns it; stop it with `terminate()`. Output is discarded.
-    public static func start(_ executable: String, _ arguments: [String]) throws -> Process {
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Process {
         spawnLock.lock()
         defer { spawnLock.unlock() }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice

@@ -70,21 +70,14 @@ struct AppRoutes {
         }
 
         v1.post("purchases") { request, _ in
-            let account = try await authenticate(request)
-            let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
-            let proof: ProofIntake.Proof
-            switch (body.signedTransaction, body.receipt, body.transactionId) {
-            case (let jws?, nil, nil): proof = .signedTransaction(jws)
-            case (nil, let receipt?, nil): proof = .receipt(receipt)
-            case (nil, nil, let id?): proof = .transactionId(id)
-            default: throw APIError.badRequest("send exactly one of signedTransaction, receipt and transactionId")
-            }
-            switch try await ProofIntake(services: services).take(proof, accountId: account, orderId: body.orderId) {
-            case .held(let held):
-                return try JSONReply.encode(HeldReply(status: "pending", proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted)
-            case .verified(let transactions):
-                let reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source)
-                return try JSONReply.encode(reply)
+            let started = ContinuousClock.now
+            do {
+                let (response, outcome) = try await purchase(request)
+                services.metrics.purchase(outcome, took: ContinuousClock.now - started)
+                return response
+            } catch {
+                services.metrics.purchase("refused", took: ContinuousClock.now - started)
+                throw error
             }
         }
 
@@ -136,6 +129,26 @@ struct AppRoutes {
             // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
             let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
             return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned))
+        }
+    }
+
+    /// `POST /v1/purchases`: verifies (or holds) the proof and submits what it proves; also names the outcome for metrics.
+    func purchase(_ request: Request) async throws -> (Response, String) {
+        let account = try await authenticate(request)
+        let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
+        let proof: ProofIntake.Proof
+        switch (body.signedTransaction, body.receipt, body.transactionId) {
+        case (let jws?, nil, nil): proof = .signedTransaction(jws)
+        case (nil, let receipt?, nil): proof = .receipt(receipt)
+        case (nil, nil, let id?): proof = .transactionId(id)
+        default: throw APIError.badRequest("send exactly one of signedTransaction, receipt and transactionId")
+        }
+        switch try await ProofIntake(services: services).take(proof, accountId: account, orderId: body.orderId) {
+        case .held(let held):
+            return (try JSONReply.encode(HeldReply(status: "pending", proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted), "held")
+        case .verified(let transactions):
+            let reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source)
+            return (try JSONReply.encode(reply), reply.outcome?.rawValue ?? "empty")
         }
     }
 

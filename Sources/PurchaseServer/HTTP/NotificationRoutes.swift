@@ -11,10 +11,16 @@ struct NotificationRoutes {
 
     func add(to router: Router<BasicRequestContext>) {
         router.post("v1/notifications/appstore") { request, _ in
-            let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
-            let event = try await proof { try await services.verifier.notification(body.signedPayload) }
-            let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
-            return try JSONReply.encode(["result": outcome.rawValue])
+            do {
+                let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
+                let event = try await proof { try await services.verifier.notification(body.signedPayload) }
+                let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
+                services.metrics.notification(outcome.rawValue)
+                return try JSONReply.encode(["result": outcome.rawValue])
+            } catch {
+                services.metrics.notification("refused")
+                throw error
+            }
         }
     }
 }

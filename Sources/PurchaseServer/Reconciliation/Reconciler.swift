@@ -51,6 +51,7 @@ public struct Reconciler: Sendable {
             }
         }
         report.subscriptionsRefreshed = try await refreshStaleSubscriptions(now: now)
+        services.metrics.reconciled(report)
         return report
     }
 

@@ -28,6 +28,9 @@ struct JWSCommand: AsyncParsableCommand {
         @Option(help: "What the JWS holds; 'auto' tells from the payload.")
         var type: Kind = .auto
 
+        @Option(name: .customLong("repeat"), help: "Verify a signed transaction this many times and report the time per verification on stderr (a benchmark baseline).")
+        var repeatCount: Int = 1
+
         func run() async throws {
             try await reportingErrors {
                 let limits = InputLimits.default
@@ -44,6 +47,16 @@ struct JWSCommand: AsyncParsableCommand {
                     roots: try trust.loadRoots(), bundleId: trust.bundleId, environments: trust.environments,
                     validationTime: trust.validationTime, limits: limits))
                 let text = String(decoding: bytes, as: UTF8.self)
+                if repeatCount > 1 {
+                    guard kind == .transaction else { throw ValidationError("--repeat measures signed transactions only") }
+                    _ = try await verifier.verifyTransaction(text)
+                    let clock = ContinuousClock()
+                    let elapsed = try await clock.measure {
+                        for _ in 0..<repeatCount { _ = try await verifier.verifyTransaction(text) }
+                    }
+                    let each = elapsed / repeatCount
+                    Output.note("\(repeatCount) verifications (chain cached): \(Int(each / .nanoseconds(1)) / 1000) µs each")
+                }
                 switch kind {
                 case .transaction: try show(try await verifier.verifyTransaction(text), "signed transaction")
                 case .renewal: try show(try await verifier.verifyRenewalInfo(text), "signed renewal info")

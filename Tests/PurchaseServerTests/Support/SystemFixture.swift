@@ -63,6 +63,7 @@ struct System {
     }
 
     static func run(_ options: Options, _ body: @Sendable (System) async throws -> Void) async throws {
+        let database = try options.kind.databaseURL()
         let engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: simulatorAuthority),
                                      gracePeriodEnabled: options.grace)
         let apiKey = P256.Signing.PrivateKey()
@@ -73,7 +74,7 @@ struct System {
         let authenticator = APIAuthenticator(keyId: "TESTKEY001", issuerId: "test-issuer", publicKey: apiKey.publicKey, bundleId: bundleId)
         try await SimulatorServer.application(.init(engine: engine, authenticator: authenticator, delivery: delivery), port: 0).test(.live) { simulator in
             var configuration = ServerConfiguration()
-            configuration.database = try options.kind.databaseURL()
+            configuration.database = database
             configuration.auth.hs256Secret = String(repeating: "s3cret-", count: 6)
             configuration.adminKey = adminKey
             let base = "http://127.0.0.1:\(simulator.port!)"

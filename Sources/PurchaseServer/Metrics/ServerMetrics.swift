@@ -1,0 +1,50 @@
+import Foundation
+import Prometheus
+
+/// The server's counters, served at `/metrics` in Prometheus' text format. Names and labels carry no account ids,
+/// tokens or payloads.
+public struct ServerMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    private let purchaseLatency: DurationHistogram
+
+    static var purchases: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "purchases", unitName: "total", helpText: "Purchase submissions by outcome")
+    }
+    static var notifications: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "notifications", unitName: "total", helpText: "App Store notifications by result")
+    }
+    static var reconciled: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "reconciled", unitName: "total", helpText: "Reconciliation repairs")
+    }
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        purchaseLatency = registry.makeDurationHistogram(
+            descriptor: MetricNameDescriptor(namespace: "iapkit", metricName: "purchase_duration", unitName: "seconds",
+                                             helpText: "Time to answer POST /v1/purchases"),
+            buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+                      .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)])
+    }
+
+    /// A submission's outcome: granted, alreadyGranted, held, refused.
+    func purchase(_ outcome: String, took duration: Duration) {
+        registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", outcome)]).increment()
+        purchaseLatency.record(duration)
+    }
+
+    /// A notification's result: applied, duplicate, refused.
+    func notification(_ result: String) {
+        registry.makeCounter(descriptor: Self.notifications, labels: [("result", result)]).increment()
+    }
+
+    /// A reconciliation run's repairs.
+    func reconciled(_ report: Reconciler.Report) {
+        for (what, count) in [("proof_granted", report.proofsGranted), ("proof_rejected", report.proofsRejected),
+                              ("proof_postponed", report.proofsPostponed), ("subscription_refreshed", report.subscriptionsRefreshed)] where count > 0 {
+            registry.makeCounter(descriptor: Self.reconciled, labels: [("what", what)]).increment(by: Int64(count))
+        }
+    }
+
+    /// The text Prometheus scrapes.
+    public func exposition() -> String { registry.emitToString() }
+}

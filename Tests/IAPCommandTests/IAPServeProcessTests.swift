@@ -1,0 +1,97 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import IAPTestSupport
+import PurchaseServer
+import Testing
+
+@Suite("iap serve as a process")
+struct IAPServeProcessTests {
+    static let secret = String(repeating: "process-secret-", count: 3)
+
+    /// Starts `iap` with `arguments` and waits until `probe` answers.
+    static func start(_ arguments: [String], probe: String, environment: [String: String] = [:]) async throws -> Process {
+        let process = try Subprocess.start(try IAPSimulatorProcessTests.binary().path, arguments, environment: environment)
+        for _ in 0..<150 {
+            if (try? await URLSession.shared.data(from: URL(string: probe)!)) != nil { return process }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        process.terminate()
+        throw CocoaError(.fileReadUnknown)
+    }
+
+    static func stop(_ process: Process) async throws {
+        process.terminate()
+        for _ in 0..<250 where process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    static func request(_ url: String, method: String = "GET", body: String? = nil, account: String? = nil) async throws -> (Int, [String: Any]) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
+        if let account { request.setValue("Bearer \(try await AccountAuthenticator.issueToken(account: account, secret: secret))", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+    }
+
+    @Test("With the embedded defaults it starts, answers /health, refuses calls without a token, and exits on SIGTERM")
+    func embeddedDefaults() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-serve-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let port = Int.random(in: 30_000...34_999)
+        let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health")
+        let (status, health) = try await Self.request("http://127.0.0.1:\(port)/health")
+        #expect(status == 200)
+        #expect(health["store"] as? String == "sqlite")
+        #expect(try await Self.request("http://127.0.0.1:\(port)/v1/entitlements").0 == 401)
+        #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("ledger.sqlite").path))
+        #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("auth-hs256-secret").path))
+        try await Self.stop(process)
+        #expect(!process.isRunning, "iap serve must exit on SIGTERM")
+    }
+
+    @Test("Two iap serve processes on one PostgreSQL: 200 concurrent submissions of one transaction, one grant")
+    func twoReplicas() async throws {
+        let database = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"], "run the suite with scripts/test")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-replicas-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let simulatorPort = Int.random(in: 35_000...39_999)
+        let simulator = try await Self.start(["simulator", "--port", String(simulatorPort), "--data", root.appendingPathComponent("sim").path],
+                                             probe: "http://127.0.0.1:\(simulatorPort)/sim/root.cer")
+        let ports = [Int.random(in: 40_000...44_999), Int.random(in: 45_000...49_999)]
+        var replicas: [Process] = []
+        for (index, port) in ports.enumerated() {
+            replicas.append(try await Self.start(
+                ["serve", "--port", String(port), "--data", root.appendingPathComponent("server\(index)").path, "--database", database,
+                 "--root", root.appendingPathComponent("sim/jws-root.pem").path],
+                probe: "http://127.0.0.1:\(port)/health", environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret]))
+        }
+        let account = "replica-\(UUID().uuidString.prefix(8))"
+        let (_, order) = try await Self.request("http://127.0.0.1:\(ports[0])/v1/orders", method: "POST",
+                                                body: #"{"productId":"com.example.iapkit.coins.100"}"#, account: account)
+        let token = try #require(order["appAccountToken"] as? String)
+        _ = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/accounts", method: "POST", body: #"{"id":"store"}"#)
+        let (_, bought) = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/purchases", method: "POST",
+                                                 body: #"{"account":"store","device":"d","productId":"com.example.iapkit.coins.100","appAccountToken":"\#(token)"}"#)
+        let jws = try #require(bought["signedTransaction"] as? String)
+        let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let (status, reply) = try await Self.request("http://127.0.0.1:\(ports[index % 2])/v1/purchases", method: "POST",
+                                                                 body: #"{"signedTransaction":"\#(jws)"}"#, account: account)
+                    return status == 200 ? reply["outcome"] as? String ?? "?" : "HTTP \(status)"
+                }
+            }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == "granted" }.count == 1)
+        #expect(outcomes.filter { $0 == "alreadyGranted" }.count == 199)
+        for port in ports {
+            let (_, owned) = try await Self.request("http://127.0.0.1:\(port)/v1/entitlements", account: account)
+            #expect((owned["balances"] as? [String: Any])?["coins"] as? Int == 100)
+        }
+        for process in replicas + [simulator] { try await Self.stop(process) }
+    }
+}
