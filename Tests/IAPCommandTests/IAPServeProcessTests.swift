@@ -27,11 +27,13 @@ struct IAPServeProcessTests {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
-    static func request(_ url: String, method: String = "GET", body: String? = nil, account: String? = nil) async throws -> (Int, [String: Any]) {
+    static func request(_ url: String, method: String = "GET", body: String? = nil, account: String? = nil,
+                        secret: String = secret) async throws -> (Int, [String: Any]) {
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }
         if let account { request.setValue("Bearer \(try await AccountAuthenticator.issueToken(account: account, secret: secret))", forHTTPHeaderField: "Authorization") }
+        request.timeoutInterval = 30
         let (data, response) = try await URLSession.shared.data(for: request)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
     }
@@ -93,5 +95,28 @@ struct IAPServeProcessTests {
             #expect((owned["balances"] as? [String: Any])?["coins"] as? Int == 100)
         }
         for process in replicas + [simulator] { try await Self.stop(process) }
+    }
+
+    @Test("iap dev: the simulator's notification reaches the server, which trusts it and binds the purchase by its token")
+    func dev() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-dev-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let (server, simulator) = (Int.random(in: 50_000...54_999), Int.random(in: 55_000...59_999))
+        let process = try await Self.start(["dev", "--data", data.path, "--server-port", String(server), "--simulator-port", String(simulator)],
+                                           probe: "http://127.0.0.1:\(server)/health")
+        defer { process.terminate() }
+        let secret = try String(contentsOf: data.appendingPathComponent("server/auth-hs256-secret"), encoding: .utf8)
+        let (_, order) = try await Self.request("http://127.0.0.1:\(server)/v1/orders", method: "POST",
+                                                body: #"{"productId":"com.example.iapkit.premium"}"#, account: "dev-user", secret: secret)
+        let token = try #require(order["appAccountToken"] as? String)
+        _ = try await Self.request("http://127.0.0.1:\(simulator)/sim/accounts", method: "POST", body: #"{"id":"s"}"#)
+        let (_, bought) = try await Self.request("http://127.0.0.1:\(simulator)/sim/purchases", method: "POST",
+                                                 body: #"{"account":"s","device":"d","productId":"com.example.iapkit.premium","appAccountToken":"\#(token)"}"#)
+        #expect(bought["status"] as? String == "purchased")
+        // The app never submits: ONE_TIME_CHARGE alone grants it.
+        let (_, owned) = try await Self.request("http://127.0.0.1:\(server)/v1/entitlements", account: "dev-user", secret: secret)
+        #expect(((owned["entitlements"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String } == ["premium"])
+        try await Self.stop(process)
+        #expect(!process.isRunning, "iap dev must exit on SIGTERM")
     }
 }

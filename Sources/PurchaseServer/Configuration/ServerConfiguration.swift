@@ -13,8 +13,11 @@ public struct ServerConfiguration: Codable, Sendable {
     public var environments: [String] = ["Production", "Sandbox"]
     /// Root certificates (DER or PEM) trusted for JWS and receipts: Apple's, or the simulator's for development.
     public var trustedRoots: [String] = []
-    /// What each product grants.
+    /// What each product grants. With ``storeKitFile``, the products come from that file and this only says what
+    /// they grant where the defaults do not fit (see ``LedgerCatalog/init(storeKit:grants:)``).
     public var catalog: LedgerCatalog = .demo
+    /// An Xcode `.storekit` file listing the products sold.
+    public var storeKitFile: String?
     /// `sqlite:///path` (default: `ledger.sqlite` in the data directory) or `postgres://…`.
     public var database: String?
     /// Where the SQLite ledger and other files live.
@@ -92,9 +95,29 @@ public struct ServerConfiguration: Codable, Sendable {
         if let value = environment["IAPKIT_PORT"], let port = Int(value) { configuration.port = port }
         if let value = environment["IAPKIT_AUTH_HS256_SECRET"] { configuration.auth.hs256Secret = value }
         if let value = environment["IAPKIT_ADMIN_KEY"] { configuration.adminKey = value }
+        if let value = environment["IAPKIT_STOREKIT_FILE"] { configuration.storeKitFile = value }
         if let value = environment["IAPKIT_SHARED_SECRET"] { configuration.appStore.sharedSecret = value }
+        try configuration.resolveStoreKitCatalog(explicitGrants: file != nil)
         try configuration.validate()
         return configuration
+    }
+
+    /// Replaces the catalog with the `.storekit` file's products when one is named. Grants given in the file's
+    /// `catalog` refine the defaults; the built-in demo grants never do.
+    public mutating func resolveStoreKitCatalog(explicitGrants: Bool = true) throws {
+        guard let storeKitFile else { return }
+        guard let data = FileManager.default.contents(atPath: storeKitFile), data.count <= StoreKitConfiguration.maxBytes else {
+            throw ConfigurationError("cannot read the .storekit file \(storeKitFile) (missing, unreadable or too large)")
+        }
+        do {
+            let storeKit = try StoreKitConfiguration(data: [UInt8](data))
+            let grants = explicitGrants && catalog != .demo ? catalog.products : [:]
+            catalog = try LedgerCatalog(storeKit: storeKit, grants: grants)
+        } catch let error as LedgerError {
+            throw ConfigurationError(error.message)
+        } catch {
+            throw ConfigurationError("\(storeKitFile) is not a .storekit file: \(error)")
+        }
     }
 
     /// Refuses a configuration that cannot work, naming what is wrong.
@@ -125,6 +148,7 @@ public struct ServerConfiguration: Codable, Sendable {
         environments = try c.decodeIfPresent([String].self, forKey: .environments) ?? d.environments
         trustedRoots = try c.decodeIfPresent([String].self, forKey: .trustedRoots) ?? d.trustedRoots
         catalog = try c.decodeIfPresent(LedgerCatalog.self, forKey: .catalog) ?? d.catalog
+        storeKitFile = try c.decodeIfPresent(String.self, forKey: .storeKitFile)
         database = try c.decodeIfPresent(String.self, forKey: .database)
         dataDirectory = try c.decodeIfPresent(String.self, forKey: .dataDirectory) ?? d.dataDirectory
         host = try c.decodeIfPresent(String.self, forKey: .host) ?? d.host

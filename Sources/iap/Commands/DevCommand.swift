@@ -26,7 +26,7 @@ struct DevCommand: AsyncParsableCommand {
     @Option(name: .customLong("simulator-port"), help: "The simulator's port.")
     var simulatorPort: Int = 8090
 
-    @Option(help: "An Xcode .storekit file for the simulator (the server's catalog must then be configured to match).")
+    @Option(help: "An Xcode .storekit file for both: the simulator sells it, the server grants by it (consumables and non-renewing subscriptions need grants in --config).")
     var catalog: String?
 
     @Option(help: "A server configuration file; the dev settings (roots, ports, data) are applied over it.")
@@ -41,6 +41,10 @@ struct DevCommand: AsyncParsableCommand {
         let simulatorServices = try simulator.makeServices()
 
         var configuration = try ServerConfiguration.load(file: config)
+        if let catalog {
+            configuration.storeKitFile = catalog
+            try configuration.resolveStoreKitCatalog(explicitGrants: config != nil)
+        }
         configuration.dataDirectory = URL(fileURLWithPath: data).appendingPathComponent("server").path
         configuration.port = serverPort
         configuration.bundleId = await simulatorServices.engine.catalog.bundleId

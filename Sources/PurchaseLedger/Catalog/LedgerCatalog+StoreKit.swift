@@ -1,0 +1,37 @@
+import AppStoreFormats
+
+extension LedgerCatalog {
+    /// The catalog of an Xcode `.storekit` file: every product it sells, typed as the file types it, granting what
+    /// `grants` says for it — or, where `grants` is silent, the default a reader would expect: a non-consumable its own
+    /// product id, an auto-renewable its subscription group's name (so every plan of a group grants the same thing).
+    /// Consumables and non-renewing subscriptions need their grant spelled out (currency and amount; period).
+    /// - Throws: ``LedgerError/Code/invalidInput`` naming each product that cannot be resolved, or whose configured
+    ///   type differs from the file's.
+    public init(storeKit: StoreKitConfiguration, grants: [String: ProductRule] = [:]) throws {
+        var products: [String: ProductRule] = [:]
+        var problems: [String] = []
+        func take(_ product: StoreKitConfiguration.Product, group: StoreKitConfiguration.SubscriptionGroup?) {
+            guard let type = product.productType else { problems.append("\(product.productID): unknown type \(product.type)"); return }
+            var rule = grants[product.productID] ?? ProductRule(type: type)
+            guard rule.type == type else {
+                problems.append("\(product.productID): configured as \(rule.type.rawValue), the .storekit file sells it as \(type.rawValue)")
+                return
+            }
+            if rule.entitlement == nil {
+                switch type {
+                case .nonConsumable: rule.entitlement = product.productID
+                case .autoRenewableSubscription: rule.entitlement = group?.name ?? group?.id ?? product.productID
+                default: break
+                }
+            }
+            if let problem = rule.problem { problems.append("\(product.productID): \(problem)") } else { products[product.productID] = rule }
+        }
+        for product in storeKit.products + storeKit.nonRenewingSubscriptions { take(product, group: nil) }
+        for group in storeKit.subscriptionGroups { for product in group.subscriptions { take(product, group: group) } }
+        for id in grants.keys where products[id] == nil && !problems.contains(where: { $0.hasPrefix("\(id):") }) {
+            problems.append("\(id): configured but not in the .storekit file")
+        }
+        guard problems.isEmpty else { throw LedgerError(.invalidInput, "the catalog cannot be built: " + problems.sorted().joined(separator: "; ")) }
+        self.init(products: products)
+    }
+}
