@@ -107,3 +107,23 @@ extension Ledger {
         }
     }
 }
+
+extension Ledger {
+    /// Open orders created before `before`, oldest first: payments that may have happened without reaching the server.
+    public func openOrders(createdBefore before: Date, limit: Int = 100) async throws -> [Order] {
+        try await transaction { db in
+            try await db.raw("""
+                SELECT order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at FROM orders
+                WHERE state = 'created' AND created_at < \(bind: Millis.of(before)) ORDER BY created_at LIMIT \(bind: Int64(limit))
+                """).all().map(Self.decodeOrder)
+        }
+    }
+
+    /// One transaction id bound to `accountId`, if any: a handle for asking Apple about the customer's history.
+    public func anyTransactionId(accountId: String) async throws -> String? {
+        try await transaction { db in
+            try await db.raw("SELECT transaction_id FROM purchases WHERE account_id = \(bind: accountId) ORDER BY purchase_date DESC LIMIT 1")
+                .first()?.decode(column: "transaction_id", as: String.self)
+        }
+    }
+}

@@ -117,7 +117,21 @@ extension Ledger {
         }
         let row = try await db.raw("SELECT account_id FROM purchases WHERE transaction_id = \(bind: record.transactionId)").first()
         let holder = try row?.decode(column: "account_id", as: String?.self)
-        return holder == account ? .alreadyBound : .boundElsewhere(holder ?? "")
+        guard holder == account else { return .boundElsewhere(holder ?? "") }
+        if let orderId = record.orderId {
+            // Bound before its order was known (say, from a receipt): the order is fulfilled by it all the same.
+            let linked = try await db.raw("""
+                UPDATE purchases SET order_id = \(bind: orderId) WHERE transaction_id = \(bind: record.transactionId) AND order_id IS NULL
+                RETURNING transaction_id
+                """).first()
+            if linked != nil {
+                try await db.raw("""
+                    UPDATE orders SET state = 'granted', transaction_id = \(bind: record.transactionId), updated_at = \(bind: Millis.of(now))
+                    WHERE order_id = \(bind: orderId) AND transaction_id IS NULL
+                    """).run()
+            }
+        }
+        return .alreadyBound
     }
 
     /// Inserts the transaction unless its id is already there. Returns whether this call inserted it.

@@ -119,4 +119,39 @@ struct IAPServeProcessTests {
         try await Self.stop(process)
         #expect(!process.isRunning, "iap dev must exit on SIGTERM")
     }
+
+    @Test("kill -9 in the middle of 50 concurrent purchases, restart on the same SQLite file, submit all again: each granted exactly once")
+    func crashMidFlight() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-crash-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let minted = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path,
+                                              ["mint", "--data", root.appendingPathComponent("sim").path, "--count", "50"])
+        let transactions = minted.stdout.split(separator: "\n").map(String.init)
+        #expect(transactions.count == 50)
+        let port = Int.random(in: 30_000...34_999)
+        let arguments = ["serve", "--port", String(port), "--data", root.appendingPathComponent("server").path,
+                         "--root", root.appendingPathComponent("sim/jws-root.pem").path]
+        var server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret])
+        let url = "http://127.0.0.1:\(port)/v1/purchases"
+        let inFlight = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for jws in transactions {
+                    group.addTask { _ = try? await Self.request(url, method: "POST", body: #"{"signedTransaction":"\#(jws)"}"#, account: "crashy") }
+                }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(40))
+        kill(server.processIdentifier, SIGKILL)
+        await inFlight.value
+        server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret])
+        var outcomes: [String] = []
+        for jws in transactions {
+            let (status, reply) = try await Self.request(url, method: "POST", body: #"{"signedTransaction":"\#(jws)"}"#, account: "crashy")
+            outcomes.append(status == 200 ? reply["outcome"] as? String ?? "?" : "HTTP \(status)")
+        }
+        #expect(outcomes.allSatisfy { $0 == "granted" || $0 == "alreadyGranted" }, "\(outcomes)")
+        let (_, owned) = try await Self.request("http://127.0.0.1:\(port)/v1/entitlements", account: "crashy")
+        #expect((owned["balances"] as? [String: Any])?["coins"] as? Int == 5000, "50 transactions × 100 coins, none twice, none lost")
+        try await Self.stop(server)
+    }
 }

@@ -125,4 +125,21 @@ struct AskingAppleTests {
             #expect(audit.contains { $0["action"] as? String == "settle" })
         }
     }
+
+    @Test("An order paid in the store but never reported is found in the Server API history and granted by reconciliation")
+    func staleOrderRepaired() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-xia"])
+            _ = try await system.buy("com.example.iapkit.coins.100", account: "xia", storeAccount: "store-xia")
+            let (order, _, _) = try await system.buy(Self.premium, account: "xia", storeAccount: "store-xia", submit: false)
+            #expect(try await system.entitlements("xia").entitlementNames.isEmpty)
+            try await system.engine.advanceClock(by: 601)
+            let (_, report) = try await system.admin(.post, "/admin/reconcile")
+            #expect(report["ordersRepaired"] as? Int == 1)
+            #expect(try await system.entitlements("xia").entitlementNames == ["premium"])
+            let granted = try await system.admin(.get, "/admin/orders?state=granted")
+            #expect((granted.1["orders"] as? [[String: Any]])?.contains { $0["orderId"] as? String == order["orderId"] as? String } == true)
+            #expect(try await system.admin(.post, "/admin/reconcile").1["ordersRepaired"] as? Int == 0, "a repaired order is closed")
+        }
+    }
 }

@@ -40,7 +40,8 @@ public struct ServerMetrics: Sendable {
     /// A reconciliation run's repairs.
     func reconciled(_ report: Reconciler.Report) {
         for (what, count) in [("proof_granted", report.proofsGranted), ("proof_rejected", report.proofsRejected),
-                              ("proof_postponed", report.proofsPostponed), ("subscription_refreshed", report.subscriptionsRefreshed)] where count > 0 {
+                              ("proof_postponed", report.proofsPostponed), ("subscription_refreshed", report.subscriptionsRefreshed),
+                              ("order_repaired", report.ordersRepaired)] where count > 0 {
             registry.makeCounter(descriptor: Self.reconciled, labels: [("what", what)]).increment(by: Int64(count))
         }
     }

@@ -22,6 +22,7 @@ public struct Reconciler: Sendable {
         public var proofsRejected = 0
         public var proofsPostponed = 0
         public var subscriptionsRefreshed = 0
+        public var ordersRepaired = 0
     }
 
     /// One pass over what is due now.
@@ -51,6 +52,7 @@ public struct Reconciler: Sendable {
             }
         }
         report.subscriptionsRefreshed = try await refreshStaleSubscriptions(now: now)
+        report.ordersRepaired = try await repairStaleOrders(now: now)
         services.metrics.reconciled(report)
         return report
     }
@@ -80,6 +82,38 @@ public struct Reconciler: Sendable {
             }
         }
         return refreshed
+    }
+}
+
+extension Reconciler {
+    /// For orders open for over ten minutes, reads the customer's transaction history from the Server API (when the
+    /// account has any transaction to ask with) and grants what carries an open order's `appAccountToken`: the app paid,
+    /// and neither the app nor a notification told the server.
+    func repairStaleOrders(now: Date) async throws -> Int {
+        guard let serverAPI = services.verifier.apple.serverAPI else { return 0 }
+        let open = try await services.ledger.openOrders(createdBefore: now.addingTimeInterval(-600), limit: 100)
+        var repaired = 0
+        for (account, orders) in Dictionary(grouping: open, by: \.accountId) {
+            guard let handle = try await services.ledger.anyTransactionId(accountId: account) else { continue }
+            let byToken = Dictionary(orders.map { ($0.appAccountToken, $0) }, uniquingKeysWith: { first, _ in first })
+            var revision: String?
+            for _ in 0..<10 {
+                guard let page = try? await serverAPI.history(handle, revision: revision) else { break }
+                for signed in page.signedTransactions ?? [] {
+                    guard let transaction = try? await services.verifier.transaction(signed), let token = transaction.appAccountToken,
+                          let order = byToken[token], order.productId == transaction.productId else { continue }
+                    let result = try await services.ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: transaction,
+                                                                        source: "reconcile"), now: now)
+                    try await services.ledger.audit(actor: "reconciler", action: "order-repaired", subject: order.orderId,
+                                                    detail: "transaction \(result.transactionId) (\(result.outcome.rawValue)) from the Server API history",
+                                                    now: now)
+                    repaired += 1
+                }
+                guard page.hasMore == true, let next = page.revision else { break }
+                revision = next
+            }
+        }
+        return repaired
     }
 }
 
