@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "AppStoreClient", targets: ["AppStoreClient"]),
         .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
         .library(name: "PurchaseServer", targets: ["PurchaseServer"]),
+        .library(name: "PurchaseClient", targets: ["PurchaseClient"]),
         .executable(name: "iap", targets: ["iap"]),
     ],
     dependencies: [
@@ -85,6 +86,11 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        // The app-side SDK: Foundation (URLSession) and StoreKit only, so it builds for iOS; no NIO, no server code.
+        .target(
+            name: "PurchaseClient",
+            dependencies: ["AppStoreFormats"]
+        ),
         .executableTarget(
             name: "iap",
             dependencies: [
@@ -93,6 +99,7 @@ let package = Package(
                 "StoreSimulator",
                 "PurchaseLedger",
                 "PurchaseServer",
+                "PurchaseClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -127,12 +134,17 @@ let package = Package(
         .testTarget(
             name: "PurchaseServerTests",
             dependencies: [
-                "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "IAPTestSupport",
+                "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "PurchaseClient",
+                "IAPTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
+        ),
+        .testTarget(
+            name: "PurchaseClientTests",
+            dependencies: ["PurchaseClient", "AppStoreFormats"]
         ),
         .testTarget(
             name: "IAPCommandTests",

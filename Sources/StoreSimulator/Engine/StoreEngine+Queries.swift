@@ -2,6 +2,24 @@ import AppStoreFormats
 import Foundation
 
 extension StoreEngine {
+    /// An account's settings, as the device sees them.
+    public struct AccountSettings: Sendable, Codable, Hashable {
+        public var id: String
+        public var storefront: String
+        public var canMakePayments: Bool
+        public var askToBuy: Bool
+        public var billingFails: Bool
+    }
+
+    /// The settings of account `id`, if it exists.
+    public func account(_ id: String) -> AccountSettings? {
+        state.accounts[id].map { AccountSettings(id: $0.id, storefront: $0.storefront, canMakePayments: $0.canMakePayments, askToBuy: $0.askToBuy,
+                                                  billingFails: $0.billingFails) }
+    }
+
+    /// Ask to Buy and interrupted requests waiting, oldest first.
+    public func pendingRequestIds() -> [String] { state.pendingPurchases.keys.sorted() }
+
     /// A stored transaction's payload (unsigned).
     public func transaction(_ transactionId: String) -> JWSTransactionDecodedPayload? {
         state.transactions[transactionId]?.payload

@@ -81,6 +81,13 @@ struct DeviceRoutes {
             return try Reply.json(["id": body.id])
         }
 
+        sim.get("accounts/:account") { _, context in
+            guard let settings = await engine.account(try context.parameters.require("account")) else {
+                throw HTTPError(.notFound, message: "no such account")
+            }
+            return try Reply.json(settings)
+        }
+
         sim.put("accounts/:account/family") { request, context in
             struct Body: Decodable { var members: [String] }
             let body = try await request.decode(Body.self)

@@ -1,0 +1,33 @@
+import Foundation
+
+/// Signs that the device may be jailbroken, reported with a purchase so the server can record it and its policy can
+/// decide. Heuristics only: a determined attacker hides all of them, so they never block a purchase here.
+public struct DeviceIntegrity: Codable, Sendable, Hashable {
+    /// Which checks fired: `known-paths`, `dyld-insert`, `writable-outside-sandbox`, `url-schemes`.
+    public var signals: [String]
+    /// Whether the checks apply on this platform (iOS devices only).
+    public var applicable: Bool
+
+    public var suspicious: Bool { !signals.isEmpty }
+
+    /// Runs the checks. `canOpenURL` asks whether a URL scheme is handled (UIKit's `UIApplication.canOpenURL`,
+    /// passed in so this file needs no UIKit).
+    public static func check(canOpenURL: (URL) -> Bool = { _ in false }) -> DeviceIntegrity {
+        #if os(iOS) && !targetEnvironment(simulator)
+        var signals: [String] = []
+        let paths = ["/Applications/Cydia.app", "/Library/MobileSubstrate/MobileSubstrate.dylib", "/bin/bash", "/usr/sbin/sshd",
+                     "/etc/apt", "/private/var/lib/apt/", "/var/jb", "/usr/lib/libhooker.dylib"]
+        if paths.contains(where: { FileManager.default.fileExists(atPath: $0) }) { signals.append("known-paths") }
+        if ProcessInfo.processInfo.environment["DYLD_INSERT_LIBRARIES"] != nil { signals.append("dyld-insert") }
+        let probe = "/private/iapkit-integrity-\(UUID().uuidString)"
+        if FileManager.default.createFile(atPath: probe, contents: Data()) {
+            try? FileManager.default.removeItem(atPath: probe)
+            signals.append("writable-outside-sandbox")
+        }
+        if ["cydia://", "sileo://", "zbra://", "filza://"].compactMap(URL.init(string:)).contains(where: canOpenURL) { signals.append("url-schemes") }
+        return DeviceIntegrity(signals: signals, applicable: true)
+        #else
+        return DeviceIntegrity(signals: [], applicable: false)
+        #endif
+    }
+}

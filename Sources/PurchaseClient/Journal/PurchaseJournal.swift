@@ -1,0 +1,59 @@
+import Foundation
+
+/// One paid transaction the app has not yet seen granted, or one order the app set out to pay.
+public struct JournalEntry: Codable, Sendable, Hashable {
+    public enum Kind: String, Codable, Sendable {
+        /// Written before the payment sheet: which order an `appAccountToken` belongs to, so that a payment coming
+        /// back after a relaunch (when StoreKit may no longer say which order it was for) still finds its order.
+        case intent
+        /// Written the moment a paid transaction is seen, before anything else happens to it.
+        case paid
+    }
+
+    public var kind: Kind
+    public var orderId: String?
+    public var productId: String
+    public var appAccountToken: UUID?
+    public var transactionId: String?
+    /// The signed transaction (JWS): the proof uploaded to the server.
+    public var signedTransaction: String?
+    public var createdAt: Date
+    public var attempts: Int
+    /// When the next upload is due after a failure.
+    public var nextAttemptAt: Date?
+    public var lastError: String?
+
+    /// The entry's file-system-safe key: the transaction id for paid entries, the order id for intents.
+    public var key: String {
+        switch kind {
+        case .paid: "paid-" + (transactionId ?? "unknown")
+        case .intent: "intent-" + (orderId ?? appAccountToken?.uuidString.lowercased() ?? "unknown")
+        }
+    }
+
+    public init(kind: Kind, orderId: String?, productId: String, appAccountToken: UUID?, transactionId: String? = nil,
+                signedTransaction: String? = nil, createdAt: Date = Date(), attempts: Int = 0) {
+        self.kind = kind
+        self.orderId = orderId
+        self.productId = productId
+        self.appAccountToken = appAccountToken
+        self.transactionId = transactionId
+        self.signedTransaction = signedTransaction
+        self.createdAt = createdAt
+        self.attempts = attempts
+    }
+}
+
+/// Durable storage for journal entries. A `write` returns only when the entry would survive the process (and, on
+/// Linux, a power cut) — it is the promise the whole flow rests on.
+public protocol PurchaseJournal: Sendable {
+    func write(_ entry: JournalEntry) throws
+    func remove(key: String) throws
+    func entries() throws -> [JournalEntry]
+}
+
+/// Why the journal could not keep its promise.
+public struct JournalError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,114 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The simulated App Store as the app's store, over HTTP (`/sim/...`): one account on one device. Any platform.
+/// `updates()` polls the device's unfinished queue, as StoreKit pushes transactions.
+public actor SimulatorStore: StoreAdapter {
+    public let baseURL: URL
+    public let account: String
+    public let device: String
+    let pollInterval: Duration
+    let session: URLSession
+    /// How the next purchase ends (the simulator's `outcome`): tests and demos choose; nil is success.
+    private var nextOutcome: String?
+
+    public init(baseURL: URL, account: String, device: String, pollInterval: Duration = .milliseconds(250)) {
+        self.baseURL = baseURL
+        self.account = account
+        self.device = device
+        self.pollInterval = pollInterval
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 20
+        session = URLSession(configuration: configuration)
+    }
+
+    /// Makes the next purchase end in `outcome`: `userCancelled`, `failed`, `deferred` (Ask to Buy) or `interrupted`.
+    public func setNextOutcome(_ outcome: String?) { nextOutcome = outcome }
+
+    public nonisolated func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String]) {
+        var components = URLComponents(url: baseURL.appendingPathComponent("sim/products"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "ids", value: productIds.joined(separator: ","))]
+        struct Reply: Decodable { var products: [StoreProduct]; var invalidProductIds: [String] }
+        let reply: Reply = try await call("GET", components.url!)
+        return (reply.products, reply.invalidProductIds)
+    }
+
+    public func canMakePayments() async -> Bool {
+        struct Reply: Decodable { var canMakePayments: Bool }
+        let reply: Reply? = try? await call("GET", baseURL.appendingPathComponent("sim/accounts/\(account)"))
+        return reply?.canMakePayments ?? false
+    }
+
+    public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
+        struct Request: Encodable { var account, device, productId: String; var appAccountToken: UUID; var quantity: Int; var outcome: String? }
+        struct Reply: Decodable { var status: String; var signedTransaction: String?; var reason: String? }
+        let outcome = nextOutcome
+        nextOutcome = nil
+        let reply: Reply = try await call("POST", baseURL.appendingPathComponent("sim/purchases"), body: Request(
+            account: account, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity, outcome: outcome))
+        switch reply.status {
+        case "purchased":
+            guard let jws = reply.signedTransaction else { return .failed("the store answered without a transaction") }
+            return .purchased(try StoreTransaction(signedTransaction: jws))
+        case "pending", "interrupted": return .pending
+        case "userCancelled": return .cancelled
+        default: return .failed(reply.reason ?? reply.status)
+        }
+    }
+
+    public nonisolated func unfinished() async throws -> [StoreTransaction] {
+        struct Reply: Decodable { var signedTransactions: [String] }
+        let reply: Reply = try await call("GET", baseURL.appendingPathComponent("sim/accounts/\(account)/devices/\(device)/unfinished"))
+        return try reply.signedTransactions.map(StoreTransaction.init(signedTransaction:))
+    }
+
+    public nonisolated func finish(_ transaction: StoreTransaction) async throws {
+        struct Request: Encodable { var device: String }
+        struct Reply: Decodable { var finished: Bool }
+        let _: Reply = try await call("POST", baseURL.appendingPathComponent("sim/transactions/\(transaction.transactionId)/finish"), body: Request(device: device))
+    }
+
+    public nonisolated func restore() async throws -> [StoreTransaction] {
+        struct Reply: Decodable { var signedTransactions: [String] }
+        let reply: Reply = try await call("POST", baseURL.appendingPathComponent("sim/accounts/\(account)/restore"))
+        return try reply.signedTransactions.map(StoreTransaction.init(signedTransaction:))
+    }
+
+    public nonisolated func receipt() async throws -> String? {
+        struct Reply: Decodable { var receipt: String }
+        let reply: Reply = try await call("GET", baseURL.appendingPathComponent("sim/accounts/\(account)/receipt"))
+        return reply.receipt
+    }
+
+    public nonisolated func updates() -> AsyncStream<StoreTransaction> {
+        AsyncStream { continuation in
+            let task = Task {
+                var seen: Set<String> = []
+                while !Task.isCancelled {
+                    if let pending = try? await self.unfinished() {
+                        for transaction in pending where !seen.contains(transaction.transactionId) {
+                            seen.insert(transaction.transactionId)
+                            continuation.yield(transaction)
+                        }
+                    }
+                    try? await Task.sleep(for: pollInterval)
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    nonisolated func call<T: Decodable>(_ method: String, _ url: URL, body: (any Encodable & Sendable)? = nil) async throws -> T {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        if let body { request.httpBody = try JSONEncoder().encode(body) }
+        let (data, response) = try await session.data(for: request)
+        guard let status = (response as? HTTPURLResponse)?.statusCode, (200..<300).contains(status) else {
+            throw PurchaseFailure(.storeFailed, "the simulator answered \((response as? HTTPURLResponse)?.statusCode ?? 0) to \(url.path)")
+        }
+        return try JSONDecoder().decode(T.self, from: data)
+    }
+}

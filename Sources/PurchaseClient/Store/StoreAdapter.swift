@@ -1,0 +1,96 @@
+import AppStoreFormats
+import Foundation
+
+/// A product as the store describes it.
+public struct StoreProduct: Codable, Sendable, Hashable {
+    public struct Offer: Codable, Sendable, Hashable {
+        /// `FREE_TRIAL`, `PAY_AS_YOU_GO` or `PAY_UP_FRONT`.
+        public var discountType: String
+        /// ISO 8601, e.g. `P1W`.
+        public var period: String
+        public var numberOfPeriods: Int
+        /// Milliunits.
+        public var price: Int64
+
+        public init(discountType: String, period: String, numberOfPeriods: Int, price: Int64) {
+            self.discountType = discountType
+            self.period = period
+            self.numberOfPeriods = numberOfPeriods
+            self.price = price
+        }
+    }
+
+    public var productId: String
+    /// `Consumable`, `Non-Consumable`, `Non-Renewing Subscription`, `Auto-Renewable Subscription`.
+    public var type: String
+    public var displayName: String
+    /// Milliunits of ``currency``.
+    public var price: Int64
+    public var currency: String
+    /// Auto-renewable subscriptions: ISO 8601 billing period.
+    public var subscriptionPeriod: String?
+    public var introductoryOffer: Offer?
+    public var familyShareable: Bool?
+
+    public init(productId: String, type: String, displayName: String, price: Int64, currency: String, subscriptionPeriod: String? = nil,
+                introductoryOffer: Offer? = nil, familyShareable: Bool? = nil) {
+        self.productId = productId
+        self.type = type
+        self.displayName = displayName
+        self.price = price
+        self.currency = currency
+        self.subscriptionPeriod = subscriptionPeriod
+        self.introductoryOffer = introductoryOffer
+        self.familyShareable = familyShareable
+    }
+}
+
+/// A paid transaction as the store hands it to the app: the signed proof, and the ids read from it (unverified —
+/// the server verifies).
+public struct StoreTransaction: Sendable, Hashable {
+    public var transactionId: String
+    public var originalTransactionId: String?
+    public var productId: String
+    public var appAccountToken: UUID?
+    public var signedTransaction: String
+
+    /// Reads the ids from a signed transaction without verifying it (the app cannot; the server does).
+    public init(signedTransaction: String) throws {
+        let payload = try CompactJWS(signedTransaction).unverifiedPayload(as: JWSTransactionDecodedPayload.self)
+        guard let id = payload.transactionId, let product = payload.productId else {
+            throw PurchaseFailure(.storeFailed, "the store returned a transaction without its id or product")
+        }
+        transactionId = id
+        originalTransactionId = payload.originalTransactionId
+        productId = product
+        appAccountToken = payload.appAccountToken
+        self.signedTransaction = signedTransaction
+    }
+}
+
+/// What a payment attempt ended in.
+public enum StorePurchaseResult: Sendable, Hashable {
+    case purchased(StoreTransaction)
+    /// Ask to Buy (or another deferral): the transaction, if approved, comes through ``StoreAdapter/updates()``.
+    case pending
+    case cancelled
+    case failed(String)
+}
+
+/// The store, behind one protocol: the simulator over HTTP (any platform) or StoreKit 2 (Apple platforms).
+public protocol StoreAdapter: Sendable {
+    func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String])
+    func canMakePayments() async -> Bool
+    /// Pays for `productId` with the order's `appAccountToken` set on the payment.
+    func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult
+    /// Transactions paid but not finished on this device (StoreKit's `Transaction.unfinished`).
+    func unfinished() async throws -> [StoreTransaction]
+    func finish(_ transaction: StoreTransaction) async throws
+    /// The store's restore (`AppStore.sync()` + current entitlements): non-consumables and auto-renewables.
+    func restore() async throws -> [StoreTransaction]
+    /// Transactions arriving outside a purchase call: Ask to Buy approvals, interrupted purchases completed,
+    /// renewals, purchases on other devices (StoreKit's `Transaction.updates`).
+    func updates() -> AsyncStream<StoreTransaction>
+    /// The app receipt (base64), refreshed from the store when missing; nil when there is none.
+    func receipt() async throws -> String?
+}

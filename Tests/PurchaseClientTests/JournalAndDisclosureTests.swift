@@ -1,0 +1,54 @@
+import Foundation
+import PurchaseClient
+import Testing
+
+@Suite("The journal, the subscription disclosure, the integrity signal")
+struct JournalAndDisclosureTests {
+    func directory() -> URL { FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)") }
+
+    @Test("Entries survive a new journal on the same directory, replace by key, and leave no temporary files")
+    func journal() throws {
+        let dir = directory()
+        let journal = try FileJournal(directory: dir)
+        let token = UUID()
+        try journal.write(JournalEntry(kind: .intent, orderId: "o1", productId: "p", appAccountToken: token))
+        try journal.write(JournalEntry(kind: .paid, orderId: "o1", productId: "p", appAccountToken: token, transactionId: "t1", signedTransaction: "a.b.c"))
+        var updated = JournalEntry(kind: .paid, orderId: "o1", productId: "p", appAccountToken: token, transactionId: "t1", signedTransaction: "a.b.c")
+        updated.attempts = 3
+        try journal.write(updated)
+        let reopened = try FileJournal(directory: dir).entries()
+        #expect(reopened.map(\.kind) == [.intent, .paid])
+        #expect(reopened.last?.attempts == 3)
+        try journal.remove(key: "intent-o1")
+        try journal.remove(key: "intent-o1")
+        #expect(try journal.entries().map(\.key) == ["paid-t1"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).allSatisfy { !$0.hasPrefix(".") })
+        // A damaged file is skipped, not fatal.
+        try Data("{".utf8).write(to: dir.appendingPathComponent("paid-broken.json"))
+        #expect(try journal.entries().map(\.key) == ["paid-t1"])
+        // A hostile key cannot leave the directory.
+        try journal.write(JournalEntry(kind: .paid, orderId: nil, productId: "p", appAccountToken: nil, transactionId: "../../escape"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).contains("paid-______escape.json"))
+    }
+
+    @Test("Disclosure: price per period, introductory terms, renewal wording; none for a non-subscription")
+    func disclosure() throws {
+        let monthly = StoreProduct(productId: "m", type: "Auto-Renewable Subscription", displayName: "Pro", price: 4990, currency: "USD",
+                                   subscriptionPeriod: "P1M", introductoryOffer: .init(discountType: "FREE_TRIAL", period: "P1W", numberOfPeriods: 1, price: 0))
+        let disclosure = try #require(SubscriptionDisclosure(monthly))
+        #expect(disclosure.price == "$4.99 per month")
+        #expect(disclosure.introductoryTerms == "1 week free, then $4.99 per month")
+        #expect(disclosure.renewal.contains("Renews automatically every month at $4.99 until cancelled"))
+        let quarterly = StoreProduct(productId: "q", type: "Auto-Renewable Subscription", displayName: "Q", price: 9990, currency: "USD",
+                                     subscriptionPeriod: "P3M", introductoryOffer: .init(discountType: "PAY_AS_YOU_GO", period: "P3M", numberOfPeriods: 2, price: 4990))
+        #expect(SubscriptionDisclosure(quarterly)?.introductoryTerms == "$4.99 per 3 months for the first 6 months, then $9.99 per 3 months")
+        #expect(SubscriptionDisclosure(StoreProduct(productId: "c", type: "Consumable", displayName: "C", price: 990, currency: "USD")) == nil)
+    }
+
+    @Test("The integrity check does not apply off iOS devices")
+    func integrity() {
+        let report = DeviceIntegrity.check()
+        #expect(report.applicable == false)
+        #expect(report.suspicious == false)
+    }
+}

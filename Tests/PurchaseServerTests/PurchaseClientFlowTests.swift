@@ -1,0 +1,182 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PurchaseClient
+import PurchaseServer
+import StoreSimulator
+import Testing
+
+/// An app on a device: a PurchaseClient over the simulator and the server, with a journal in a directory.
+struct App {
+    let client: PurchaseClient
+    let store: SimulatorStore
+    let journalDirectory: URL
+
+    static func launch(_ system: System, account: String, storeAccount: String, device: String = "phone", journal: URL? = nil,
+                       serverURL: URL? = nil, retryDelays: [Duration] = [.milliseconds(50)]) throws -> App {
+        let directory = journal ?? FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)")
+        let store = SimulatorStore(baseURL: URL(string: "http://127.0.0.1:\(system.simulator.port!)")!, account: storeAccount, device: device,
+                                   pollInterval: .milliseconds(50))
+        let secret = system.secret
+        let server = PurchaseServerClient(baseURL: serverURL ?? URL(string: "http://127.0.0.1:\(system.server.port!)")!, timeout: 5) {
+            try await AccountAuthenticator.issueToken(account: account, secret: secret)
+        }
+        return App(client: PurchaseClient(store: store, server: server, journal: try FileJournal(directory: directory), retryDelays: retryDelays),
+                   store: store, journalDirectory: directory)
+    }
+
+    var journalEntries: [JournalEntry] { (try? FileJournal(directory: journalDirectory).entries()) ?? [] }
+}
+
+@Suite("PurchaseClient against the simulator and the server: the paid order is never lost")
+struct PurchaseClientFlowTests {
+    static let coins = "com.example.iapkit.coins.100"
+    static let premium = "com.example.iapkit.premium"
+    static let season = "com.example.iapkit.season.pass"
+    static let monthly = "com.example.iapkit.pro.monthly"
+
+    @Test("Each product type: order, payment, journal, upload, finish — granted, finished, journal empty")
+    func fourTypes() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-ada"])
+            let app = try App.launch(system, account: "ada", storeAccount: "store-ada")
+            await app.client.start()
+            let (products, invalid) = try await app.client.products([Self.coins, Self.premium, "nope"])
+            #expect(products.map(\.productId) == [Self.coins, Self.premium])
+            #expect(invalid == ["nope"])
+            for product in [Self.coins, Self.premium, Self.season, Self.monthly] {
+                guard case .granted = await app.client.purchase(product) else { Issue.record("\(product) not granted"); continue }
+            }
+            let owned = try await app.client.entitlements()
+            #expect(owned.balances["coins"] == 100)
+            #expect(Set(owned.entitlements.map(\.name)) == ["premium", "season", "pro"])
+            #expect(try await app.store.unfinished().isEmpty, "every transaction finished")
+            #expect(app.journalEntries.isEmpty)
+            await app.client.stop()
+        }
+    }
+
+    @Test("Server unreachable during upload: paid and journaled, not finished; the next launch delivers it once")
+    func serverDownThenNextLaunch() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-ben"])
+            // The order is created, then the server "dies": uploads go to a dead port.
+            let order = try await system.call(.post, "/v1/orders", as: "ben", ["productId": Self.coins]).1
+            let dead = try App.launch(system, account: "ben", storeAccount: "store-ben", serverURL: URL(string: "http://127.0.0.1:1")!)
+            let transaction = try await paid(system, store: dead.store, productId: Self.coins, token: order["appAccountToken"] as? String)
+            let outcome = await dead.client.resume()
+            #expect(outcome == 0)
+            #expect(dead.journalEntries.map(\.transactionId) == [transaction.transactionId], "journaled before the upload")
+            #expect(try await dead.store.unfinished().map(\.transactionId) == [transaction.transactionId], "not finished")
+            await dead.client.stop()
+
+            let next = try App.launch(system, account: "ben", storeAccount: "store-ben", journal: dead.journalDirectory)
+            #expect(await next.client.start() == 1)
+            #expect(try await next.client.entitlements().balances["coins"] == 100)
+            #expect(next.journalEntries.isEmpty)
+            #expect(try await next.store.unfinished().isEmpty)
+            let orders = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
+            #expect(orders.contains { $0["orderId"] as? String == order["orderId"] as? String }, "bound to its order through the token")
+            await next.client.stop()
+        }
+    }
+
+    @Test("Granted but killed before finish: the next launch finishes it and grants nothing more")
+    func grantedBeforeFinish() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-cal"])
+            let app = try App.launch(system, account: "cal", storeAccount: "store-cal")
+            let transaction = try await paid(system, store: app.store, productId: Self.coins, token: nil)
+            // The journal holds it and the server granted it; the app died before finish.
+            try FileJournal(directory: app.journalDirectory).write(JournalEntry(
+                kind: .paid, orderId: nil, productId: Self.coins, appAccountToken: nil, transactionId: transaction.transactionId,
+                signedTransaction: transaction.signedTransaction))
+            #expect(try await system.call(.post, "/v1/purchases", as: "cal", ["signedTransaction": transaction.signedTransaction]).1["outcome"] as? String == "granted")
+            #expect(await app.client.start() == 1)
+            #expect(try await app.store.unfinished().isEmpty)
+            #expect(app.journalEntries.isEmpty)
+            #expect(try await app.client.entitlements().balances["coins"] == 100)
+            await app.client.stop()
+        }
+    }
+
+    @Test("Deleted and reinstalled: no journal, the store's unfinished queue and appAccountToken recover the order")
+    func reinstalled() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-dee"])
+            let order = try await system.call(.post, "/v1/orders", as: "dee", ["productId": Self.premium]).1
+            let first = try App.launch(system, account: "dee", storeAccount: "store-dee")
+            _ = try await paid(system, store: first.store, productId: Self.premium, token: order["appAccountToken"] as? String)
+            try? FileManager.default.removeItem(at: first.journalDirectory)
+            let fresh = try App.launch(system, account: "dee", storeAccount: "store-dee")
+            #expect(fresh.journalEntries.isEmpty)
+            #expect(await fresh.client.start() == 1)
+            #expect(try await fresh.client.entitlements().has("premium"))
+            let orders = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
+            #expect(orders.contains { $0["orderId"] as? String == order["orderId"] as? String })
+            await fresh.client.stop()
+        }
+    }
+
+    @Test("Ask to Buy: pending, then the parent approves and start()'s listener delivers it")
+    func askToBuy() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-eve", "askToBuy": true])
+            let app = try App.launch(system, account: "eve", storeAccount: "store-eve")
+            await app.client.start()
+            #expect(await app.client.purchase(Self.premium) == .pendingApproval)
+            #expect(app.journalEntries.map(\.kind) == [.intent], "the order is remembered for when the approval comes")
+            let requests = await system.engine.notifications().count
+            #expect(requests == 0)
+            let pending = try #require(await system.engine.pendingRequestIds().first)
+            _ = try await system.device(.post, "/sim/requests/\(pending)/approve")
+            var granted = false
+            for await entitlements in app.client.entitlementUpdates where entitlements.has("premium") { granted = true; break }
+            #expect(granted)
+            #expect(app.journalEntries.isEmpty)
+            await app.client.stop()
+        }
+    }
+
+    @Test("Cancelled and failed payments are typed outcomes and leave nothing behind; payments disabled is refused up front")
+    func cancelledAndFailed() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-fay"])
+            let app = try App.launch(system, account: "fay", storeAccount: "store-fay")
+            await app.store.setNextOutcome("userCancelled")
+            #expect(await app.client.purchase(Self.premium) == .cancelled)
+            await app.store.setNextOutcome("failed")
+            guard case .failed(let failure) = await app.client.purchase(Self.premium) else { Issue.record("expected a failure"); return }
+            #expect(failure.code == .storeFailed)
+            #expect(app.journalEntries.isEmpty)
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-fay", "canMakePayments": false])
+            guard case .failed(let refused) = await app.client.purchase(Self.premium) else { Issue.record("expected a refusal"); return }
+            #expect(refused.code == .paymentsNotAllowed)
+        }
+    }
+
+    @Test("Restore brings back the non-consumable from the store and the season pass from the server; promoted purchases wait")
+    func restoreAndPromoted() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-gus"])
+            let phone = try App.launch(system, account: "gus", storeAccount: "store-gus")
+            #expect(await phone.client.handlePromotedPurchase(Self.premium) == nil, "held until the app is ready")
+            let outcomes = await phone.client.readyForPromotedPurchases()
+            guard case .granted = outcomes.first else { Issue.record("promoted purchase not granted: \(outcomes)"); return }
+            guard case .granted = await phone.client.purchase(Self.season) else { Issue.record("season not granted"); return }
+            let tablet = try App.launch(system, account: "gus", storeAccount: "store-gus", device: "tablet")
+            let restored = try await tablet.client.restore()
+            #expect(Set(restored.entitlements.map(\.name)) == ["premium", "season"])
+        }
+    }
+
+    /// Pays in the store directly, as if the app died right after the payment (nothing journaled by the client).
+    func paid(_ system: System, store: SimulatorStore, productId: String, token: String?) async throws -> StoreTransaction {
+        guard case .purchased(let transaction) = try await store.purchase(productId, appAccountToken: token.flatMap(UUID.init(uuidString:)) ?? UUID(),
+                                                                          quantity: 1) else {
+            throw PurchaseFailure(.storeFailed, "the simulator did not sell \(productId)")
+        }
+        return transaction
+    }
+}
