@@ -138,6 +138,7 @@ public actor PurchaseClient {
         }
         switch result {
         case .purchased(let transaction):
+            checkpointObserver?(.afterPayment)
             return await deliver(transaction, orderId: order.orderId)
         case .pending:
             eventStream.continuation.yield(.pendingApproval(productId: productId))
@@ -179,6 +180,7 @@ public actor PurchaseClient {
     public func restore() async throws -> Entitlements {
         _ = await resume()
         let restored = try await store.restore()
+        checkpointObserver?(.duringRestore)
         let entitlements = try await server.restore(signedTransactions: restored.map(\.signedTransaction))
         publish(entitlements)
         return entitlements
@@ -215,6 +217,7 @@ public actor PurchaseClient {
             return .paidPendingDelivery(transactionId: transaction.transactionId)
         }
         eventStream.continuation.yield(.journaled(transactionId: transaction.transactionId))
+        checkpointObserver?(.afterJournal)
         if let intent { try? journal.remove(key: intent.key) }
         if await upload(entry), let latest { return .granted(latest) }
         if let rejected = rejections[transaction.transactionId] {
@@ -224,6 +227,26 @@ public actor PurchaseClient {
     }
 
     private var rejections: [String: String] = [:]
+
+    /// Points in the flow where an app can die, for crash tests: an observer set with
+    /// ``setCheckpointObserver(_:)`` is called at each (a test kills the process there).
+    public enum Checkpoint: String, Sendable, CaseIterable {
+        /// The store charged; nothing is journaled yet.
+        case afterPayment
+        /// The paid transaction is journaled; nothing is uploaded yet.
+        case afterJournal
+        /// The server answered the upload; the app has not read the answer.
+        case duringUpload
+        /// The server granted it and the journal entry is gone; the transaction is not finished.
+        case afterGrant
+        /// The store restored; the server has not been told.
+        case duringRestore
+    }
+
+    private var checkpointObserver: (@Sendable (Checkpoint) -> Void)?
+
+    /// Calls `observer` at each ``Checkpoint``. For crash tests only.
+    public func setCheckpointObserver(_ observer: (@Sendable (Checkpoint) -> Void)?) { checkpointObserver = observer }
 
     /// Uploads one journaled transaction. Granted → the entry leaves the journal and the transaction is finished.
     /// Refused for good → the same, reported. Anything else → the next attempt is scheduled. Returns whether granted.
@@ -242,10 +265,13 @@ public actor PurchaseClient {
         eventStream.continuation.yield(.uploading(transactionId: transactionId, attempt: entry.attempts + 1))
         let transaction = try? StoreTransaction(signedTransaction: signed)
         do {
-            switch try await server.submit(signedTransaction: signed, orderId: entry.orderId) {
+            let answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId)
+            checkpointObserver?(.duringUpload)
+            switch answer {
             case .granted(let entitlements):
                 try? journal.remove(key: entry.key)
                 done.insert(transactionId)
+                checkpointObserver?(.afterGrant)
                 eventStream.continuation.yield(.granted(transactionId: transactionId))
                 publish(entitlements)
                 if let transaction, (try? await store.finish(transaction)) != nil {

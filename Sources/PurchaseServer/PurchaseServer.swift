@@ -60,13 +60,14 @@ public enum PurchaseServer {
         return router
     }
 
-    /// The server on `host:port`, with the reconciliation job every `reconcileEvery` when given.
+    /// The server on `host:port`, with the reconciliation job every `reconcileEvery` when given; `onRunning` receives the
+    /// port listened on (useful with port 0).
     public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8080, reconcileEvery: Duration? = nil,
-                                   logger: Logger? = nil) -> some ApplicationProtocol {
+                                   logger: Logger? = nil, onRunning: (@Sendable (Int) async -> Void)? = nil) -> some ApplicationProtocol {
         var log = logger ?? Logger(label: "iapkit.server")
         if logger == nil { log.logLevel = .info }
         let jobs: [any Service] = reconcileEvery.map { [ReconciliationService(reconciler: Reconciler(services: services), interval: $0, logger: log)] } ?? []
         return Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),
-                           services: jobs, logger: log)
+                           services: jobs, onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? port) }, logger: log)
     }
 }

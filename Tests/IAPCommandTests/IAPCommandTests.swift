@@ -122,7 +122,7 @@ struct IAPSimulatorProcessTests {
 
     /// Starts `iap simulator` on a free-ish port and waits until it answers.
     static func start(data: URL) async throws -> (Process, Int) {
-        let port = Int.random(in: 20_000...29_999)
+        let port = try FreePort.pick()
         let process = try Subprocess.start(try binary().path, ["simulator", "--port", String(port), "--data", data.path])
         for _ in 0..<100 {
             if (try? Data(contentsOf: URL(string: "http://127.0.0.1:\(port)/sim/root.cer")!)) != nil { return (process, port) }

@@ -42,7 +42,7 @@ struct IAPServeProcessTests {
     func embeddedDefaults() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-serve-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
-        let port = Int.random(in: 30_000...34_999)
+        let port = try FreePort.pick()
         let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health")
         let (status, health) = try await Self.request("http://127.0.0.1:\(port)/health")
         #expect(status == 200)
@@ -59,10 +59,10 @@ struct IAPServeProcessTests {
         let database = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"], "run the suite with scripts/test")
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-replicas-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
-        let simulatorPort = Int.random(in: 35_000...39_999)
+        let simulatorPort = try FreePort.pick()
         let simulator = try await Self.start(["simulator", "--port", String(simulatorPort), "--data", root.appendingPathComponent("sim").path],
                                              probe: "http://127.0.0.1:\(simulatorPort)/sim/root.cer")
-        let ports = [Int.random(in: 40_000...44_999), Int.random(in: 45_000...49_999)]
+        let ports = [try FreePort.pick(), try FreePort.pick()]
         var replicas: [Process] = []
         for (index, port) in ports.enumerated() {
             replicas.append(try await Self.start(
@@ -101,7 +101,7 @@ struct IAPServeProcessTests {
     func dev() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-dev-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
-        let (server, simulator) = (Int.random(in: 50_000...54_999), Int.random(in: 55_000...59_999))
+        let (server, simulator) = (try FreePort.pick(), try FreePort.pick())
         let process = try await Self.start(["dev", "--data", data.path, "--server-port", String(server), "--simulator-port", String(simulator)],
                                            probe: "http://127.0.0.1:\(server)/health")
         defer { process.terminate() }
@@ -128,7 +128,7 @@ struct IAPServeProcessTests {
                                               ["mint", "--data", root.appendingPathComponent("sim").path, "--count", "50"])
         let transactions = minted.stdout.split(separator: "\n").map(String.init)
         #expect(transactions.count == 50)
-        let port = Int.random(in: 30_000...34_999)
+        let port = try FreePort.pick()
         let arguments = ["serve", "--port", String(port), "--data", root.appendingPathComponent("server").path,
                          "--root", root.appendingPathComponent("sim/jws-root.pem").path]
         var server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret])

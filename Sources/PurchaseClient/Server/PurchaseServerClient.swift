@@ -70,6 +70,17 @@ public struct PurchaseServerClient: Sendable {
         return try Self.decoder.decode(Entitlements.self, from: data)
     }
 
+    /// Spends `amount` of a consumable currency once per `idempotencyKey` (retrying with the same key is safe).
+    /// Returns the balance after it.
+    public func spend(currency: String, amount: Int64, idempotencyKey: String) async throws -> Int64 {
+        struct Body: Encodable { var amount: Int64; var idempotencyKey: String }
+        let path = "v1/consumables/\(currency.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? currency)/spend"
+        let (status, data) = try await send("POST", path, body: Body(amount: amount, idempotencyKey: idempotencyKey))
+        guard status == 200 else { throw PurchaseFailure(.rejectedByServer, Self.message(data) ?? "HTTP \(status)") }
+        struct Reply: Decodable { var balance: Int64 }
+        return try Self.decoder.decode(Reply.self, from: data).balance
+    }
+
     /// Server restore: binds what the store restored and answers everything the account owns.
     public func restore(signedTransactions: [String]) async throws -> Entitlements {
         let (status, data) = try await send("POST", "v1/restore", body: ["signedTransactions": signedTransactions])
@@ -87,7 +98,7 @@ public struct PurchaseServerClient: Sendable {
             request.httpBody = try JSONEncoder().encode(body)
         }
         do {
-            let (data, response) = try await session.data(for: request)
+            let (data, response) = try await session.uncancelledData(for: request)
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
         } catch {
             throw Unreachable(description: "\(error.localizedDescription)")

@@ -105,7 +105,7 @@ public actor SimulatorStore: StoreAdapter {
         var request = URLRequest(url: url)
         request.httpMethod = method
         if let body { request.httpBody = try JSONEncoder().encode(body) }
-        let (data, response) = try await session.data(for: request)
+        let (data, response) = try await session.uncancelledData(for: request)
         guard let status = (response as? HTTPURLResponse)?.statusCode, (200..<300).contains(status) else {
             throw PurchaseFailure(.storeFailed, "the simulator answered \((response as? HTTPURLResponse)?.statusCode ?? 0) to \(url.path)")
         }

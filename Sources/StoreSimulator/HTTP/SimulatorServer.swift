@@ -1,6 +1,7 @@
 import AppStoreFormats
 import Foundation
 import Hummingbird
+import Logging
 import ServiceLifecycle
 
 /// The simulated App Store as an HTTP service: the device side under `/sim`, `/verifyReceipt` (production) and
@@ -43,9 +44,12 @@ public enum SimulatorServer {
 
     /// An application serving the simulator on `host:port`; with `tick`, it also renews subscriptions and delivers
     /// notifications as real time passes.
-    public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8090, tick: Duration? = nil) -> some ApplicationProtocol {
+    /// `onRunning` receives the port listened on (useful with port 0).
+    public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8090, tick: Duration? = nil,
+                                   logger: Logger? = nil, onRunning: (@Sendable (Int) async -> Void)? = nil) -> some ApplicationProtocol {
         Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "IAPKit StoreSimulator"),
-                    services: tick.map { [Ticker(services: services, interval: $0)] } ?? [])
+                    services: tick.map { [Ticker(services: services, interval: $0)] } ?? [],
+                    onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? port) }, logger: logger)
     }
 
     /// Catches the store up with real time at a fixed interval.

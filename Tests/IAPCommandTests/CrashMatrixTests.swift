@@ -1,0 +1,157 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import IAPTestSupport
+import Testing
+
+/// The proof, over real processes: `iap simulator`, `iap serve`, and the app as `iap app` processes killed at each
+/// point of the flow (`--crash-at`, an immediate `_exit`), then launched again on the same journal. No webhook: the
+/// app alone must carry every paid order to the server.
+@Suite("Crash matrix: kill the app (or the server) anywhere; the order ends granted, exactly once, to the right account")
+struct CrashMatrixTests {
+    static let secret = String(repeating: "crash-matrix-", count: 3)
+    static let adminKey = "crash-matrix-admin"
+
+    struct World {
+        let root: URL
+        let simulatorPort: Int
+        let serverPort: Int
+        var simulator: Process
+        var server: Process
+
+        var serverArguments: [String] {
+            ["serve", "--port", String(serverPort), "--data", root.appendingPathComponent("server").path,
+             "--root", root.appendingPathComponent("sim/jws-root.pem").path]
+        }
+
+        static func start() async throws -> World {
+            let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-matrix-\(UUID().uuidString)")
+            let simulatorPort = try FreePort.pick(), serverPort = try FreePort.pick()
+            let simulator = try await IAPServeProcessTests.start(["simulator", "--port", String(simulatorPort), "--data", root.appendingPathComponent("sim").path],
+                                                                 probe: "http://127.0.0.1:\(simulatorPort)/sim/root.cer")
+            var world = World(root: root, simulatorPort: simulatorPort, serverPort: serverPort, simulator: simulator, server: simulator)
+            world.server = try await world.startServer()
+            return world
+        }
+
+        func startServer() async throws -> Process {
+            try await IAPServeProcessTests.start(serverArguments, probe: "http://127.0.0.1:\(serverPort)/health",
+                                                 environment: ["IAPKIT_AUTH_HS256_SECRET": CrashMatrixTests.secret, "IAPKIT_ADMIN_KEY": CrashMatrixTests.adminKey])
+        }
+
+        func stop() async throws {
+            for process in [server, simulator] { try await IAPServeProcessTests.stop(process) }
+            try? FileManager.default.removeItem(at: root)
+        }
+
+        /// Runs `iap app <command>` for `account` (store account `store-<account>`) with its journal.
+        func app(_ command: String, _ account: String, journal: String? = nil, device: String = "phone", _ extra: [String] = []) async throws -> (status: Int32, line: [String: Any]) {
+            let arguments = ["app", command, "--simulator", "http://127.0.0.1:\(simulatorPort)", "--server", "http://127.0.0.1:\(serverPort)",
+                             "--secret", CrashMatrixTests.secret, "--account", account, "--store-account", "store-\(account)", "--device", device,
+                             "--journal", root.appendingPathComponent(journal ?? "journal-\(account)").path] + extra
+            let result = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path, arguments)
+            var line = (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [String: Any] ?? [:]
+            if result.status != 0 && result.status != 137 { line["stderr"] = String(result.stderr.suffix(3000)) }
+            return (result.status, line)
+        }
+
+        func get(_ port: Int, _ path: String, bearer: String? = nil) async throws -> [String: Any] {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+            if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+            let (data, _) = try await URLSession.shared.data(for: request)
+            return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        }
+
+        /// The account's orders by state, and the device's unfinished transactions.
+        func settled(_ account: String, device: String = "phone") async throws -> (granted: Int, open: Int, unfinished: Int) {
+            func count(_ state: String) async throws -> Int {
+                let orders = try await get(serverPort, "/admin/orders?state=\(state)", bearer: CrashMatrixTests.adminKey)["orders"] as? [[String: Any]] ?? []
+                return orders.filter { $0["accountId"] as? String == account }.count
+            }
+            let unfinished = try await get(simulatorPort, "/sim/accounts/store-\(account)/devices/\(device)/unfinished")["signedTransactions"] as? [String] ?? []
+            return (try await count("granted"), try await count("created"), unfinished.count)
+        }
+
+        func createStoreAccount(_ account: String) async throws {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(simulatorPort)/sim/accounts")!)
+            request.httpMethod = "POST"
+            request.httpBody = Data(#"{"id":"store-\#(account)"}"#.utf8)
+            _ = try await URLSession.shared.data(for: request)
+        }
+    }
+
+    static let coins = "com.example.iapkit.coins.100"
+
+    @Test("Each crash point of a purchase, then a fresh launch on the same journal")
+    func crashPoints() async throws {
+        let world = try await World.start()
+        for point in ["afterPayment", "afterJournal", "duringUpload", "afterGrant"] {
+            let account = "crash-\(point)"
+            try await world.createStoreAccount(account)
+            let crashed = try await world.app("buy", account, ["--product", Self.coins, "--crash-at", point])
+            #expect(crashed.status == 137, "\(point): the app died there")
+            let relaunched = try await world.app("resume", account)
+            #expect(relaunched.status == 0, "\(relaunched.line["stderr"] ?? "")")
+            #expect((relaunched.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): granted exactly once: \(relaunched.line)")
+            let state = try await world.settled(account)
+            #expect(state.granted == 1 && state.open == 0, "\(point): the order is granted: \(state)")
+            #expect(state.unfinished == 0, "\(point): the transaction is finished")
+            // A further launch changes nothing.
+            let again = try await world.app("resume", account)
+            #expect((again.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): \(again)")
+        }
+        try await world.stop()
+    }
+
+    @Test("Reinstalled after the crash (journal gone), server death during the flow, and a crash during restore")
+    func reinstallServerDeathRestore() async throws {
+        var world = try await World.start()
+        // Reinstalled: the journal is deleted with the app; the unfinished transaction and its appAccountToken remain.
+        try await world.createStoreAccount("reinstalled")
+        #expect(try await world.app("buy", "reinstalled", ["--product", Self.coins, "--crash-at", "afterJournal"]).status == 137)
+        try FileManager.default.removeItem(at: world.root.appendingPathComponent("journal-reinstalled"))
+        let fresh = try await world.app("resume", "reinstalled")
+        #expect((fresh.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(fresh.line)")
+        #expect(try await world.settled("reinstalled") == (granted: 1, open: 0, unfinished: 0))
+
+        // The server dies after the payment: the app keeps the purchase through launches until the server is back.
+        try await world.createStoreAccount("server-death")
+        #expect(try await world.app("buy", "server-death", ["--product", Self.coins, "--crash-at", "afterJournal"]).status == 137)
+        kill(world.server.processIdentifier, SIGKILL)
+        try await Task.sleep(for: .milliseconds(100))
+        let whileDown = try await world.app("resume", "server-death")
+        #expect(whileDown.line["outcome"] as? String == "resumed:0", "\(whileDown.line)")
+        world.server = try await world.startServer()
+        let afterRestart = try await world.app("resume", "server-death")
+        #expect(afterRestart.line["outcome"] as? String == "resumed:1")
+        #expect((afterRestart.line["balances"] as? [String: Any])?["coins"] as? Int == 100)
+        #expect(try await world.settled("server-death") == (granted: 1, open: 0, unfinished: 0))
+
+        // A crash during restore on a second device, then restore again.
+        try await world.createStoreAccount("restorer")
+        let bought = try await world.app("buy", "restorer", ["--product", "com.example.iapkit.premium"])
+        #expect(bought.line["outcome"] as? String == "granted")
+        #expect(try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet", ["--crash-at", "duringRestore"]).status == 137)
+        let restored = try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet")
+        #expect(restored.line["entitlements"] as? [String] == ["premium"])
+        try await world.stop()
+    }
+}
+
+@Suite("iap demo")
+struct IAPDemoTests {
+    @Test("iap demo runs the whole timeline in under a minute and exits 0 with every step as expected")
+    func demo() async throws {
+        let started = ContinuousClock.now
+        let result = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path, ["demo"])
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(ContinuousClock.now - started < .seconds(60))
+        #expect(!result.stdout.contains("✘"))
+        #expect(result.stdout.contains("13/13 steps as expected"))
+        for line in ["100 coins (consumable)", "Premium (non-consumable)", "Season Pass (non-renewing subscription)", "Pro Monthly (auto-renewable",
+                     "grace period", "billing recovered", "expires at the period's end", "REFUND revokes it", "the app relaunches"] {
+            #expect(result.stdout.contains(line), "missing: \(line)")
+        }
+    }
+}
