@@ -13,6 +13,8 @@ public actor PurchaseClient {
     public let journal: any PurchaseJournal
     /// Waits between upload attempts: the n-th failure waits `retryDelays[min(n, count) - 1]`.
     public let retryDelays: [Duration]
+    /// Sent with every upload when it applies (iOS devices): the server records it and its policy decides.
+    public let deviceIntegrity: DeviceIntegrity?
 
     private var productCache: [String: StoreProduct] = [:]
     private var listener: Task<Void, Never>?
@@ -34,7 +36,9 @@ public actor PurchaseClient {
     public nonisolated var entitlementUpdates: AsyncStream<Entitlements> { entitlementStream.stream }
 
     public init(store: any StoreAdapter, server: PurchaseServerClient, journal: any PurchaseJournal,
-                retryDelays: [Duration] = [.seconds(2), .seconds(10), .seconds(30), .seconds(120), .seconds(600)]) {
+                retryDelays: [Duration] = [.seconds(2), .seconds(10), .seconds(30), .seconds(120), .seconds(600)],
+                deviceIntegrity: DeviceIntegrity? = nil) {
+        self.deviceIntegrity = deviceIntegrity
         self.store = store
         self.server = server
         self.journal = journal
@@ -186,6 +190,22 @@ public actor PurchaseClient {
         return entitlements
     }
 
+    /// Sends the app receipt — refreshed from the store when missing — to the server: for purchases made with
+    /// StoreKit 1 or before the app adopted this flow. Returns what the account owns afterwards, or nil when the
+    /// store has no receipt or the server is holding it for Apple.
+    public func syncReceipt() async throws -> Entitlements? {
+        guard let receipt = try await store.receipt() else { return nil }
+        switch try await server.submit(receipt: receipt) {
+        case .granted(let entitlements):
+            publish(entitlements)
+            return entitlements
+        case .held:
+            return nil
+        case .rejected(let code, let message):
+            throw PurchaseFailure(.rejectedByServer, "\(code): \(message)")
+        }
+    }
+
     /// What the server says the account owns now.
     public func entitlements() async throws -> Entitlements {
         let entitlements = try await server.entitlements()
@@ -265,7 +285,7 @@ public actor PurchaseClient {
         eventStream.continuation.yield(.uploading(transactionId: transactionId, attempt: entry.attempts + 1))
         let transaction = try? StoreTransaction(signedTransaction: signed)
         do {
-            let answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId)
+            let answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity)
             checkpointObserver?(.duringUpload)
             switch answer {
             case .granted(let entitlements):

@@ -19,10 +19,13 @@ public enum PurchaseServer {
         /// The time entitlements are judged at: the wall clock, or a simulated one in tests and demos.
         public var now: @Sendable () -> Date
         public var metrics = ServerMetrics()
+        /// Refuse purchases reported with device-integrity signals (otherwise they are only recorded).
+        public var refuseSuspiciousDevices = false
 
         public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
-                    now: @escaping @Sendable () -> Date = { Date() }) {
+                    refuseSuspiciousDevices: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
             self.now = now
+            self.refuseSuspiciousDevices = refuseSuspiciousDevices
             self.ledger = ledger
             self.verifier = verifier
             self.authenticator = authenticator
@@ -39,7 +42,7 @@ public enum PurchaseServer {
             try await ledger.migrate()
             return Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
                             authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
-                            maxBodyBytes: configuration.maxBodyBytes)
+                            maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == "refuse")
         }
     }
 

@@ -28,11 +28,15 @@ struct CrashMatrixTests {
         static func start() async throws -> World {
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-matrix-\(UUID().uuidString)")
             let simulatorPort = try FreePort.pick(), serverPort = try FreePort.pick()
-            let simulator = try await IAPServeProcessTests.start(["simulator", "--port", String(simulatorPort), "--data", root.appendingPathComponent("sim").path],
-                                                                 probe: "http://127.0.0.1:\(simulatorPort)/sim/root.cer")
-            var world = World(root: root, simulatorPort: simulatorPort, serverPort: serverPort, simulator: simulator, server: simulator)
+            var world = World(root: root, simulatorPort: simulatorPort, serverPort: serverPort, simulator: Process(), server: Process())
+            world.simulator = try await world.startSimulator()
             world.server = try await world.startServer()
             return world
+        }
+
+        func startSimulator() async throws -> Process {
+            try await IAPServeProcessTests.start(["simulator", "--port", String(simulatorPort), "--data", root.appendingPathComponent("sim").path],
+                                                 probe: "http://127.0.0.1:\(simulatorPort)/sim/root.cer")
         }
 
         func startServer() async throws -> Process {
@@ -127,6 +131,22 @@ struct CrashMatrixTests {
         #expect(afterRestart.line["outcome"] as? String == "resumed:1")
         #expect((afterRestart.line["balances"] as? [String: Any])?["coins"] as? Int == 100)
         #expect(try await world.settled("server-death") == (granted: 1, open: 0, unfinished: 0))
+
+        // App Store faults: a failed payment is a typed outcome and leaves nothing; the store down at launch delays only
+        // the finish — the journal's proof is granted meanwhile, and the next launch with the store back finishes it.
+        try await world.createStoreAccount("store-fault")
+        let failed = try await world.app("buy", "store-fault", ["--product", Self.coins, "--outcome", "failed"])
+        #expect(failed.line["outcome"] as? String == "failed:store_failed")
+        #expect((try await world.app("resume", "store-fault").line["balances"] as? [String: Any])?.isEmpty == true, "nothing granted")
+        #expect(try await world.app("buy", "store-fault", ["--product", Self.coins, "--crash-at", "afterJournal"]).status == 137)
+        try await IAPServeProcessTests.stop(world.simulator)
+        let storeDown = try await world.app("resume", "store-fault")
+        #expect((storeDown.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(storeDown.line)")
+        world.simulator = try await world.startSimulator()
+        #expect(try await world.settled("store-fault").unfinished == 1, "not finished while the store was down")
+        let storeBack = try await world.app("resume", "store-fault")
+        #expect((storeBack.line["balances"] as? [String: Any])?["coins"] as? Int == 100)
+        #expect(try await world.settled("store-fault").unfinished == 0)
 
         // A crash during restore on a second device, then restore again.
         try await world.createStoreAccount("restorer")

@@ -180,3 +180,41 @@ struct PurchaseClientFlowTests {
         return transaction
     }
 }
+
+@Suite("PurchaseClient: receipts and device integrity")
+struct PurchaseClientReceiptAndIntegrityTests {
+    @Test("A purchase made outside the flow (StoreKit 1 era) is brought in by syncing the app receipt")
+    func receiptSync() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-hal"])
+            let app = try App.launch(system, account: "hal", storeAccount: "store-hal")
+            _ = try await app.store.purchase("com.example.iapkit.premium", appAccountToken: UUID(), quantity: 1)
+            let owned = try #require(try await app.client.syncReceipt())
+            #expect(owned.has("premium"))
+        }
+    }
+
+    @Test("Device-integrity signals are recorded with the transaction; a server with the refuse policy answers 403 and grants nothing")
+    func integrity() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-ivy"])
+            let (_, purchase, reply) = try await system.buy("com.example.iapkit.coins.100", account: "ivy", storeAccount: "store-ivy", submit: false)
+            #expect(reply.isEmpty)
+            let jws = try #require(purchase["signedTransaction"] as? String)
+            let id = try #require(purchase["transactionId"] as? String)
+            let body: [String: Any] = ["signedTransaction": jws, "deviceIntegrity": ["signals": ["known-paths"], "applicable": true]]
+            #expect(try await system.call(.post, "/v1/purchases", as: "ivy", body).0 == .ok)
+            #expect(try await system.services.ledger.deviceReports(transactionId: id) == [["known-paths"]])
+        }
+        try await System.run(.init(deliver: false, refuseSuspiciousDevices: true)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-jo"])
+            let (_, purchase, _) = try await system.buy("com.example.iapkit.coins.100", account: "jo", storeAccount: "store-jo", submit: false)
+            let jws = try #require(purchase["signedTransaction"] as? String)
+            let refused = try await system.call(.post, "/v1/purchases", as: "jo",
+                                                ["signedTransaction": jws, "deviceIntegrity": ["signals": ["dyld-insert"], "applicable": true]])
+            #expect(refused.0 == .forbidden)
+            #expect((refused.1["error"] as? [String: Any])?["code"] as? String == "device_integrity")
+            #expect(try await system.entitlements("jo").balance("coins") == nil)
+        }
+    }
+}

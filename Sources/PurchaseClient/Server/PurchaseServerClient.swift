@@ -45,10 +45,21 @@ public struct PurchaseServerClient: Sendable {
         return try Self.decoder.decode(Order.self, from: data)
     }
 
-    public func submit(signedTransaction: String, orderId: String?) async throws -> Submission {
-        var body = ["signedTransaction": signedTransaction]
-        if let orderId { body["orderId"] = orderId }
-        let (status, data) = try await send("POST", "v1/purchases", body: body)
+    /// Uploads a signed transaction (with its order id when known, and the device-integrity report on iOS).
+    public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil) async throws -> Submission {
+        struct Body: Encodable { var signedTransaction: String; var orderId: String?; var deviceIntegrity: DeviceIntegrity? }
+        let (status, data) = try await send("POST", "v1/purchases", body: Body(signedTransaction: signedTransaction, orderId: orderId,
+                                                                                 deviceIntegrity: deviceIntegrity?.applicable == true ? deviceIntegrity : nil))
+        return try Self.submission(status, data)
+    }
+
+    /// Uploads the app receipt (StoreKit 1 apps, or purchases made before the app used StoreKit 2).
+    public func submit(receipt: String) async throws -> Submission {
+        let (status, data) = try await send("POST", "v1/purchases", body: ["receipt": receipt])
+        return try Self.submission(status, data)
+    }
+
+    static func submission(_ status: Int, _ data: Data) throws -> Submission {
         switch status {
         case 200:
             struct Reply: Decodable { var entitlements: Entitlements }

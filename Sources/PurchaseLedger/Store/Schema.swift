@@ -66,6 +66,14 @@ enum Schema {
             "CREATE INDEX pending_proofs_order ON pending_proofs (order_id)",
             "ALTER TABLE orders ADD COLUMN note TEXT",
         ],
+        [
+            """
+            CREATE TABLE device_reports (
+                report_id TEXT PRIMARY KEY, transaction_id TEXT NOT NULL, account_id TEXT NOT NULL, signals TEXT NOT NULL,
+                reported_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX device_reports_transaction ON device_reports (transaction_id)",
+        ],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two

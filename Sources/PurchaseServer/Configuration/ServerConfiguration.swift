@@ -34,6 +34,9 @@ public struct ServerConfiguration: Codable, Sendable {
     public var maxBodyBytes: Int = 1 << 20
     /// Where Apple (or the simulator) is, and the credentials to ask it.
     public var appStore: AppStoreConfiguration = .init()
+    /// What to do when an app reports device-integrity signals with a purchase: `record` (default) keeps them beside
+    /// the transaction; `refuse` also answers 403 `device_integrity` and grants nothing until a clean report.
+    public var deviceIntegrityPolicy: String = "record"
     /// Seconds between runs of the reconciliation job (retrying held proofs, refreshing stale subscriptions).
     public var reconcileIntervalSeconds: Double = 60
 
@@ -133,6 +136,7 @@ public struct ServerConfiguration: Codable, Sendable {
         if auth.publicKeyPEMFile != nil, !["ES256", "RS256"].contains(auth.algorithm ?? "") {
             throw ConfigurationError("auth.algorithm must be ES256 or RS256 with auth.publicKeyPEMFile")
         }
+        guard ["record", "refuse"].contains(deviceIntegrityPolicy) else { throw ConfigurationError("deviceIntegrityPolicy is record or refuse") }
         guard maxBodyBytes >= 1024, maxBodyBytes <= 16 << 20 else { throw ConfigurationError("maxBodyBytes must be 1 KiB to 16 MiB") }
     }
 
@@ -159,6 +163,7 @@ public struct ServerConfiguration: Codable, Sendable {
         maxBodyBytes = try c.decodeIfPresent(Int.self, forKey: .maxBodyBytes) ?? d.maxBodyBytes
         appStore = try c.decodeIfPresent(AppStoreConfiguration.self, forKey: .appStore) ?? d.appStore
         reconcileIntervalSeconds = try c.decodeIfPresent(Double.self, forKey: .reconcileIntervalSeconds) ?? d.reconcileIntervalSeconds
+        deviceIntegrityPolicy = try c.decodeIfPresent(String.self, forKey: .deviceIntegrityPolicy) ?? d.deviceIntegrityPolicy
     }
 }
 

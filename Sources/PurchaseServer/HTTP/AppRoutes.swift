@@ -24,7 +24,11 @@ struct AppRoutes {
         /// A transaction id alone: looked up with the App Store Server API.
         var transactionId: String?
         var orderId: String?
+        /// Jailbreak heuristics the app ran (iOS): recorded with the transaction; the policy decides.
+        var deviceIntegrity: DeviceIntegrityReport?
     }
+
+    struct DeviceIntegrityReport: Decodable { var signals: [String]; var applicable: Bool? }
 
     /// Apple could not be asked now: the proof is kept and the purchase will be granted when Apple answers.
     struct HeldReply: Encodable {
@@ -147,6 +151,17 @@ struct AppRoutes {
         case .held(let held):
             return (try JSONReply.encode(HeldReply(status: "pending", proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted), "held")
         case .verified(let transactions):
+            if let report = body.deviceIntegrity {
+                for transaction in transactions {
+                    try await ledgerCall {
+                        try await services.ledger.recordDeviceReport(transactionId: transaction.transactionId ?? "", accountId: account,
+                                                                     signals: report.signals, now: services.now())
+                    }
+                }
+                if services.refuseSuspiciousDevices && !report.signals.isEmpty {
+                    throw APIError(.forbidden, code: "device_integrity", "this server's policy refuses purchases from devices reporting \(report.signals.joined(separator: ", "))")
+                }
+            }
             let reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source)
             return (try JSONReply.encode(reply), reply.outcome?.rawValue ?? "empty")
         }

@@ -53,6 +53,7 @@ struct System {
         /// Attempts and per-attempt timeout for calls to Apple.
         var appleAttempts = 2
         var appleTimeoutSeconds = 2.0
+        var refuseSuspiciousDevices = false
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -95,7 +96,8 @@ struct System {
             let clock = await engine.clock
             let services = PurchaseServer.Services(
                 ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
-                authenticator: try await AccountAuthenticator(configuration.auth), adminKey: adminKey, now: { clock.now })
+                authenticator: try await AccountAuthenticator(configuration.auth), adminKey: adminKey,
+                refuseSuspiciousDevices: options.refuseSuspiciousDevices, now: { clock.now })
             let secret = configuration.auth.hs256Secret!
             try await PurchaseServer.application(services, port: 0).test(.live) { server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
