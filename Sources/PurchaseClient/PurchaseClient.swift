@@ -19,6 +19,7 @@ public actor PurchaseClient {
     private var productCache: [String: StoreProduct] = [:]
     private var listener: Task<Void, Never>?
     private var retrier: Task<Void, Never>?
+    private var promotedListener: Task<Void, Never>?
     /// Uploads in flight, by transaction id: a second caller waits for the first instead of racing it.
     private var inFlight: [String: Task<Bool, Never>] = [:]
     /// Transactions this client saw granted (or refused for good): a late copy from the updates stream is ignored.
@@ -63,6 +64,15 @@ public actor PurchaseClient {
                 }
             }
         }
+        if promotedListener == nil {
+            let intents = store.promotedPurchases()
+            promotedListener = Task { [weak self] in
+                for await productId in intents {
+                    guard let self else { return }
+                    _ = await self.handlePromotedPurchase(productId)
+                }
+            }
+        }
         if retrier == nil {
             retrier = Task { [weak self] in
                 while !Task.isCancelled {
@@ -79,8 +89,10 @@ public actor PurchaseClient {
     public func stop() {
         listener?.cancel()
         retrier?.cancel()
+        promotedListener?.cancel()
         listener = nil
         retrier = nil
+        promotedListener = nil
     }
 
     /// Uploads every journaled transaction and adopts every unfinished store transaction the journal lacks (a

@@ -13,6 +13,7 @@ public actor SimulatorStore: StoreAdapter {
     let session: URLSession
     /// How the next purchase ends (the simulator's `outcome`): tests and demos choose; nil is success.
     private var nextOutcome: String?
+    private let promoted = AsyncStream.makeStream(of: String.self)
 
     public init(baseURL: URL, account: String, device: String, pollInterval: Duration = .milliseconds(250)) {
         self.baseURL = baseURL
@@ -26,6 +27,11 @@ public actor SimulatorStore: StoreAdapter {
 
     /// Makes the next purchase end in `outcome`: `userCancelled`, `failed`, `deferred` (Ask to Buy) or `interrupted`.
     public func setNextOutcome(_ outcome: String?) { nextOutcome = outcome }
+
+    /// The customer taps Buy on `productId`'s App Store product page: a promoted purchase for the app.
+    public nonisolated func promote(_ productId: String) { promoted.continuation.yield(productId) }
+
+    public nonisolated func promotedPurchases() -> AsyncStream<String> { promoted.stream }
 
     public nonisolated func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String]) {
         var components = URLComponents(url: baseURL.appendingPathComponent("sim/products"), resolvingAgainstBaseURL: false)!

@@ -93,4 +93,11 @@ public protocol StoreAdapter: Sendable {
     func updates() -> AsyncStream<StoreTransaction>
     /// The app receipt (base64), refreshed from the store when missing; nil when there is none.
     func receipt() async throws -> String?
+    /// Product ids the customer started buying on the App Store's product page (StoreKit's `PurchaseIntent.intents`).
+    func promotedPurchases() -> AsyncStream<String>
+}
+
+extension StoreAdapter {
+    /// No promoted purchases unless the store has them.
+    public func promotedPurchases() -> AsyncStream<String> { AsyncStream { $0.finish() } }
 }

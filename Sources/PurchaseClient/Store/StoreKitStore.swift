@@ -70,8 +70,22 @@ public struct StoreKitStore: StoreAdapter {
     }
 
     public func receipt() async throws -> String? {
-        guard let url = Bundle.main.appStoreReceiptURL, let data = try? Data(contentsOf: url) else { return nil }
-        return data.base64EncodedString()
+        func read() -> String? { Bundle.main.appStoreReceiptURL.flatMap { try? Data(contentsOf: $0) }?.base64EncodedString() }
+        if let receipt = read() { return receipt }
+        try await AppStore.sync()  // refreshes a missing receipt (asks the customer to sign in if needed)
+        return read()
+    }
+
+    public func promotedPurchases() -> AsyncStream<String> {
+        AsyncStream { continuation in
+            let task = Task {
+                if #available(iOS 17.0, macOS 14.4, *) {
+                    for await intent in PurchaseIntent.intents { continuation.yield(intent.product.id) }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
     }
 
     static func typeName(_ type: Product.ProductType) -> String {
