@@ -74,6 +74,8 @@ struct AskingAppleTests {
             let (_, report) = try await system.admin(.post, "/admin/reconcile")
             #expect(report["proofsGranted"] as? Int == 1)
             #expect(try await system.entitlements("una").entitlementNames == ["premium"])
+            let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
+            #expect(granted.contains { $0["orderId"] as? String == orderId }, "the receipt's newest purchase of the order's product fulfils it")
             let audit = try await system.admin(.get, "/admin/audit")
             #expect((audit.1["entries"] as? [[String: Any]])?.contains { $0["action"] as? String == "proof-granted" } == true)
         }

@@ -172,10 +172,12 @@ struct AppRoutes {
     func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: String) async throws -> PurchaseReply {
         var items: [PurchaseReply.Item] = []
         var entitlements: AccountEntitlements?
-        for transaction in transactions {
+        let orderIds = try await ledgerCall {
+            try await ProofIntake.orderIds(for: transactions, orderId: orderId, fromReceipt: source == "receipt", ledger: services.ledger)
+        }
+        for (transaction, orderId) in zip(transactions, orderIds) {
             let result = try await ledgerCall {
-                try await services.ledger.submit(.init(accountId: account, orderId: source == "receipt" ? nil : orderId, transaction: transaction, source: source),
-                                                 now: services.now())
+                try await services.ledger.submit(.init(accountId: account, orderId: orderId, transaction: transaction, source: source), now: services.now())
             }
             items.append(.init(transactionId: result.transactionId, outcome: result.outcome, orderId: result.orderId))
             entitlements = result.entitlements

@@ -33,9 +33,11 @@ public struct Reconciler: Sendable {
             let kind: ProofIntake.Proof = proof.kind == .receipt ? .receipt(proof.proof) : .transactionId(proof.proof)
             do {
                 let transactions = try await ProofIntake.verify(kind, with: services.verifier)
-                for transaction in transactions {
-                    _ = try await services.ledger.submit(.init(accountId: proof.accountId, orderId: proof.kind == .receipt ? nil : proof.orderId,
-                                                               transaction: transaction, source: "reconcile"), now: now)
+                let orderIds = try await ProofIntake.orderIds(for: transactions, orderId: proof.orderId, fromReceipt: proof.kind == .receipt,
+                                                              ledger: services.ledger)
+                for (transaction, orderId) in zip(transactions, orderIds) {
+                    _ = try await services.ledger.submit(.init(accountId: proof.accountId, orderId: orderId, transaction: transaction, source: "reconcile"),
+                                                         now: now)
                 }
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, now: now)
                 try await services.ledger.audit(actor: "reconciler", action: "proof-granted", subject: proof.proofId,

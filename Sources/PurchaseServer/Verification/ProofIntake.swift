@@ -64,6 +64,18 @@ struct ProofIntake: Sendable {
         }
     }
 
+    /// The order id each verified transaction is submitted with: the one transaction of a signed transaction or a
+    /// looked-up id carries it; of a receipt's purchases, only the newest of the order's product does — the one the
+    /// app was paying for (the others are history, bound through their series and account).
+    static func orderIds(for transactions: [JWSTransactionDecodedPayload], orderId: String?, fromReceipt: Bool, ledger: Ledger) async throws -> [String?] {
+        guard let orderId else { return transactions.map { _ in nil } }
+        guard fromReceipt else { return transactions.map { _ in orderId } }
+        guard let order = try await ledger.order(orderId) else { return transactions.map { _ in nil } }
+        let newest = transactions.indices.filter { transactions[$0].productId == order.productId }
+            .max { (transactions[$0].purchaseDate ?? .distantPast) < (transactions[$1].purchaseDate ?? .distantPast) }
+        return transactions.indices.map { $0 == newest ? orderId : nil }
+    }
+
     /// The same proof from the same account is held once.
     static func proofId(kind: PendingProof.Kind, accountId: String, proof: String) -> String {
         SHA256.hash(data: Array("\(kind.rawValue)\u{0}\(accountId)\u{0}\(proof)".utf8)).map { String(format: "%02x", $0) }.joined()
