@@ -72,8 +72,9 @@ extension Ledger {
                 return .conflict(owner: other)
             }
             let entitlements = try await entitlements(db, accountId: owner, now: now)
-            let orderId = try await db.raw("SELECT order_id FROM purchases WHERE transaction_id = \(bind: record.transactionId)").first()?
-                .decode(column: "order_id", as: String?.self)
+            let orderId = outcome == .bound ? bound.orderId
+                : try await db.raw("SELECT order_id FROM purchases WHERE transaction_id = \(bind: record.transactionId)").first()?
+                    .decode(column: "order_id", as: String?.self)
             return .done(SubmissionResult(outcome: outcome == .bound ? .granted : .alreadyGranted, transactionId: record.transactionId,
                                           orderId: orderId, entitlements: entitlements))
         }
@@ -85,15 +86,13 @@ extension Ledger {
 
     /// The account a transaction (or its subscription series) is already bound to.
     func owner(_ db: any SQLDatabase, of record: PurchaseRecord) async throws -> String? {
-        if let row = try await db.raw("SELECT account_id FROM purchases WHERE transaction_id = \(bind: record.transactionId)").first(),
-           let account = try row.decode(column: "account_id", as: String?.self) {
-            return account
-        }
-        let series = try await db.raw("""
-            SELECT account_id FROM purchases WHERE original_transaction_id = \(bind: record.originalTransactionId) AND account_id IS NOT NULL
-            ORDER BY purchase_date LIMIT 1
+        // The transaction's own row first, else the series' first bound row: one query either way.
+        let row = try await db.raw("""
+            SELECT account_id FROM purchases
+            WHERE (transaction_id = \(bind: record.transactionId) OR original_transaction_id = \(bind: record.originalTransactionId)) AND account_id IS NOT NULL
+            ORDER BY CASE WHEN transaction_id = \(bind: record.transactionId) THEN 0 ELSE 1 END, purchase_date LIMIT 1
             """).first()
-        return try series?.decode(column: "account_id", as: String?.self)
+        return try row?.decode(column: "account_id", as: String?.self)
     }
 
     enum BindOutcome: Equatable, Sendable { case bound, alreadyBound, boundElsewhere(String) }
@@ -103,7 +102,7 @@ extension Ledger {
     func bind(_ db: any SQLDatabase, _ record: PurchaseRecord, source: String, now: Date) async throws -> BindOutcome {
         guard let account = record.accountId else { return .alreadyBound }
         if try await insert(db, record, source: source, now: now) {
-            try await grant(db, record, now: now)
+            try await grant(db, record, fresh: true, now: now)
             return .bound
         }
         try await refresh(db, record)
@@ -164,13 +163,20 @@ extension Ledger {
         return changed != nil
     }
 
-    /// What binding grants beyond the row itself: consumable credit, and the order marked granted.
-    func grant(_ db: any SQLDatabase, _ record: PurchaseRecord, now: Date) async throws {
+    /// What binding grants beyond the row itself: consumable credit, and the order marked granted. A `fresh` row (just
+    /// inserted) has no balance movements yet, so an unrevoked consumable is credited without reading them.
+    func grant(_ db: any SQLDatabase, _ record: PurchaseRecord, fresh: Bool = false, now: Date) async throws {
         if let orderId = record.orderId {
             try await db.raw("""
                 UPDATE orders SET state = 'granted', transaction_id = \(bind: record.transactionId), updated_at = \(bind: Millis.of(now))
                 WHERE order_id = \(bind: orderId) AND transaction_id IS NULL
                 """).run()
+        }
+        if fresh, record.revocationDate == nil, let account = record.accountId, let rule = catalog.rule(for: record.productId),
+           rule.type == .consumable, let currency = rule.currency, let amount = rule.amount {
+            try await moveBalance(db, key: "grant:\(record.transactionId)", accountId: account, currency: currency,
+                                  delta: amount * Int64(record.quantity), transactionId: record.transactionId, now: now)
+            return
         }
         try await settleConsumable(db, transactionId: record.transactionId, now: now)
     }
