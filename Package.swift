@@ -129,7 +129,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PurchaseLedgerTests",
-            dependencies: ["PurchaseLedger", "AppStoreFormats", "IAPTestSupport"]
+            dependencies: ["PurchaseLedger", "AppStoreFormats", "IAPTestSupport", .product(name: "SQLKit", package: "sql-kit")]
         ),
         .testTarget(
             name: "PurchaseServerTests",
