@@ -154,6 +154,7 @@ let package = Package(
             name: "AppStoreTrustTests",
             dependencies: [
                 "AppStoreTrust",
+                "IAPTestSupport",
                 "AppStoreFormats",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),

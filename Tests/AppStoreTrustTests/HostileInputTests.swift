@@ -1,19 +1,8 @@
 import AppStoreFormats
 import AppStoreTrust
 import Foundation
+import IAPTestSupport
 import Testing
-
-/// A small deterministic generator (SplitMix64) so every fuzz run is reproducible from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite("Hostile input: garbage, truncations and bit flips never crash, always give a typed error")
 struct HostileInputTests {

@@ -2,24 +2,13 @@ import AppStoreFormats
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
 import PurchaseServer
 import Testing
 
 @Suite("Hostile requests: mutated proofs and bodies get a typed 4xx, never a 5xx, and change nothing")
 struct HostileRequestTests {
-    /// A deterministic generator, so a failure can be replayed.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    static func mutate(_ text: String, _ random: inout SplitMix) -> String {
+    static func mutate(_ text: String, _ random: inout SeededGenerator) -> String {
         var bytes = Array(text.utf8)
         switch Int.random(in: 0..<5, using: &random) {
         case 0 where !bytes.isEmpty:
@@ -45,7 +34,7 @@ struct HostileRequestTests {
             let (_, purchase, _) = try await system.buy("com.example.iapkit.coins.100", account: "zed", storeAccount: "store-zed", submit: false)
             let jws = try #require(purchase["signedTransaction"] as? String)
             let notification = try #require(await system.engine.notifications().first?.signedPayload)
-            var random = SplitMix(state: 20_261_121)
+            var random = SeededGenerator(state: 20_261_121)
             var statuses: [Int: Int] = [:]
             for round in 0..<300 {
                 let (path, body): (String, [String: Any]) = round.isMultiple(of: 3)
