@@ -8,7 +8,7 @@ import Testing
 /// The proof, over real processes: `iap simulator`, `iap serve`, and the app as `iap app` processes killed at each
 /// point of the flow (`--crash-at`, an immediate `_exit`), then launched again on the same journal. No webhook: the
 /// app alone must carry every paid order to the server.
-@Suite("Crash matrix: kill the app (or the server) anywhere; the order ends granted, exactly once, to the right account")
+@Suite("Crash matrix: kill the app (or the server) anywhere; the order ends granted, exactly once, to the right account", .timeLimit(.minutes(3)))
 struct CrashMatrixTests {
     static let secret = String(repeating: "crash-matrix-", count: 3)
     static let adminKey = "crash-matrix-admin"
@@ -159,7 +159,7 @@ struct CrashMatrixTests {
     }
 }
 
-@Suite("iap demo")
+@Suite("iap demo", .timeLimit(.minutes(3)))
 struct IAPDemoTests {
     @Test("iap demo runs the whole timeline in under a minute and exits 0 with every step as expected")
     func demo() async throws {

@@ -6,7 +6,7 @@ import IAPTestSupport
 import Testing
 
 /// Runs the built `iap` binary as a newcomer would, and checks exit codes and output.
-@Suite("The iap command line")
+@Suite("The iap command line", .timeLimit(.minutes(3)))
 struct IAPCommandTests {
     /// `IAPKIT_SHARED` overrides; otherwise `../shared` beside the repository.
     static let vectors = ProcessInfo.processInfo.environment["IAPKIT_SHARED"].map { "\($0)/vectors" }
@@ -111,7 +111,7 @@ struct IAPCommandTests {
     }
 }
 
-@Suite("iap simulator as a process")
+@Suite("iap simulator as a process", .timeLimit(.minutes(3)))
 struct IAPSimulatorProcessTests {
     static func binary() throws -> URL {
         let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

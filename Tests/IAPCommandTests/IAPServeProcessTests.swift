@@ -6,7 +6,7 @@ import IAPTestSupport
 import PurchaseServer
 import Testing
 
-@Suite("iap serve as a process")
+@Suite("iap serve as a process", .timeLimit(.minutes(3)))
 struct IAPServeProcessTests {
     static let secret = String(repeating: "process-secret-", count: 3)
 

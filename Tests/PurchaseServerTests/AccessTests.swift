@@ -5,7 +5,7 @@ import JWTKit
 import PurchaseServer
 import Testing
 
-@Suite("Who may call: app tokens (HS256, ES256, RS256), restore across devices")
+@Suite("Who may call: app tokens (HS256, ES256, RS256), restore across devices", .timeLimit(.minutes(3)))
 struct AccessTests {
     struct Claims: JWTPayload {
         var sub: SubjectClaim

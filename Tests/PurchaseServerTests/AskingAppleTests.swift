@@ -7,7 +7,7 @@ import PurchaseServer
 import StoreSimulator
 import Testing
 
-@Suite("When local proof is not enough: verifyReceipt, the Server API, and Apple being down")
+@Suite("When local proof is not enough: verifyReceipt, the Server API, and Apple being down", .timeLimit(.minutes(3)))
 struct AskingAppleTests {
     static let premium = "com.example.iapkit.premium"
     static let monthly = "com.example.iapkit.pro.monthly"

@@ -7,7 +7,7 @@ import PurchaseServer
 import StoreSimulator
 import Testing
 
-@Suite("Exactly once over HTTP: concurrent submissions, replays from other accounts")
+@Suite("Exactly once over HTTP: concurrent submissions, replays from other accounts", .timeLimit(.minutes(3)))
 struct ExactlyOnceTests {
     static let coins = "com.example.iapkit.coins.100"
 

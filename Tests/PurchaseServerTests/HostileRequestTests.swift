@@ -6,7 +6,7 @@ import IAPTestSupport
 import PurchaseServer
 import Testing
 
-@Suite("Hostile requests: mutated proofs and bodies get a typed 4xx, never a 5xx, and change nothing")
+@Suite("Hostile requests: mutated proofs and bodies get a typed 4xx, never a 5xx, and change nothing", .timeLimit(.minutes(3)))
 struct HostileRequestTests {
     static func mutate(_ text: String, _ random: inout SeededGenerator) -> String {
         var bytes = Array(text.utf8)

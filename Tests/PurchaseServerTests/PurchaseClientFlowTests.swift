@@ -29,7 +29,7 @@ struct App {
     var journalEntries: [JournalEntry] { (try? FileJournal(directory: journalDirectory).entries()) ?? [] }
 }
 
-@Suite("PurchaseClient against the simulator and the server: the paid order is never lost")
+@Suite("PurchaseClient against the simulator and the server: the paid order is never lost", .timeLimit(.minutes(3)))
 struct PurchaseClientFlowTests {
     static let coins = "com.example.iapkit.coins.100"
     static let premium = "com.example.iapkit.premium"
@@ -184,7 +184,7 @@ struct PurchaseClientFlowTests {
     }
 }
 
-@Suite("PurchaseClient: receipts and device integrity")
+@Suite("PurchaseClient: receipts and device integrity", .timeLimit(.minutes(3)))
 struct PurchaseClientReceiptAndIntegrityTests {
     @Test("A purchase made outside the flow (StoreKit 1 era) is brought in by syncing the app receipt")
     func receiptSync() async throws {

@@ -7,7 +7,7 @@ import PurchaseServer
 import StoreSimulator
 import Testing
 
-@Suite("The purchase flow end to end over HTTP: app → server, simulator → server")
+@Suite("The purchase flow end to end over HTTP: app → server, simulator → server", .timeLimit(.minutes(3)))
 struct PurchaseFlowTests {
     static let coins = "com.example.iapkit.coins.100"
     static let premium = "com.example.iapkit.premium"

@@ -7,7 +7,7 @@ import PurchaseServer
 import StoreSimulator
 import Testing
 
-@Suite("A subscription kept current by notifications alone")
+@Suite("A subscription kept current by notifications alone", .timeLimit(.minutes(3)))
 struct SubscriptionByNotificationTests {
     static let monthly = "com.example.iapkit.pro.monthly"
     static let yearly = "com.example.iapkit.pro.yearly"
