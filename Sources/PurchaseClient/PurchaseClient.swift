@@ -313,6 +313,17 @@ public actor PurchaseClient {
             case .held:
                 reschedule(entry, reason: "the server is waiting for Apple")
                 return false
+            case .rejected(let code, _) where Self.orderCodes.contains(code) && entry.orderId != nil:
+                // The order is the server's bookkeeping, the transaction is the proof: without the order id the
+                // server binds by the transaction's token and account.
+                var withoutOrder = entry
+                withoutOrder.orderId = nil
+                try? journal.write(withoutOrder)
+                return await performUpload(withoutOrder)
+            case .rejected(let code, let message) where !Self.permanentCodes.contains(code):
+                // Refused for a reason the server's operator can fix (its catalog, its trusted roots): keep it.
+                reschedule(entry, reason: "\(code): \(message)")
+                return false
             case .rejected(let code, let message):
                 try? journal.remove(key: entry.key)
                 done.insert(transactionId)
@@ -327,6 +338,13 @@ public actor PurchaseClient {
             return false
         }
     }
+
+    /// Refusals about the order, not the payment.
+    static let orderCodes: Set<String> = ["order_not_found", "order_account_mismatch", "order_product_mismatch"]
+    /// Refusals no retry can change: the transaction is another account's, or the proof itself is bad. Anything else
+    /// (an unknown product, an untrusted root, a storage error) may be fixed on the server, so the entry stays.
+    static let permanentCodes: Set<String> = ["transaction_bound_elsewhere", "bad_signature", "malformed", "too_large", "wrong_bundle",
+                                              "wrong_app_apple_id", "test_environment_not_allowed", "device_integrity"]
 
     private func reschedule(_ entry: JournalEntry, reason: String) {
         var next = entry

@@ -101,6 +101,22 @@ struct PurchaseClientFlowTests {
         }
     }
 
+    @Test("A journaled order the server does not know (say, its database was restored from a backup) does not lose the payment")
+    func unknownOrder() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-kim"])
+            let app = try App.launch(system, account: "kim", storeAccount: "store-kim")
+            let transaction = try await paid(system, store: app.store, productId: Self.coins, token: nil)
+            try FileJournal(directory: app.journalDirectory).write(JournalEntry(
+                kind: .paid, orderId: "no-such-order", productId: Self.coins, appAccountToken: nil, transactionId: transaction.transactionId,
+                signedTransaction: transaction.signedTransaction))
+            #expect(await app.client.start() == 1)
+            #expect(try await app.client.entitlements().balances["coins"] == 100)
+            #expect(app.journalEntries.isEmpty)
+            await app.client.stop()
+        }
+    }
+
     @Test("Deleted and reinstalled: no journal, the store's unfinished queue and appAccountToken recover the order")
     func reinstalled() async throws {
         try await System.run(.init(deliver: false)) { system in
