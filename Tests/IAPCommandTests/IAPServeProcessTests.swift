@@ -154,4 +154,26 @@ struct IAPServeProcessTests {
         #expect((owned["balances"] as? [String: Any])?["coins"] as? Int == 5000, "50 transactions × 100 coins, none twice, none lost")
         try await Self.stop(server)
     }
+
+    @Test("iap orders lists open orders and settles one with a note, through the admin API; a wrong key exits 1")
+    func orders() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-orders-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let port = try FreePort.pick()
+        let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health",
+                                           environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "orders-admin"])
+        defer { process.terminate() }
+        let (_, order) = try await Self.request("http://127.0.0.1:\(port)/v1/orders", method: "POST",
+                                                body: #"{"productId":"com.example.iapkit.premium"}"#, account: "olga")
+        let orderId = try #require(order["orderId"] as? String)
+        let binary = try IAPSimulatorProcessTests.binary().path
+        let server = ["--server", "http://127.0.0.1:\(port)", "--admin-key", "orders-admin"]
+        let listed = try await Subprocess.run(binary, ["orders", "list", "--state", "created"] + server)
+        #expect(listed.status == 0 && listed.stdout.contains(orderId), "\(listed.stderr)")
+        let settled = try await Subprocess.run(binary, ["orders", "settle", orderId, "--note", "refunded by support"] + server)
+        #expect(settled.status == 0 && settled.stdout.contains("settled"), "\(settled.stderr)")
+        let refused = try await Subprocess.run(binary, ["orders", "list", "--server", "http://127.0.0.1:\(port)", "--admin-key", "wrong"])
+        #expect(refused.status == 1 && refused.stderr.contains("401"))
+        try await Self.stop(process)
+    }
 }

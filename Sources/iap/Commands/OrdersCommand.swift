@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `iap orders …`: the operator's view of lost orders, through a running server's admin API.
+struct OrdersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "orders",
+        abstract: "List and settle orders on a running purchase server (admin API).",
+        subcommands: [List.self, Settle.self, Reconcile.self])
+
+    struct Connection: ParsableArguments {
+        @Option(help: "The purchase server's base URL.") var server: String = "http://127.0.0.1:8080"
+        @Option(name: .customLong("admin-key"), help: "The server's admin key (or IAPKIT_ADMIN_KEY).") var adminKey: String?
+
+        /// Calls the admin API; prints the JSON answer; a non-2xx answer exits 1 with the server's error.
+        func call(_ method: String, _ path: String, body: [String: Any]? = nil) async throws {
+            guard let key = adminKey ?? ProcessInfo.processInfo.environment["IAPKIT_ADMIN_KEY"] else {
+                throw ValidationError("--admin-key (or IAPKIT_ADMIN_KEY) is required")
+            }
+            guard let url = URL(string: server + path) else { throw ValidationError("not a URL: \(server)") }
+            var request = URLRequest(url: url)
+            request.httpMethod = method
+            request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+            if let body { request.httpBody = try JSONSerialization.data(withJSONObject: body) }
+            let (data, response) = try await URLSession.shared.data(for: request)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            let text = String(decoding: data, as: UTF8.self)
+            guard (200..<300).contains(status) else {
+                Output.note("error: HTTP \(status): \(text)")
+                throw ExitCode(1)
+            }
+            Output.print(text)
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Orders in a state: paid-unfulfilled (default), stuck, created, granted, settled.")
+        @OptionGroup var connection: Connection
+        @Option(help: "The state.") var state: String = "paid-unfulfilled"
+        func run() async throws {
+            try await connection.call("GET", "/admin/orders?state=\(state.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["-"])) ?? state)")
+        }
+    }
+
+    struct Settle: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Settle an order: grant a transaction to it, or close it with a note.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "The order id.") var orderId: String
+        @Option(name: .customLong("transaction-id"), help: "Grant this transaction (looked up with the Server API).") var transactionId: String?
+        @Option(help: "Why (kept in the audit log).") var note: String
+        func run() async throws {
+            var body: [String: Any] = ["note": note]
+            if let transactionId { body["transactionId"] = transactionId }
+            try await connection.call("POST", "/admin/orders/\(orderId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["-"])) ?? orderId)/settle", body: body)
+        }
+    }
+
+    struct Reconcile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Run the reconciliation job now.")
+        @OptionGroup var connection: Connection
+        func run() async throws { try await connection.call("POST", "/admin/reconcile") }
+    }
+}
