@@ -3,9 +3,11 @@ import Foundation
 /// How hard a client tries before saying Apple is unavailable: attempts, exponential backoff with jitter capped at
 /// `maxDelay`, a `Retry-After` from Apple honoured up to `maxDelay`, and a timeout per attempt.
 public struct RetryPolicy: Sendable, Hashable {
+    /// Attempts per call, the first included.
     public var attempts: Int
     public var baseDelay: Duration
     public var maxDelay: Duration
+    /// How long one attempt may take.
     public var timeout: Duration
 
     public init(attempts: Int = 4, baseDelay: Duration = .milliseconds(250), maxDelay: Duration = .seconds(8), timeout: Duration = .seconds(10)) {

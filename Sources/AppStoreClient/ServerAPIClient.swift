@@ -12,6 +12,7 @@ public struct ServerAPIClient: Sendable {
     public static let productionURL = "https://api.storekit.itunes.apple.com"
     public static let sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
 
+    /// The In-App Purchase key from App Store Connect and the app it speaks for.
     public struct Credentials: Sendable {
         public var keyId: String
         public var issuerId: String
@@ -30,6 +31,7 @@ public struct ServerAPIClient: Sendable {
     public let credentials: Credentials
     let transport: Transport
 
+    /// A client for `baseURL` (Apple's production or sandbox URL, or the simulator's).
     public init(baseURL: String, credentials: Credentials, policy: RetryPolicy = RetryPolicy(), httpClient: HTTPClient = .shared) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.credentials = credentials

@@ -17,6 +17,7 @@ public struct VerifyReceiptClient: Sendable {
     public let sharedSecret: String?
     let transport: Transport
 
+    /// A client for Apple's two URLs, or the simulator's.
     public init(productionURL: String = Self.productionURL, sandboxURL: String = Self.sandboxURL, sharedSecret: String?,
                 policy: RetryPolicy = RetryPolicy(), httpClient: HTTPClient = .shared) {
         self.productionURL = productionURL

@@ -8,8 +8,11 @@ import Foundation
 /// down — the journal and the store's unfinished queue carry the purchase to the next attempt or the next launch:
 /// call ``start()`` at launch.
 public actor PurchaseClient {
+    /// The App Store as this app reaches it (StoreKit 2, or the simulator).
     public let store: any StoreAdapter
+    /// The app's purchase server.
     public let server: PurchaseServerClient
+    /// Where paid transactions wait until the server grants them.
     public let journal: any PurchaseJournal
     /// Waits between upload attempts: the n-th failure waits `retryDelays[min(n, count) - 1]`.
     public let retryDelays: [Duration]
@@ -36,6 +39,7 @@ public actor PurchaseClient {
     /// The account's entitlements each time the server answers them.
     public nonisolated var entitlementUpdates: AsyncStream<Entitlements> { entitlementStream.stream }
 
+    /// A client; call ``start()`` at launch before anything else.
     public init(store: any StoreAdapter, server: PurchaseServerClient, journal: any PurchaseJournal,
                 retryDelays: [Duration] = [.seconds(2), .seconds(10), .seconds(30), .seconds(120), .seconds(600)],
                 deviceIntegrity: DeviceIntegrity? = nil) {
@@ -127,6 +131,7 @@ public actor PurchaseClient {
         return (productIds.compactMap { productCache[$0] }, invalid)
     }
 
+    /// Whether this device may pay (parental controls and device management can forbid it).
     public func canMakePayments() async -> Bool { await store.canMakePayments() }
 
     // MARK: Purchase

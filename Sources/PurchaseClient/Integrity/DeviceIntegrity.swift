@@ -8,6 +8,7 @@ public struct DeviceIntegrity: Codable, Sendable, Hashable {
     /// Whether the checks apply on this platform (iOS devices only).
     public var applicable: Bool
 
+    /// Whether any check fired.
     public var suspicious: Bool { !signals.isEmpty }
 
     /// Runs the checks. `canOpenURL` asks whether a URL scheme is handled (UIKit's `UIApplication.canOpenURL`,

@@ -10,8 +10,10 @@ import Darwin
 /// The default on Linux (and a fallback elsewhere); Apple platforms use ``KeychainJournal`` so entries survive a
 /// reinstall.
 public struct FileJournal: PurchaseJournal {
+    /// The journal's directory (one JSON file per entry).
     public let directory: URL
 
+    /// A journal in `directory`, created if missing.
     public init(directory: URL) throws {
         self.directory = directory
         do { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) } catch {

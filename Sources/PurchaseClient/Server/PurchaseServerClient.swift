@@ -5,11 +5,13 @@ import FoundationNetworking
 
 /// The purchase server's app endpoints over URLSession.
 public struct PurchaseServerClient: Sendable {
+    /// Where the server is.
     public let baseURL: URL
     /// The app's sign-in token for the current account, asked for on every call (it may be refreshed meanwhile).
     public let token: @Sendable () async throws -> String
     let session: URLSession
 
+    /// A client for the server at `baseURL`; `token` gives the signed-in account's bearer token for each call.
     public init(baseURL: URL, timeout: TimeInterval = 20, token: @escaping @Sendable () async throws -> String) {
         self.baseURL = baseURL
         self.token = token
@@ -39,6 +41,7 @@ public struct PurchaseServerClient: Sendable {
         public let description: String
     }
 
+    /// Opens an order; its `appAccountToken` goes on the payment.
     public func createOrder(productId: String) async throws -> Order {
         let (status, data) = try await send("POST", "v1/orders", body: ["productId": productId])
         guard status == 201 || status == 200 else { throw PurchaseFailure(.orderFailed, Self.message(data) ?? "HTTP \(status)") }
@@ -75,6 +78,7 @@ public struct PurchaseServerClient: Sendable {
         }
     }
 
+    /// What the account owns now.
     public func entitlements() async throws -> Entitlements {
         let (status, data) = try await send("GET", "v1/entitlements", body: nil)
         guard status == 200 else { throw Unreachable(description: "HTTP \(status)") }

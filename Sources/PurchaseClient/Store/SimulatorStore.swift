@@ -15,6 +15,7 @@ public actor SimulatorStore: StoreAdapter {
     private var nextOutcome: String?
     private let promoted = AsyncStream.makeStream(of: String.self)
 
+    /// The simulator at `baseURL`, paying as `account` on `device`; `pollInterval` paces ``updates()``.
     public init(baseURL: URL, account: String, device: String, pollInterval: Duration = .milliseconds(250)) {
         self.baseURL = baseURL
         self.account = account
