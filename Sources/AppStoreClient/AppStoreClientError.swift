@@ -1,7 +1,7 @@
 import AppStoreFormats
 
 /// Why a call to Apple (or the simulator) did not give an answer to act on, with a stable `code`.
-public struct AppStoreClientError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct AppStoreClientError: CodedError {
     public struct Code: RawRepresentable, Sendable, Hashable {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
@@ -29,7 +29,4 @@ public struct AppStoreClientError: Error, Sendable, Hashable, CustomStringConver
         self.receiptStatus = receiptStatus
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

@@ -1,7 +1,7 @@
 /// The one error IAPKit's App Store code throws: a stable ``Code`` to branch on and a message for people.
 ///
 /// Two errors are equal when their codes are equal, so tests and callers compare codes, never messages.
-public struct AppStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct AppStoreError: CodedError {
     /// A stable, machine-readable reason. New codes may be added; existing ones never change meaning.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
@@ -50,10 +50,6 @@ public struct AppStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
-
-    public static func == (lhs: AppStoreError, rhs: AppStoreError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }
 
 extension AppStoreError {

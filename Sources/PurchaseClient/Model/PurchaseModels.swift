@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 
 /// What the account owns, as the purchase server answers it.
@@ -40,7 +41,7 @@ public enum PurchaseOutcome: Sendable, Hashable {
 }
 
 /// Why a purchase did not happen.
-public struct PurchaseFailure: Error, Sendable, Hashable, CustomStringConvertible {
+public struct PurchaseFailure: CodedError {
     public enum Code: String, Sendable, Hashable {
         /// Payments are disabled on this device (parental controls, MDM).
         case paymentsNotAllowed = "payments_not_allowed"
@@ -63,7 +64,6 @@ public struct PurchaseFailure: Error, Sendable, Hashable, CustomStringConvertibl
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
 }
 
 /// Progress of the purchase flow, for a spinner or a log.

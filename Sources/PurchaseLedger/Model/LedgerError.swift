@@ -1,5 +1,7 @@
+import AppStoreFormats
+
 /// Every way a ledger operation can refuse, with a stable `code` that callers (and tests) compare.
-public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct LedgerError: CodedError {
     /// The stable part: what went wrong.
     public struct Code: RawRepresentable, Sendable, Hashable {
         public let rawValue: String
@@ -28,8 +30,4 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
-
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }
