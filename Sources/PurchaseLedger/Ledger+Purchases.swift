@@ -236,6 +236,6 @@ extension Ledger {
                 (try $0.decode(column: "transaction_id", as: String.self), try $0.decode(column: "claimed_by", as: String.self),
                  try $0.decode(column: "owner", as: String.self), try $0.decode(column: "attempts", as: Int64.self))
             }
-        }.map { $0 }
+        }
     }
 }

@@ -31,19 +31,8 @@ public struct Ledger: Sendable {
         } catch let error as LedgerError {
             throw error
         } catch {
-            if let ledgerError = Self.ledgerError(in: error) { throw ledgerError }
             throw LedgerError(.storage, "the database refused the operation: \(String(reflecting: error))")
         }
-    }
-
-    /// A ``LedgerError`` wrapped by a driver's transaction error, if any.
-    private static func ledgerError(in error: any Error) -> LedgerError? {
-        let mirror = Mirror(reflecting: error)
-        for child in mirror.children {
-            if let found = child.value as? LedgerError { return found }
-            if let nested = child.value as? any Error, let found = ledgerError(in: nested) { return found }
-        }
-        return nil
     }
 }
 

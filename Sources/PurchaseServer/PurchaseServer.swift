@@ -33,9 +33,9 @@ public enum PurchaseServer {
             self.maxBodyBytes = maxBodyBytes
         }
 
-        /// Opens the ledger the configuration names (migrating it) and loads the trusted roots.
-        public static func open(_ configuration: ServerConfiguration) async throws -> Services {
-            let roots = try TrustRoots.load(configuration.trustedRoots)
+        /// Opens the ledger the configuration names (migrating it); loads the trusted roots unless given.
+        public static func open(_ configuration: ServerConfiguration, roots: TrustRoots? = nil) async throws -> Services {
+            let roots = try roots ?? TrustRoots.load(configuration.trustedRoots)
             let store = try await Ledger.openStore(url: configuration.databaseURL)
             var ledger = Ledger(store: store, catalog: configuration.catalog)
             ledger.orderLifetime = configuration.orderLifetimeSeconds

@@ -1,4 +1,7 @@
 import Crypto
+import Hummingbird
+import HummingbirdTesting
+import PurchaseClient
 import _CryptoExtras
 import Foundation
 import JWTKit
@@ -64,6 +67,26 @@ struct AccessTests {
             let (_, other) = try await system.call(.post, "/v1/restore", as: "mallory", ["signedTransactions": signed])
             #expect((other["refused"] as? [String])?.count == 1)
             #expect(other.ownedEntitlements.entitlementNames.isEmpty)
+        }
+    }
+}
+
+@Suite("The SDK's own input limits")
+struct ClientLimitTests {
+    @Test("An answer over 8 MiB is refused before it is parsed")
+    func oversizedAnswer() async throws {
+        let router = Router()
+        router.get("v1/entitlements") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(repeating: UInt8(ascii: " "), count: 9 << 20)))
+        }
+        try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0))).test(.live) { client in
+            let server = PurchaseServerClient(baseURL: URL(string: "http://127.0.0.1:\(client.port!)")!) { "token" }
+            do {
+                _ = try await server.entitlements()
+                Issue.record("an oversized answer was accepted")
+            } catch let error as PurchaseServerClient.Unreachable {
+                #expect(error.description.contains("response_too_large"), "\(error)")
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 
 /// What App Review expects next to a subscribe button: the price and what it buys per period, any introductory terms,
@@ -13,10 +14,10 @@ public struct SubscriptionDisclosure: Sendable, Hashable {
     /// The disclosure for an auto-renewable `product`, in English, prices in the product's currency; nil for other
     /// product types.
     public init?(_ product: StoreProduct, locale: Locale = Locale(identifier: "en_US")) {
-        guard let period = product.subscriptionPeriod.flatMap(Period.init(iso8601:)) else { return nil }
+        guard let period = product.subscriptionPeriod.flatMap(SubscriptionPeriod.init(iso8601:)) else { return nil }
         let regular = Self.money(product.price, product.currency, locale)
         price = "\(regular) per \(period.unitPhrase)"
-        if let offer = product.introductoryOffer, let offerPeriod = Period(iso8601: offer.period) {
+        if let offer = product.introductoryOffer, let offerPeriod = SubscriptionPeriod(iso8601: offer.period) {
             let count = max(1, offer.numberOfPeriods)
             switch offer.discountType {
             case "FREE_TRIAL":
@@ -41,31 +42,24 @@ public struct SubscriptionDisclosure: Sendable, Hashable {
         let value = Decimal(milliunits) / 1000
         return formatter.string(from: value as NSDecimalNumber) ?? "\(value) \(currency)"
     }
+}
 
-    /// An ISO 8601 subscription period (`P1W`, `P3M`, `P1Y`, `P3D`).
-    struct Period: Hashable {
-        let count: Int
-        let unit: String
-
-        init?(iso8601 text: String) {
-            guard text.hasPrefix("P"), let last = text.last, let count = Int(text.dropFirst().dropLast()), count > 0 else { return nil }
-            switch last {
-            case "D": unit = "day"
-            case "W": unit = "week"
-            case "M": unit = "month"
-            case "Y": unit = "year"
-            default: return nil
-            }
-            self.count = count
+extension SubscriptionPeriod {
+    private var unitName: String {
+        switch unit {
+        case .day: "day"
+        case .week: "week"
+        case .month: "month"
+        case .year: "year"
         }
+    }
 
-        /// "month", or "3 months" for a longer period.
-        var unitPhrase: String { count == 1 ? unit : "\(count) \(unit)s" }
+    /// "month", or "3 months" for a longer period.
+    var unitPhrase: String { value == 1 ? unitName : "\(value) \(unitName)s" }
 
-        /// The length of `times` periods: "1 week", "3 months".
-        func lengthPhrase(times: Int) -> String {
-            let total = count * times
-            return "\(total) \(unit)\(total == 1 ? "" : "s")"
-        }
+    /// The length of `times` periods: "1 week", "3 months".
+    func lengthPhrase(times: Int) -> String {
+        let total = value * times
+        return "\(total) \(unitName)\(total == 1 ? "" : "s")"
     }
 }

@@ -54,6 +54,8 @@ public struct PurchaseFailure: CodedError {
         case rejectedByServer = "rejected_by_server"
         /// A promoted purchase is held until the app calls ``PurchaseClient/readyForPromotedPurchases()``.
         case notReady = "not_ready"
+        /// The server or the store answered with more bytes than the SDK reads.
+        case responseTooLarge = "response_too_large"
     }
 
     public let code: Code

@@ -116,7 +116,7 @@ public struct PurchaseServerClient: Sendable {
             let (data, response) = try await session.uncancelledData(for: request)
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
         } catch {
-            throw Unreachable(description: "\(error.localizedDescription)")
+            throw Unreachable(description: error is PurchaseFailure ? "\(error)" : error.localizedDescription)
         }
     }
 

@@ -37,8 +37,13 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func transaction<R: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        try await client.withTransaction(logger: logger) { connection in
-            try await body(connection.sql(queryLogLevel: nil))
+        do {
+            return try await client.withTransaction(logger: logger) { connection in
+                try await body(connection.sql(queryLogLevel: nil))
+            }
+        } catch let error as PostgresTransactionError {
+            // The driver wraps what the body threw (after rolling back); callers want the body's own error.
+            throw error.closureError ?? error.beginError ?? error.commitError ?? error
         }
     }
 

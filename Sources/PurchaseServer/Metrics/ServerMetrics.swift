@@ -6,6 +6,9 @@ import Prometheus
 public struct ServerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     private let purchaseLatency: DurationHistogram
+    /// Counters for the outcomes every server sees, made once: the purchase path does not look them up per request.
+    private let purchaseCounters: [String: Counter]
+    private let notificationCounters: [String: Counter]
 
     static var purchases: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "iapkit", metricName: "purchases", unitName: "total", helpText: "Purchase submissions by outcome")
@@ -24,17 +27,23 @@ public struct ServerMetrics: Sendable {
                                              helpText: "Time to answer POST /v1/purchases"),
             buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
                       .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)])
+        purchaseCounters = Dictionary(uniqueKeysWithValues: ["granted", "alreadyGranted", "held", "refused"].map {
+            ($0, registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", $0)]))
+        })
+        notificationCounters = Dictionary(uniqueKeysWithValues: ["applied", "duplicate", "refused"].map {
+            ($0, registry.makeCounter(descriptor: Self.notifications, labels: [("result", $0)]))
+        })
     }
 
     /// A submission's outcome: granted, alreadyGranted, held, refused.
     func purchase(_ outcome: String, took duration: Duration) {
-        registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", outcome)]).increment()
+        (purchaseCounters[outcome] ?? registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", outcome)])).increment()
         purchaseLatency.record(duration)
     }
 
     /// A notification's result: applied, duplicate, refused.
     func notification(_ result: String) {
-        registry.makeCounter(descriptor: Self.notifications, labels: [("result", result)]).increment()
+        (notificationCounters[result] ?? registry.makeCounter(descriptor: Self.notifications, labels: [("result", result)])).increment()
     }
 
     /// A reconciliation run's repairs.

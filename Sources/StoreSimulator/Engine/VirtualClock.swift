@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 
 /// The simulator's time: real time plus an offset that tests advance on demand, so nothing ever sleeps.

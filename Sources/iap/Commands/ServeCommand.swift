@@ -51,8 +51,8 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.auth.hs256Secret = try AccountAuthenticator.loadOrCreateSecret(in: directory)
             Output.note("app tokens: HS256 with the secret in \(directory.appendingPathComponent("auth-hs256-secret").path)")
         }
-        let services = try await PurchaseServer.Services.open(configuration)
         let roots = try TrustRoots.load(configuration.trustedRoots)
+        let services = try await PurchaseServer.Services.open(configuration, roots: roots)
         for warning in roots.warnings { Output.note("warning: \(warning)") }
         if roots.anchors.isEmpty { Output.note("warning: no trusted roots: every purchase will be refused until trustedRoots names Apple's roots") }
         return (services, configuration)
