@@ -57,6 +57,14 @@ struct LedgerSession {
             .map(Self.decodePurchase)
     }
 
+    /// The account's transactions that can grant an entitlement: consumables are balances, and an account that
+    /// bought coins ten thousand times must not read them all to answer what it owns.
+    func entitlingPurchases(accountId: String) throws -> [PurchaseRecord] {
+        try sql.rows("""
+            SELECT \(Self.purchaseColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable' ORDER BY purchase_date, transaction_id
+            """, [.text(accountId)]).map(Self.decodePurchase)
+    }
+
     func purchases(where condition: String, _ binds: [SQLValue], limit: Int) throws -> [PurchaseRecord] {
         try sql.rows("""
             SELECT \(Self.purchaseColumns) FROM purchases WHERE \(condition) ORDER BY recorded_at DESC, transaction_id LIMIT \(max(1, min(limit, 10_000)))
@@ -161,7 +169,8 @@ struct LedgerSession {
     func series(accountId: String) throws -> [String: SubscriptionRecord] {
         let rows = try sql.rows("""
             SELECT \(Self.seriesColumns) FROM subscriptions
-            WHERE original_transaction_id IN (SELECT original_transaction_id FROM purchases WHERE account_id = $1)
+            WHERE original_transaction_id IN (
+                SELECT original_transaction_id FROM purchases WHERE account_id = $1 AND product_type = 'Auto-Renewable Subscription')
             """, [.text(accountId)])
         return Dictionary(try rows.map(Self.decodeSeries).map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { a, _ in a })
     }
@@ -181,7 +190,7 @@ struct LedgerSession {
     // MARK: Entitlements
 
     func entitlements(accountId: String, catalog: LedgerCatalog, now: Date) throws -> AccountEntitlements {
-        let owned = EntitlementRules.entitlements(purchases: try purchases(accountId: accountId), subscriptions: try series(accountId: accountId),
+        let owned = EntitlementRules.entitlements(purchases: try entitlingPurchases(accountId: accountId), subscriptions: try series(accountId: accountId),
                                                   catalog: catalog, now: now)
         return AccountEntitlements(accountId: accountId, entitlements: owned, balances: try balances(accountId: accountId))
     }
