@@ -5,6 +5,14 @@ extension Ledger {
     /// What `accountId` owns at `now`.
     public func entitlements(accountId: String, now: Date = Date()) async throws -> AccountEntitlements {
         let catalog = catalog
+        if let fast = store.fastPath {
+            do {
+                return try LedgerSession.owned(try await fast.owned(accountId: accountId), accountId: accountId,
+                                               catalog: catalog, now: now)
+            } catch {
+                throw Self.ledgerError(error)
+            }
+        }
         return try await read { try $0.entitlements(accountId: accountId, catalog: catalog, now: now) }
     }
 

@@ -61,6 +61,9 @@ extension Ledger {
             guard catalog.rule(for: record.productId) != nil else { throw LedgerError(.unknownProduct, "no product \(record.productId) is sold here") }
             return record
         }
+        if let fast = store.fastPath, submissions.count == 1 {
+            return [try await submitInAutocommit(submissions[0], record: records[0], through: fast, now: now)]
+        }
         let results = try await write { session in
             try zip(submissions, records).map { submission, record -> Result<SubmissionResult, LedgerError> in
                 let facts = try session.facts(for: record, namedOrderId: submission.orderId, catalog: catalog)
@@ -85,6 +88,51 @@ extension Ledger {
             }
         }
         return results
+    }
+
+    /// One submission as two statements in autocommit — the facts, then the effects with the answer — decided again
+    /// from fresh facts when another replica changed them in between.
+    func submitInAutocommit(_ submission: PurchaseSubmission, record: PurchaseRecord, through fast: any LedgerFastPath,
+                            now: Date) async throws -> Result<SubmissionResult, LedgerError> {
+        let catalog = catalog
+        var attempt = 0
+        while true {
+            do {
+                guard let row = try await fast.facts(LedgerSession.factsBinds(record, namedOrderId: submission.orderId)) else {
+                    throw LedgerError(.storage, "the facts query returned no row")
+                }
+                var facts = try LedgerSession.decodeFacts(row)
+                if LedgerSession.needsEntries(facts, record, catalog) {
+                    facts.entries = try await fast.entries(transactionId: record.transactionId).map(LedgerSession.decodeEntry)
+                }
+                let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId, source: submission.source,
+                                                          facts: facts, catalog: catalog, now: now)
+                var effects = decision.effects
+                if let signals = submission.deviceSignals {
+                    effects.append(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,
+                                                       signals: Self.cleaned(signals), at: now))
+                }
+                if case .refused = decision.outcome {
+                    _ = try await fast.apply(effects, owner: nil)
+                    return .failure(LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account"))
+                }
+                let rows = try await fast.apply(effects, owner: submission.accountId)
+                let entitlements = try LedgerSession.owned(rows, accountId: submission.accountId, catalog: catalog, now: now)
+                let outcome: SubmissionResult.Outcome = switch decision.outcome {
+                case .granted: .granted
+                case .deliveredToOwner: .deliveredToOwner
+                default: .alreadyGranted
+                }
+                return .success(SubmissionResult(outcome: outcome, transactionId: record.transactionId,
+                                                 orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
+            } catch is LedgerRace where attempt < 8 {
+                attempt += 1
+            } catch let error as LedgerError where error.code != .storage {
+                throw error
+            } catch {
+                throw Self.ledgerError(error)
+            }
+        }
     }
 
     /// Attempts to present another account's transaction, most recent first.

@@ -88,19 +88,30 @@ struct LedgerSession {
     /// Everything the binding rules need about `record`, with the order the uploader named: one statement (one round
     /// trip on PostgreSQL), and a second only for a stored consumable's balance movements.
     func facts(for record: PurchaseRecord, namedOrderId: String?, catalog: LedgerCatalog) throws -> TransactionFacts {
-        guard let row = try sql.first(Self.factsQuery, [.of(namedOrderId), .of(record.appAccountToken?.uuidString.lowercased()),
-                                                        .text(record.transactionId), .text(record.originalTransactionId)]) else {
+        guard let row = try sql.first(Self.factsQuery, Self.factsBinds(record, namedOrderId: namedOrderId)) else {
             throw LedgerError(.storage, "the facts query returned no row")
         }
-        var facts = TransactionFacts()
-        facts.namedOrder = try Self.slice(row, from: 0, count: 8).map(Self.decodeOrder)
-        facts.tokenOrder = try Self.slice(row, from: 8, count: 8).map(Self.decodeOrder)
-        facts.stored = try Self.slice(row, from: 16, count: 16).map(Self.decodePurchase)
-        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(32) }
-        if facts.stored != nil, catalog.rule(for: record.productId)?.type == .consumable {
-            facts.entries = try balanceEntries(transactionId: record.transactionId)
-        }
+        var facts = try Self.decodeFacts(row)
+        if Self.needsEntries(facts, record, catalog) { facts.entries = try balanceEntries(transactionId: record.transactionId) }
         return facts
+    }
+
+    static func factsBinds(_ record: PurchaseRecord, namedOrderId: String?) -> [SQLValue] {
+        [.of(namedOrderId), .of(record.appAccountToken?.uuidString.lowercased()), .text(record.transactionId), .text(record.originalTransactionId)]
+    }
+
+    static func decodeFacts(_ row: SQLRow) throws -> TransactionFacts {
+        var facts = TransactionFacts()
+        facts.namedOrder = try slice(row, from: 0, count: 8).map(decodeOrder)
+        facts.tokenOrder = try slice(row, from: 8, count: 8).map(decodeOrder)
+        facts.stored = try slice(row, from: 16, count: 16).map(decodePurchase)
+        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(32) }
+        return facts
+    }
+
+    /// A stored consumable's credit is settled against its movements so far; nothing else needs them.
+    static func needsEntries(_ facts: TransactionFacts, _ record: PurchaseRecord, _ catalog: LedgerCatalog) -> Bool {
+        facts.stored != nil && catalog.rule(for: record.productId)?.type == .consumable
     }
 
     /// The named order, the token's order, the stored transaction and the series' owner, each NULL when absent.
@@ -125,9 +136,10 @@ struct LedgerSession {
     // MARK: Balances
 
     func balanceEntries(transactionId: String) throws -> [BalanceEntry] {
-        try sql.rows("SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE transaction_id = $1",
-                     [.text(transactionId)]).map(Self.decodeEntry)
+        try sql.rows(Self.entriesQuery, [.text(transactionId)]).map(Self.decodeEntry)
     }
+
+    static let entriesQuery = "SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE transaction_id = $1"
 
     func balanceEntries(accountId: String, limit: Int) throws -> [BalanceEntry] {
         try sql.rows("""
@@ -181,14 +193,19 @@ struct LedgerSession {
     /// one statement (one round trip on PostgreSQL; `/health` and every purchase answer ask for it) and judged by
     /// ``EntitlementRules``.
     func entitlements(accountId: String, catalog: LedgerCatalog, now: Date) throws -> AccountEntitlements {
+        try Self.owned(try sql.rows(Self.ownedQuery, [.text(accountId)]), accountId: accountId, catalog: catalog, now: now)
+    }
+
+    /// Judges the rows of ``ownedQuery``.
+    static func owned(_ rows: [SQLRow], accountId: String, catalog: LedgerCatalog, now: Date) throws -> AccountEntitlements {
         var purchases: [PurchaseRecord] = []
         var series: [String: SubscriptionRecord] = [:]
         var balances: [String: Int64] = [:]
-        for row in try sql.rows(Self.ownedQuery, [.text(accountId)]) {
+        for row in rows {
             let rest = SQLRow(Array(row.values.dropFirst()))
             switch try row.text(0) {
             case "p":
-                purchases.append(try Self.decodePurchase(rest))
+                purchases.append(try decodePurchase(rest))
             case "s":
                 let record = SubscriptionRecord(
                     originalTransactionId: try rest.text(0), productId: rest.optionalText(1), status: rest.optionalInt(7).map { SubscriptionStatus(rawValue: Int($0)) },

@@ -17,6 +17,28 @@ public protocol LedgerStore: Sendable {
 
     /// Releases connections and threads. The store is unusable afterwards.
     func close() async throws
+
+    /// Set when the store reads and applies a submission without holding a transaction open (PostgreSQL: one round
+    /// trip for the facts, one for the effects and the answer). Nil: submissions run through ``write(_:)``.
+    var fastPath: (any LedgerFastPath)? { get }
+}
+
+extension LedgerStore {
+    public var fastPath: (any LedgerFastPath)? { nil }
+}
+
+/// The statements of a submission and of an entitlements read, each its own round trip in autocommit, for stores
+/// where a held transaction costs a round trip per statement.
+public protocol LedgerFastPath: Sendable {
+    /// The row of `LedgerSession.factsQuery` for these binds.
+    func facts(_ binds: [SQLValue]) async throws -> SQLRow?
+    /// A transaction's balance movements (rows of `LedgerSession.entriesQuery`).
+    func entries(transactionId: String) async throws -> [SQLRow]
+    /// What an account owns (rows of `LedgerSession.ownedQuery`).
+    func owned(accountId: String) async throws -> [SQLRow]
+    /// Applies `effects` as one atomic statement and then, when `owner` is given, reads what that account owns.
+    /// Throws ``LedgerRace`` when an effect's precondition no longer held.
+    func apply(_ effects: [LedgerEffect], owner: String?) async throws -> [SQLRow]
 }
 
 public enum LedgerStoreKind: String, Sendable, Codable, CustomStringConvertible {

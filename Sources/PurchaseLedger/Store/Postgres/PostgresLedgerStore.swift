@@ -12,6 +12,8 @@ import PostgresNIO
 public final class PostgresLedgerStore: LedgerStore, @unchecked Sendable {
     public let kind = LedgerStoreKind.postgres
     private let workers: PostgresWorkers
+    private let autocommit: PostgresAutocommit
+    public var fastPath: (any LedgerFastPath)? { autocommit }
 
     /// Connects to `postgres://user:password@host:port/database` (TLS when the server offers it; `?sslmode=disable`
     /// turns it off, `?sslmode=require` insists).
@@ -34,12 +36,25 @@ public final class PostgresLedgerStore: LedgerStore, @unchecked Sendable {
         let configuration = PostgresConnection.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
             database: database.isEmpty ? nil : database, tls: tls)
-        workers = PostgresWorkers(configuration: configuration, count: max(1, connections))
+        workers = PostgresWorkers(configuration: configuration, count: max(1, connections / 4))
+        let clientTLS: PostgresClient.Configuration.TLS = switch sslmode {
+        case "disable": .disable
+        case "require", "verify-full": .require(.makeClientConfiguration())
+        default: .prefer(.makeClientConfiguration())
+        }
+        var clientConfiguration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
+            database: database.isEmpty ? nil : database, tls: clientTLS)
+        clientConfiguration.options.maximumConnections = max(1, connections)
+        autocommit = PostgresAutocommit(configuration: clientConfiguration)
         // Fail now, not at the first purchase, when the server cannot be reached.
         _ = try await read { sql in try sql.rows("SELECT 1", []) }
     }
 
-    deinit { workers.stop() }
+    deinit {
+        workers.stop()
+        autocommit.stop()
+    }
 
     public func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
@@ -56,7 +71,93 @@ public final class PostgresLedgerStore: LedgerStore, @unchecked Sendable {
     public func close() async throws {
         workers.stop()
         await workers.finished()
+        autocommit.stop()
     }
+}
+
+/// Statements in autocommit through a PostgresNIO client pool, awaited from the caller's task: no worker thread, no
+/// transaction held across round trips.
+final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+
+    init(configuration: PostgresClient.Configuration) {
+        var logger = Logger(label: "iapkit.ledger.postgres.autocommit")
+        logger.logLevel = .warning
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        runner = Task { await client.run() }
+    }
+
+    func stop() { runner.cancel() }
+
+    func facts(_ binds: [SQLValue]) async throws -> SQLRow? {
+        try await run(Prepared<FactsTag>(binds: binds)).first
+    }
+
+    func entries(transactionId: String) async throws -> [SQLRow] {
+        try await run(Prepared<EntriesTag>(binds: [.text(transactionId)]))
+    }
+
+    func owned(accountId: String) async throws -> [SQLRow] {
+        try await run(Prepared<OwnedTag>(binds: [.text(accountId)]))
+    }
+
+    func apply(_ effects: [LedgerEffect], owner: String?) async throws -> [SQLRow] {
+        try await run(Prepared<ApplyTag>(binds: [.text(try PostgresFunctions.json(effects)), .of(owner)]))
+    }
+
+    /// Runs a statement prepared once per connection (no parse or analysis per purchase).
+    private func run<Tag: StatementTag>(_ statement: Prepared<Tag>) async throws -> [SQLRow] {
+        do {
+            var rows: [SQLRow] = []
+            for try await row in try await client.execute(statement) { rows.append(row) }
+            return rows
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == PostgresFunctions.raceState {
+            throw LedgerRace()
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
+        }
+    }
+}
+
+/// Which statement a ``Prepared`` is: its SQL and the types of its binds.
+protocol StatementTag: Sendable {
+    static var sql: String { get }
+    static var types: [PostgresDataType] { get }
+}
+
+enum FactsTag: StatementTag {
+    static let sql = LedgerSession.factsQuery
+    static let types: [PostgresDataType] = [.text, .text, .text, .text]
+}
+
+enum EntriesTag: StatementTag {
+    static let sql = LedgerSession.entriesQuery
+    static let types: [PostgresDataType] = [.text]
+}
+
+enum OwnedTag: StatementTag {
+    static let sql = LedgerSession.ownedQuery
+    static let types: [PostgresDataType] = [.text]
+}
+
+enum ApplyTag: StatementTag {
+    static let sql = "SELECT * FROM iapkit_apply($1::jsonb, $2)"
+    static let types: [PostgresDataType] = [.text, .text]
+}
+
+struct Prepared<Tag: StatementTag>: PostgresPreparedStatement {
+    typealias Row = SQLRow
+    static var name: String { "iapkit_\(String(describing: Tag.self))" }
+    static var sql: String { Tag.sql }
+    static var bindingDataTypes: [PostgresDataType] { Tag.types }
+    let binds: [SQLValue]
+
+    func makeBindings() throws -> PostgresBindings { PostgresExecutor.bindings(binds) }
+    func decodeRow(_ row: PostgresRow) throws -> SQLRow { try PostgresExecutor.convert(row) }
 }
 
 /// A queued operation for a worker.
@@ -194,6 +295,16 @@ struct PostgresExecutor: SQLExecutor {
     let logger: Logger
 
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        let result: PostgresQueryResult
+        do {
+            result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger).wait()
+        } catch {
+            throw LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
+        }
+        return try result.rows.map(Self.convert)
+    }
+
+    static func bindings(_ binds: [SQLValue]) -> PostgresBindings {
         var bindings = PostgresBindings(capacity: binds.count)
         for value in binds {
             switch value {
@@ -202,21 +313,17 @@ struct PostgresExecutor: SQLExecutor {
             case .text(let text): bindings.append(text)
             }
         }
-        let result: PostgresQueryResult
-        do {
-            result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger).wait()
-        } catch {
-            throw LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
-        }
-        return try result.rows.map { row in
-            SQLRow(try row.map { cell -> SQLValue in
-                guard cell.bytes != nil else { return .null }
-                switch cell.dataType {
-                case .int8, .int4, .int2: return .int(try cell.decode(Int64.self))
-                case .bool: return .int(try cell.decode(Bool.self) ? 1 : 0)
-                default: return .text(try cell.decode(String.self))
-                }
-            })
-        }
+        return bindings
+    }
+
+    static func convert(_ row: PostgresRow) throws -> SQLRow {
+        SQLRow(try row.map { cell -> SQLValue in
+            guard cell.bytes != nil else { return .null }
+            switch cell.dataType {
+            case .int8, .int4, .int2: return .int(try cell.decode(Int64.self))
+            case .bool: return .int(try cell.decode(Bool.self) ? 1 : 0)
+            default: return .text(try cell.decode(String.self))
+            }
+        })
     }
 }

@@ -1,0 +1,195 @@
+import Foundation
+
+/// What the migrations install on PostgreSQL so that a purchase is two round trips in autocommit — one statement
+/// reading the facts, one applying the rules' effects and answering what the account owns — instead of a held
+/// transaction of ten statements.
+///
+/// `iapkit_apply` is an interpreter of ``LedgerEffect`` values, not a second copy of the rules: the decision is made in
+/// Swift. It applies the effects in order as one statement (atomic in autocommit) and raises `iapkit_race` when an
+/// effect's precondition no longer holds (another replica stored or claimed the transaction since the facts were
+/// read), which rolls everything back; the ledger then decides again from fresh facts.
+enum PostgresFunctions {
+    static let raceState = "P0R01"
+
+    static let applyEffects = """
+        CREATE OR REPLACE FUNCTION iapkit_apply(effects jsonb, p_owner text)
+        RETURNS TABLE(o_kind text, o0 text, o1 text, o2 text, o3 text, o4 text, o5 text, o6 text, o7 bigint, o8 bigint, o9 bigint,
+                      o10 bigint, o11 bigint, o12 bigint, o13 text, o14 text, o15 bigint)
+        LANGUAGE plpgsql
+        -- Key lookups only: a generic plan serves every call, so the statements inside are planned once per connection.
+        SET plan_cache_mode = force_generic_plan
+        AS $fn$
+        #variable_conflict use_column
+        DECLARE
+          e jsonb;
+          r jsonb;
+          n bigint;
+        BEGIN
+          FOR e IN SELECT value FROM jsonb_array_elements(effects) LOOP
+            CASE e->>'op'
+            WHEN 'insertPurchase' THEN
+              r := e->'r';
+              INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
+                  quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
+                  signed_date, source, recorded_at)
+              VALUES (r->>0, r->>1, r->>2, r->>3, r->>4, r->>5, r->>6, (r->>7)::bigint, (r->>8)::bigint, (r->>9)::bigint, (r->>10)::bigint,
+                  (r->>11)::bigint, (r->>12)::bigint, r->>13, r->>14, (r->>15)::bigint, e->>'source', (e->>'at')::bigint)
+              ON CONFLICT (transaction_id) DO NOTHING;
+              GET DIAGNOSTICS n = ROW_COUNT;
+              IF n = 0 THEN RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01'; END IF;
+            WHEN 'claimPurchase' THEN
+              UPDATE purchases SET account_id = e->>'account', order_id = e->>'order' WHERE transaction_id = e->>'tx' AND account_id IS NULL;
+              GET DIAGNOSTICS n = ROW_COUNT;
+              IF n = 0 THEN RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01'; END IF;
+            WHEN 'refreshPurchase' THEN
+              UPDATE purchases SET expires_date = (e->>'expires')::bigint, revocation_date = (e->>'revoked')::bigint,
+                  revocation_reason = (e->>'reason')::bigint, is_upgraded = (e->>'upgraded')::bigint, signed_date = (e->>'signed')::bigint
+              WHERE transaction_id = e->>'tx' AND signed_date < (e->>'signed')::bigint;
+            WHEN 'linkOrder' THEN
+              UPDATE purchases SET order_id = e->>'order' WHERE transaction_id = e->>'tx' AND order_id IS NULL;
+            WHEN 'fulfilOrder' THEN
+              UPDATE orders SET state = 'granted', transaction_id = e->>'tx', updated_at = (e->>'at')::bigint
+              WHERE order_id = e->>'order' AND transaction_id IS NULL;
+            WHEN 'moveBalance' THEN
+              INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at)
+              VALUES (e->>'key', e->>'account', e->>'currency', (e->>'delta')::bigint, e->>'tx', (e->>'at')::bigint)
+              ON CONFLICT (entry_key) DO NOTHING;
+              GET DIAGNOSTICS n = ROW_COUNT;
+              IF n > 0 THEN
+                INSERT INTO balances (account_id, currency, amount) VALUES (e->>'account', e->>'currency', (e->>'delta')::bigint)
+                ON CONFLICT (account_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount;
+              END IF;
+            WHEN 'recordConflict' THEN
+              INSERT INTO conflicts (transaction_id, claimed_by, owner, first_seen, attempts)
+              VALUES (e->>'tx', e->>'claimedBy', e->>'owner', (e->>'at')::bigint, 1)
+              ON CONFLICT (transaction_id, claimed_by) DO UPDATE SET attempts = conflicts.attempts + 1;
+            WHEN 'recordDeviceReport' THEN
+              INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)
+              VALUES (e->>'id', e->>'tx', e->>'account', e->>'signals', (e->>'at')::bigint);
+            ELSE
+              RAISE EXCEPTION 'iapkit_apply: no effect %', e->>'op';
+            END CASE;
+          END LOOP;
+          IF p_owner IS NOT NULL THEN
+            RETURN QUERY
+              SELECT 'p'::text, transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity,
+                  purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
+              FROM purchases WHERE account_id = p_owner AND product_type <> 'Consumable'
+              UNION ALL
+              SELECT 's'::text, original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
+                  grace_period_expires_date, auto_renew, NULL, NULL, NULL, NULL, signed_date
+              FROM subscriptions WHERE original_transaction_id IN (
+                  SELECT original_transaction_id FROM purchases WHERE account_id = p_owner AND product_type = 'Auto-Renewable Subscription')
+              UNION ALL
+              SELECT 'b'::text, currency, NULL, NULL, NULL, NULL, NULL, NULL, amount, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+              FROM balances WHERE account_id = p_owner;
+          END IF;
+        END
+        $fn$
+        """
+
+    /// The effects a submission applies, as the JSON `iapkit_apply` reads. Only submission effects travel this way;
+    /// other operations run in a held transaction.
+    static func json(_ effects: [LedgerEffect]) throws -> String {
+        var out = "["
+        for (index, effect) in effects.enumerated() {
+            if index > 0 { out += "," }
+            var object = JSONObject()
+            switch effect {
+            case .insertPurchase(let record, let source, let at):
+                object.set("op", .text("insertPurchase"))
+                let row: [SQLValue] = [.text(record.transactionId), .text(record.originalTransactionId), .of(record.accountId), .of(record.orderId),
+                                       .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue),
+                                       .int(Int64(record.quantity)), .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
+                                       .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
+                                       .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate)]
+                object.raw("r", "[" + row.map(JSONObject.literal).joined(separator: ",") + "]")
+                object.set("source", .text(source))
+                object.set("at", .of(at))
+            case .claimPurchase(let transactionId, let accountId, let orderId):
+                object.set("op", .text("claimPurchase"))
+                object.set("tx", .text(transactionId))
+                object.set("account", .text(accountId))
+                object.set("order", .of(orderId))
+            case .refreshPurchase(let record):
+                object.set("op", .text("refreshPurchase"))
+                object.set("tx", .text(record.transactionId))
+                object.set("expires", .of(record.expiresDate))
+                object.set("revoked", .of(record.revocationDate))
+                object.set("reason", .of(record.revocationReason.map { Int64($0.rawValue) }))
+                object.set("upgraded", .of(record.isUpgraded))
+                object.set("signed", .of(record.signedDate))
+            case .linkOrder(let transactionId, let orderId):
+                object.set("op", .text("linkOrder"))
+                object.set("tx", .text(transactionId))
+                object.set("order", .text(orderId))
+            case .fulfilOrder(let orderId, let transactionId, let at):
+                object.set("op", .text("fulfilOrder"))
+                object.set("order", .text(orderId))
+                object.set("tx", .text(transactionId))
+                object.set("at", .of(at))
+            case .moveBalance(let move):
+                object.set("op", .text("moveBalance"))
+                object.set("key", .text(move.key))
+                object.set("account", .text(move.accountId))
+                object.set("currency", .text(move.currency))
+                object.set("delta", .int(move.delta))
+                object.set("tx", .of(move.transactionId))
+                object.set("at", .of(move.at))
+            case .recordConflict(let transactionId, let claimedBy, let owner, let at):
+                object.set("op", .text("recordConflict"))
+                object.set("tx", .text(transactionId))
+                object.set("claimedBy", .text(claimedBy))
+                object.set("owner", .text(owner))
+                object.set("at", .of(at))
+            case .recordDeviceReport(let transactionId, let accountId, let signals, let at):
+                object.set("op", .text("recordDeviceReport"))
+                object.set("id", .text(UUID().uuidString.lowercased()))
+                object.set("tx", .text(transactionId))
+                object.set("account", .text(accountId))
+                object.set("signals", .text(signals.joined(separator: ",")))
+                object.set("at", .of(at))
+            case .updateSeriesStatus, .updateSeriesPeriod, .settleOrder, .audit:
+                throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
+            }
+            out += object.closed
+        }
+        return out + "]"
+    }
+}
+
+/// A flat JSON object written by hand: the effects are small and this is on every purchase.
+struct JSONObject {
+    private(set) var text = "{"
+    private var empty = true
+
+    mutating func set(_ key: String, _ value: SQLValue) { raw(key, Self.literal(value)) }
+
+    mutating func raw(_ key: String, _ literal: String) {
+        text += (empty ? "" : ",") + Self.literal(.text(key)) + ":" + literal
+        empty = false
+    }
+
+    var closed: String { text + "}" }
+
+    static func literal(_ value: SQLValue) -> String {
+        switch value {
+        case .null: return "null"
+        case .int(let number): return String(number)
+        case .text(let string):
+            var out = "\""
+            for scalar in string.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+    }
+}
