@@ -50,9 +50,10 @@ struct CrashMatrixTests {
         }
 
         /// Runs `iap app <command>` for `account` (store account `store-<account>`) with its journal.
-        func app(_ command: String, _ account: String, journal: String? = nil, device: String = "phone", _ extra: [String] = []) async throws -> (status: Int32, line: [String: Any]) {
+        func app(_ command: String, _ account: String, journal: String? = nil, device: String = "phone", storeAccount: String? = nil,
+                 _ extra: [String] = []) async throws -> (status: Int32, line: [String: Any]) {
             let arguments = ["app", command, "--simulator", "http://127.0.0.1:\(simulatorPort)", "--server", "http://127.0.0.1:\(serverPort)",
-                             "--secret", CrashMatrixTests.secret, "--account", account, "--store-account", "store-\(account)", "--device", device,
+                             "--secret", CrashMatrixTests.secret, "--account", account, "--store-account", storeAccount ?? "store-\(account)", "--device", device,
                              "--journal", root.appendingPathComponent(journal ?? "journal-\(account)").path] + extra
             let result = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path, arguments)
             var line = (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [String: Any] ?? [:]
@@ -68,12 +69,12 @@ struct CrashMatrixTests {
         }
 
         /// The account's orders by state, and the device's unfinished transactions.
-        func settled(_ account: String, device: String = "phone") async throws -> (granted: Int, open: Int, unfinished: Int) {
+        func settled(_ account: String, device: String = "phone", storeAccount: String? = nil) async throws -> (granted: Int, open: Int, unfinished: Int) {
             func count(_ state: String) async throws -> Int {
                 let orders = try await get(serverPort, "/admin/orders?state=\(state)", bearer: CrashMatrixTests.adminKey)["orders"] as? [[String: Any]] ?? []
                 return orders.filter { $0["accountId"] as? String == account }.count
             }
-            let unfinished = try await get(simulatorPort, "/sim/accounts/store-\(account)/devices/\(device)/unfinished")["signedTransactions"] as? [String] ?? []
+            let unfinished = try await get(simulatorPort, "/sim/accounts/\(storeAccount ?? "store-\(account)")/devices/\(device)/unfinished")["signedTransactions"] as? [String] ?? []
             return (try await count("granted"), try await count("created"), unfinished.count)
         }
 
@@ -155,6 +156,30 @@ struct CrashMatrixTests {
         #expect(try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet", ["--crash-at", "duringRestore"]).status == 137)
         let restored = try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet")
         #expect(restored.line["entitlements"] as? [String] == ["premium"])
+        try await world.stop()
+    }
+}
+
+extension CrashMatrixTests {
+    @Test("Account switch on one device: A pays and the app dies (at each point), B launches on the same journal and Apple ID, then A launches — A has it once, B nothing")
+    func accountSwitch() async throws {
+        let world = try await World.start()
+        try await world.createStoreAccount("family")
+        for point in ["afterPayment", "afterJournal", "duringUpload"] {
+            let (ann, bea, journal) = ("ann-\(point)", "bea-\(point)", "journal-device-\(point)")
+            let crashed = try await world.app("buy", ann, journal: journal, storeAccount: "store-family", ["--product", Self.coins, "--crash-at", point])
+            #expect(crashed.status == 137, "\(point): the app died there")
+            let other = try await world.app("resume", bea, journal: journal, storeAccount: "store-family")
+            #expect(other.status == 0, "\(other.line["stderr"] ?? "")")
+            #expect((other.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B got nothing: \(other.line)")
+            #expect(try await world.settled(ann, storeAccount: "store-family").unfinished == 1, "\(point): A's payment is not finished under B")
+            let back = try await world.app("resume", ann, journal: journal, storeAccount: "store-family")
+            #expect((back.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): A has it once: \(back.line)")
+            #expect(try await world.settled(ann, storeAccount: "store-family") == (granted: 1, open: 0, unfinished: 0), "\(point)")
+            let again = try await world.app("resume", bea, journal: journal, storeAccount: "store-family")
+            #expect((again.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B still nothing: \(again.line)")
+            #expect((again.line["journaled"] as? [String])?.isEmpty == true, "\(point): nothing left waiting")
+        }
         try await world.stop()
     }
 }
