@@ -1,8 +1,8 @@
 import AppStoreFormats
 import Foundation
-import SQLKit
 
-/// What an operator sees and does about orders that did not end well. Every action is audited.
+/// What an operator sees and does about orders that did not end well. Every action is audited in the same
+/// transaction as the action itself.
 extension Ledger {
     /// Which orders to list.
     public enum OrderFilter: String, Sendable, CaseIterable {
@@ -16,62 +16,55 @@ extension Ledger {
 
     /// Orders matching `filter`, newest first.
     public func orders(_ filter: OrderFilter, now: Date = Date(), limit: Int = 200) async throws -> [Order] {
-        try await transaction { db in
-            let columns = "order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at"
-            let query: SQLQueryString
+        try await read { session in
             switch filter {
             case .created, .granted, .settled:
-                query = "SELECT \(unsafeRaw: columns) FROM orders WHERE state = \(bind: filter.rawValue) ORDER BY created_at DESC LIMIT \(bind: Int64(limit))"
+                return try session.orders(where: "o.state = $1", [.text(filter.rawValue)], limit: limit)
             case .paidUnfulfilled:
-                query = """
-                    SELECT \(unsafeRaw: columns) FROM orders o WHERE o.state = 'created' AND (
+                return try session.orders(where: """
+                    o.state = 'created' AND (
                         EXISTS (SELECT 1 FROM pending_proofs p WHERE p.order_id = o.order_id AND p.state = 'pending')
                         OR EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token))
-                    ORDER BY o.created_at DESC LIMIT \(bind: Int64(limit))
-                    """
+                    """, [], limit: limit)
             case .stuck:
-                query = """
-                    SELECT \(unsafeRaw: columns) FROM orders o WHERE o.state = 'created' AND o.expires_at < \(bind: Millis.of(now))
-                        AND NOT EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token)
-                    ORDER BY o.created_at DESC LIMIT \(bind: Int64(limit))
-                    """
+                return try session.orders(where: """
+                    o.state = 'created' AND o.expires_at < $1 AND NOT EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token)
+                    """, [.of(now)], limit: limit)
             }
-            return try await db.raw(query).all().map(Self.decodeOrder)
         }
     }
 
     /// Settles an open order by hand: with a verified `transaction`, binds and grants it to the order's account (once,
     /// as any submission); without one, closes the order as `settled` with `note` (e.g. refunded outside the store).
+    /// The settle and its audit entry are one transaction.
     public func settle(orderId: String, transaction: JWSTransactionDecodedPayload?, note: String, actor: String, now: Date = Date()) async throws -> Order {
-        guard let order = try await self.order(orderId) else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
         guard note.utf8.count <= 2000 else { throw LedgerError(.invalidInput, "the note is over 2000 bytes") }
-        if let transaction {
-            let result = try await submit(.init(accountId: order.accountId, orderId: orderId, transaction: transaction, source: "admin"), now: now)
-            try await audit(actor: actor, action: "settle-with-transaction", subject: orderId,
-                            detail: "transaction \(result.transactionId): \(result.outcome.rawValue); \(note)", now: now)
-        } else {
-            try await self.transaction { db in
-                try await db.raw("""
-                    UPDATE orders SET state = 'settled', note = \(bind: note), updated_at = \(bind: Millis.of(now))
-                    WHERE order_id = \(bind: orderId) AND state = 'created'
-                    """).run()
-                try await Self.audit(db, actor: actor, action: "settle", subject: orderId, detail: note, now: now)
+        let record = try transaction.map(PurchaseRecord.init)
+        if let record, catalog.rule(for: record.productId) == nil { throw LedgerError(.unknownProduct, "no product \(record.productId) is sold here") }
+        let catalog = catalog
+        return try await write { session in
+            guard let order = try session.order(id: orderId) else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
+            if let record {
+                let facts = try session.facts(for: record, namedOrderId: orderId, catalog: catalog)
+                let decision = try SubmissionRules.submit(record, uploader: order.accountId, orderId: orderId, source: "admin", facts: facts,
+                                                          catalog: catalog, now: now)
+                if case .refused = decision.outcome {
+                    throw LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account")
+                }
+                try session.apply(decision.effects)
+                try session.apply(.audit(actor: actor, action: "settle-with-transaction", subject: orderId,
+                                         detail: "transaction \(record.transactionId): \(decision.outcome); \(note)", at: now))
+            } else {
+                try session.apply(.settleOrder(orderId: orderId, note: note, at: now))
+                try session.apply(.audit(actor: actor, action: "settle", subject: orderId, detail: note, at: now))
             }
+            return try session.order(id: orderId) ?? order
         }
-        return try await self.order(orderId) ?? order
     }
 
     /// Records an operator's or the reconciliation job's action.
     public func audit(actor: String, action: String, subject: String, detail: String, now: Date = Date()) async throws {
-        try await transaction { db in try await Self.audit(db, actor: actor, action: action, subject: subject, detail: detail, now: now) }
-    }
-
-    static func audit(_ db: any SQLDatabase, actor: String, action: String, subject: String, detail: String, now: Date) async throws {
-        try await db.raw("""
-            INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at)
-            VALUES (\(bind: UUID().uuidString.lowercased()), \(bind: String(actor.prefix(200))), \(bind: action), \(bind: String(subject.prefix(200))),
-                    \(bind: String(detail.prefix(4000))), \(bind: Millis.of(now)))
-            """).run()
+        try await write { try $0.apply(.audit(actor: actor, action: action, subject: subject, detail: detail, at: now)) }
     }
 
     /// One audit entry.
@@ -81,49 +74,162 @@ extension Ledger {
         public var subject: String
         public var detail: String
         public var at: Date
+
+        public init(actor: String, action: String, subject: String, detail: String, at: Date = Date()) {
+            self.actor = actor
+            self.action = action
+            self.subject = subject
+            self.detail = detail
+            self.at = at
+        }
     }
 
     /// The audit log, newest first.
     public func auditLog(limit: Int = 200) async throws -> [AuditEntry] {
-        try await transaction { db in
-            try await db.raw("SELECT actor, action, subject, detail, created_at FROM audit_log ORDER BY created_at DESC LIMIT \(bind: Int64(limit))").all().map {
-                AuditEntry(actor: try $0.decode(column: "actor", as: String.self), action: try $0.decode(column: "action", as: String.self),
-                           subject: try $0.decode(column: "subject", as: String.self), detail: try $0.decode(column: "detail", as: String.self),
-                           at: Millis.date(try $0.decode(column: "created_at", as: Int64.self)))
-            }
-        }
+        try await read { try $0.auditEntries(where: "1 = 1", [], limit: limit) }
     }
 
     /// Original transaction ids of auto-renewable series whose latest known expiry fell between `since` and `before`
     /// with no newer period: candidates for asking Apple whether a renewal notification was missed.
     public func staleSubscriptions(since: Date, before: Date, limit: Int = 100) async throws -> [(originalTransactionId: String, accountId: String)] {
-        try await transaction { db in
-            try await db.raw("""
-                SELECT original_transaction_id, MIN(account_id) AS account_id, MAX(expires_date) AS latest FROM purchases
-                WHERE product_type = \(bind: ProductType.autoRenewableSubscription.rawValue) AND account_id IS NOT NULL AND revocation_date IS NULL
-                GROUP BY original_transaction_id HAVING MAX(expires_date) < \(bind: Millis.of(before)) AND MAX(expires_date) >= \(bind: Millis.of(since))
-                ORDER BY latest DESC LIMIT \(bind: Int64(limit))
-                """).all().map { (try $0.decode(column: "original_transaction_id", as: String.self), try $0.decode(column: "account_id", as: String.self)) }
+        try await read { session in
+            try session.sql.rows("""
+                SELECT original_transaction_id, MIN(account_id), MAX(expires_date) AS latest FROM purchases
+                WHERE product_type = $1 AND account_id IS NOT NULL AND revocation_date IS NULL
+                GROUP BY original_transaction_id HAVING MAX(expires_date) < $2 AND MAX(expires_date) >= $3
+                ORDER BY latest DESC LIMIT $4
+                """, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit))])
+                .map { (try $0.text(0), try $0.text(1)) }
         }
     }
-}
 
-extension Ledger {
     /// Open orders created before `before`, oldest first: payments that may have happened without reaching the server.
     public func openOrders(createdBefore before: Date, limit: Int = 100) async throws -> [Order] {
-        try await transaction { db in
-            try await db.raw("""
-                SELECT order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at FROM orders
-                WHERE state = 'created' AND created_at < \(bind: Millis.of(before)) ORDER BY created_at LIMIT \(bind: Int64(limit))
-                """).all().map(Self.decodeOrder)
+        try await read { session in
+            try session.sql.rows("SELECT \(LedgerSession.orderColumns) FROM orders WHERE state = 'created' AND created_at < $1 ORDER BY created_at LIMIT $2",
+                                 [.of(before), .int(Int64(limit))]).map(LedgerSession.decodeOrder)
         }
     }
 
     /// One transaction id bound to `accountId`, if any: a handle for asking Apple about the customer's history.
     public func anyTransactionId(accountId: String) async throws -> String? {
-        try await transaction { db in
-            try await db.raw("SELECT transaction_id FROM purchases WHERE account_id = \(bind: accountId) ORDER BY purchase_date DESC LIMIT 1")
-                .first()?.decode(column: "transaction_id", as: String.self)
+        try await read { session in
+            try session.sql.first("SELECT transaction_id FROM purchases WHERE account_id = $1 ORDER BY purchase_date DESC LIMIT 1",
+                                  [.text(accountId)])?.optionalText(0)
         }
+    }
+}
+
+// MARK: What the ledger knows, for the operator
+
+/// A subscription series as the ledger holds it: its periods and its latest status.
+public struct SeriesRecord: Sendable, Hashable {
+    public var originalTransactionId: String
+    public var status: SubscriptionRecord?
+    /// Every transaction of the series, oldest period first.
+    public var transactions: [PurchaseRecord]
+    public var notifications: [LoggedNotification]
+}
+
+/// One line of an account's history.
+public struct TimelineEntry: Sendable, Hashable, Codable {
+    public enum Kind: String, Sendable, Hashable, Codable {
+        case order, transaction, revocation, balance, notification, deviceReport, conflict, audit
+    }
+
+    public var at: Date
+    public var kind: Kind
+    /// The order, transaction, notification or entry it is about.
+    public var subject: String
+    public var detail: String
+}
+
+extension Ledger {
+    /// Stored transactions, newest first; `unboundOnly` lists those only notifications told of, which no account
+    /// has claimed yet.
+    public func transactions(unboundOnly: Bool = false, limit: Int = 200) async throws -> [PurchaseRecord] {
+        try await read { try $0.purchases(where: unboundOnly ? "account_id IS NULL" : "1 = 1", [], limit: limit) }
+    }
+
+    /// The transaction with `transactionId`, bound or not.
+    public func transaction(_ transactionId: String) async throws -> PurchaseRecord? {
+        try await read { try $0.purchase(transactionId) }
+    }
+
+    /// A subscription series by its `originalTransactionId`, or nil when the ledger knows nothing of it.
+    public func series(originalTransactionId: String) async throws -> SeriesRecord? {
+        try await read { session in
+            let transactions = try session.sql.rows("""
+                SELECT \(LedgerSession.purchaseColumns) FROM purchases WHERE original_transaction_id = $1 ORDER BY purchase_date, transaction_id
+                """, [.text(originalTransactionId)]).map(LedgerSession.decodePurchase)
+            let status = try session.series(originalTransactionId)
+            guard !transactions.isEmpty || status != nil else { return nil }
+            let notifications = try session.notifications(where: "original_transaction_id = $1", [.text(originalTransactionId)], limit: 500,
+                                                          withPayload: false)
+            return SeriesRecord(originalTransactionId: originalTransactionId, status: status, transactions: transactions, notifications: notifications)
+        }
+    }
+
+    /// The notifications log, newest first; with `originalTransactionId`, one series' only.
+    public func notifications(originalTransactionId: String? = nil, limit: Int = 200, withPayload: Bool = false) async throws -> [LoggedNotification] {
+        try await read { session in
+            if let originalTransactionId {
+                return try session.notifications(where: "original_transaction_id = $1", [.text(originalTransactionId)], limit: limit, withPayload: withPayload)
+            }
+            return try session.notifications(where: "1 = 1", [], limit: limit, withPayload: withPayload)
+        }
+    }
+
+    /// Everything the ledger knows of an account, oldest first: orders, transactions and revocations, balance
+    /// movements, notifications about its series, device reports, refused claims and audit entries.
+    public func timeline(accountId: String, limit: Int = 1_000) async throws -> [TimelineEntry] {
+        try await read { session in
+            var entries: [TimelineEntry] = []
+            let orders = try session.orders(where: "o.account_id = $1", [.text(accountId)], limit: limit)
+            for order in orders {
+                entries.append(.init(at: order.createdAt, kind: .order, subject: order.orderId,
+                                     detail: "\(order.productId): \(order.state.rawValue)\(order.transactionId.map { " by \($0)" } ?? "")"))
+            }
+            let purchases = try session.purchases(accountId: accountId)
+            for purchase in purchases {
+                entries.append(.init(at: purchase.purchaseDate, kind: .transaction, subject: purchase.transactionId,
+                                     detail: "\(purchase.productId) (\(purchase.productType.rawValue))\(purchase.orderId.map { ", order \($0)" } ?? "")"
+                                         + (purchase.expiresDate.map { ", expires \(Self.iso($0))" } ?? "")))
+                if let revoked = purchase.revocationDate {
+                    entries.append(.init(at: revoked, kind: .revocation, subject: purchase.transactionId,
+                                         detail: "revoked (reason \(purchase.revocationReason?.rawValue ?? -1))"))
+                }
+            }
+            for entry in try session.balanceEntries(accountId: accountId, limit: limit) {
+                entries.append(.init(at: entry.at, kind: .balance, subject: entry.key, detail: "\(entry.delta > 0 ? "+" : "")\(entry.delta) \(entry.currency)"))
+            }
+            for original in Set(purchases.map(\.originalTransactionId)) {
+                for notification in try session.notifications(where: "original_transaction_id = $1", [.text(original)], limit: limit, withPayload: false) {
+                    entries.append(.init(at: notification.signedDate, kind: .notification, subject: notification.notificationUUID,
+                                         detail: notification.notificationType + (notification.subtype.map { "/\($0)" } ?? "")
+                                             + (notification.transactionId.map { " for \($0)" } ?? "")))
+                }
+            }
+            for report in try session.deviceReports(where: "account_id = $1", [.text(accountId)]) {
+                entries.append(.init(at: report.reportedAt, kind: .deviceReport, subject: report.transactionId,
+                                     detail: report.signals.isEmpty ? "clean" : report.signals.joined(separator: ", ")))
+            }
+            for row in try session.sql.rows("SELECT transaction_id, claimed_by, owner, first_seen, attempts FROM conflicts WHERE claimed_by = $1 OR owner = $1",
+                                            [.text(accountId)]) {
+                entries.append(.init(at: Millis.date(try row.int(3)), kind: .conflict, subject: try row.text(0),
+                                     detail: "claimed by \(try row.text(1)), owned by \(try row.text(2)), \(try row.int(4)) attempt(s)"))
+            }
+            let subjects = [accountId] + orders.map(\.orderId)
+            for subject in subjects {
+                for audit in try session.auditEntries(where: "subject = $1", [.text(subject)], limit: limit) {
+                    entries.append(.init(at: audit.at, kind: .audit, subject: audit.subject, detail: "\(audit.actor) \(audit.action): \(audit.detail)"))
+                }
+            }
+            return Array(entries.sorted { ($0.at, $0.kind.rawValue, $0.subject) < ($1.at, $1.kind.rawValue, $1.subject) }.suffix(limit))
+        }
+    }
+
+    static func iso(_ date: Date) -> String {
+        date.formatted(.iso8601)
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import SQLKit
 
 /// A proof of purchase the server could not judge yet because Apple was unavailable: kept durably, retried by the
 /// reconciliation job, never dropped. A paid order is never lost to an outage.
@@ -36,78 +35,45 @@ extension Ledger {
     public func holdProof(proofId: String, accountId: String, orderId: String?, kind: PendingProof.Kind, proof: String, error: String,
                           retryAt: Date, now: Date = Date()) async throws -> PendingProof {
         try Self.checkAccountId(accountId)
-        return try await transaction { db in
-            try await db.raw("""
+        return try await write { session in
+            try session.sql.execute("""
                 INSERT INTO pending_proofs (proof_id, account_id, order_id, kind, proof, state, attempts, next_attempt_at, last_error, created_at, updated_at)
-                VALUES (\(bind: proofId), \(bind: accountId), \(bind: orderId), \(bind: kind.rawValue), \(bind: proof), 'pending', 1,
-                        \(bind: Millis.of(retryAt)), \(bind: error), \(bind: Millis.of(now)), \(bind: Millis.of(now)))
-                ON CONFLICT (proof_id) DO NOTHING
-                """).run()
-            return try await Self.pendingProof(db, proofId)!
+                VALUES ($1, $2, $3, $4, $5, 'pending', 1, $6, $7, $8, $8) ON CONFLICT (proof_id) DO NOTHING
+                """, [.text(proofId), .text(accountId), .of(orderId), .text(kind.rawValue), .text(proof), .of(retryAt), .text(error), .of(now)])
+            guard let stored = try session.pendingProof(proofId) else { throw LedgerError(.storage, "the held proof was not stored") }
+            return stored
         }
     }
 
     /// Claims up to `limit` proofs due at `now`, leasing each for `lease` seconds so that another replica does not
     /// take the same one meanwhile.
     public func claimDueProofs(now: Date = Date(), limit: Int = 20, lease: TimeInterval = 60) async throws -> [PendingProof] {
-        try await transaction { db in
-            let due = try await db.raw("""
-                SELECT proof_id FROM pending_proofs WHERE state = 'pending' AND next_attempt_at <= \(bind: Millis.of(now))
-                ORDER BY next_attempt_at LIMIT \(bind: Int64(limit))
-                """).all().map { try $0.decode(column: "proof_id", as: String.self) }
-            var claimed: [PendingProof] = []
-            for id in due {
-                let taken = try await db.raw("""
-                    UPDATE pending_proofs SET next_attempt_at = \(bind: Millis.of(now.addingTimeInterval(lease))), updated_at = \(bind: Millis.of(now))
-                    WHERE proof_id = \(bind: id) AND state = 'pending' AND next_attempt_at <= \(bind: Millis.of(now)) RETURNING proof_id
-                    """).first()
-                if taken != nil, let proof = try await Self.pendingProof(db, id) { claimed.append(proof) }
+        try await write { session in
+            let due = try session.pendingProofs(where: "state = 'pending' AND next_attempt_at <= $1", [.of(now)], order: "next_attempt_at", limit: limit)
+            return try due.filter { proof in
+                try session.sql.first("""
+                    UPDATE pending_proofs SET next_attempt_at = $1, updated_at = $2
+                    WHERE proof_id = $3 AND state = 'pending' AND next_attempt_at <= $2 RETURNING proof_id
+                    """, [.of(now.addingTimeInterval(lease)), .of(now), .text(proof.proofId)]) != nil
             }
-            return claimed
         }
     }
 
     /// Records how a retry went: `granted` or `rejected` end it; `pending` schedules the next attempt at `retryAt`.
-    public func updateProof(_ proofId: String, state: PendingProof.State, error: String?, retryAt: Date? = nil, now: Date = Date()) async throws {
-        try await transaction { db in
-            try await db.raw("""
-                UPDATE pending_proofs SET state = \(bind: state.rawValue), attempts = attempts + 1, last_error = \(bind: error),
-                    next_attempt_at = \(bind: Millis.of(retryAt ?? now)), updated_at = \(bind: Millis.of(now))
-                WHERE proof_id = \(bind: proofId)
-                """).run()
+    /// The audit entry, when given, commits with it.
+    public func updateProof(_ proofId: String, state: PendingProof.State, error: String?, retryAt: Date? = nil, audit: AuditEntry? = nil,
+                            now: Date = Date()) async throws {
+        try await write { session in
+            try session.sql.execute("""
+                UPDATE pending_proofs SET state = $1, attempts = attempts + 1, last_error = $2, next_attempt_at = $3, updated_at = $4
+                WHERE proof_id = $5
+                """, [.text(state.rawValue), .of(error), .of(retryAt ?? now), .of(now), .text(proofId)])
+            if let audit { try session.apply(.audit(actor: audit.actor, action: audit.action, subject: audit.subject, detail: audit.detail, at: now)) }
         }
     }
 
     /// Proofs in `state`, oldest first.
     public func pendingProofs(state: PendingProof.State = .pending, limit: Int = 500) async throws -> [PendingProof] {
-        try await transaction { db in
-            try await db.raw("""
-                SELECT proof_id FROM pending_proofs WHERE state = \(bind: state.rawValue) ORDER BY created_at LIMIT \(bind: Int64(limit))
-                """).all().map { try $0.decode(column: "proof_id", as: String.self) }
-                .asyncCompactMap { try await Self.pendingProof(db, $0) }
-        }
-    }
-
-    static func pendingProof(_ db: any SQLDatabase, _ id: String) async throws -> PendingProof? {
-        guard let row = try await db.raw("""
-            SELECT proof_id, account_id, order_id, kind, proof, state, attempts, next_attempt_at, last_error FROM pending_proofs WHERE proof_id = \(bind: id)
-            """).first() else { return nil }
-        return PendingProof(
-            proofId: try row.decode(column: "proof_id", as: String.self), accountId: try row.decode(column: "account_id", as: String.self),
-            orderId: try row.decode(column: "order_id", as: String?.self),
-            kind: PendingProof.Kind(rawValue: try row.decode(column: "kind", as: String.self)) ?? .receipt,
-            proof: try row.decode(column: "proof", as: String.self),
-            state: PendingProof.State(rawValue: try row.decode(column: "state", as: String.self)) ?? .pending,
-            attempts: Int(try row.decode(column: "attempts", as: Int64.self)),
-            nextAttemptAt: Millis.date(try row.decode(column: "next_attempt_at", as: Int64.self)),
-            lastError: try row.decode(column: "last_error", as: String?.self))
-    }
-}
-
-extension Array {
-    func asyncCompactMap<T>(_ transform: (Element) async throws -> T?) async rethrows -> [T] {
-        var result: [T] = []
-        for element in self { if let value = try await transform(element) { result.append(value) } }
-        return result
+        try await read { try $0.pendingProofs(where: "state = $1", [.text(state.rawValue)], order: "created_at", limit: limit) }
     }
 }

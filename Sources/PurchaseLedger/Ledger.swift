@@ -1,11 +1,11 @@
 import AppStoreFormats
 import Foundation
-import SQLKit
 
 /// The purchase ledger: orders, transactions bound to accounts, grants, consumable balances, subscription state and
 /// the notification log, over one ``LedgerStore``.
 ///
-/// Every operation is one database transaction. Exactly-once rests on the database: a transaction id is a primary
+/// Each operation reads the facts its rules need, lets the rules (pure functions in `Rules/`) decide, and applies
+/// their effects — all in one database transaction. Exactly-once rests on the database: a transaction id is a primary
 /// key, a notification UUID too, and each balance movement has a unique key (`grant:<transactionId>`,
 /// `spend:<idempotencyKey>`…), so a repeated or concurrent request finds the first one's rows and grants nothing more.
 public struct Ledger: Sendable {
@@ -24,15 +24,33 @@ public struct Ledger: Sendable {
         try await Schema.migrate(store)
     }
 
-    /// Runs `body` in one database transaction, turning storage failures into ``LedgerError`` `storage`.
-    func transaction<R: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        do {
-            return try await store.transaction(body)
-        } catch let error as LedgerError {
-            throw error
-        } catch {
-            throw LedgerError(.storage, "the database refused the operation: \(String(reflecting: error))")
+    /// Runs `body` as one write transaction. An operation that lost a race to another replica runs again from fresh
+    /// facts; storage failures become ``LedgerError`` `storage`.
+    func write<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) throws -> R) async throws -> R {
+        var attempt = 0
+        while true {
+            do {
+                return try await store.write { try body(LedgerSession($0)) }
+            } catch is LedgerRace where attempt < 8 {
+                attempt += 1
+            } catch {
+                throw Self.ledgerError(error)
+            }
         }
+    }
+
+    /// Runs `body` as a read.
+    func read<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) throws -> R) async throws -> R {
+        do {
+            return try await store.read { try body(LedgerSession($0)) }
+        } catch {
+            throw Self.ledgerError(error)
+        }
+    }
+
+    static func ledgerError(_ error: any Error) -> LedgerError {
+        if let error = error as? LedgerError { return error }
+        return LedgerError(.storage, "the database refused the operation: \(String(reflecting: error))")
     }
 }
 
@@ -45,37 +63,18 @@ extension Ledger {
         try Self.checkAccountId(accountId)
         let order = Order(orderId: UUID().uuidString.lowercased(), accountId: accountId, productId: productId, appAccountToken: UUID(),
                           state: .created, transactionId: nil, createdAt: now, expiresAt: now.addingTimeInterval(orderLifetime))
-        try await transaction { db in
-            try await db.raw("""
-                INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
-                VALUES (\(bind: order.orderId), \(bind: order.accountId), \(bind: order.productId), \(bind: order.appAccountToken.uuidString.lowercased()),
-                        \(bind: order.state.rawValue), NULL, \(bind: Millis.of(now)), \(bind: Millis.of(order.expiresAt)), \(bind: Millis.of(now)))
-                """).run()
-        }
+        try await write { try $0.insertOrder(order, at: now) }
         return order
     }
 
     /// The order with `orderId`, if any.
     public func order(_ orderId: String) async throws -> Order? {
-        try await transaction { db in try await Self.order(db, where: "order_id", equals: orderId) }
+        try await read { try $0.order(id: orderId) }
     }
 
-    static func order(_ db: any SQLDatabase, where column: String, equals value: String) async throws -> Order? {
-        guard let row = try await db.raw("""
-            SELECT order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at
-            FROM orders WHERE \(ident: column) = \(bind: value)
-            """).first() else { return nil }
-        return try decodeOrder(row)
-    }
-
-    static func decodeOrder(_ row: any SQLRow) throws -> Order {
-        Order(orderId: try row.decode(column: "order_id", as: String.self), accountId: try row.decode(column: "account_id", as: String.self),
-              productId: try row.decode(column: "product_id", as: String.self),
-              appAccountToken: UUID(uuidString: try row.decode(column: "app_account_token", as: String.self)) ?? UUID(),
-              state: Order.State(rawValue: try row.decode(column: "state", as: String.self)) ?? .created,
-              transactionId: try row.decode(column: "transaction_id", as: String?.self),
-              createdAt: Millis.date(try row.decode(column: "created_at", as: Int64.self)),
-              expiresAt: Millis.date(try row.decode(column: "expires_at", as: Int64.self)))
+    /// The order whose `appAccountToken` is `token`, if any.
+    public func order(appAccountToken token: UUID) async throws -> Order? {
+        try await read { try $0.order(appAccountToken: token) }
     }
 
     static func checkAccountId(_ accountId: String) throws {

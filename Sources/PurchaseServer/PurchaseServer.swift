@@ -59,7 +59,7 @@ public enum PurchaseServer {
         }
         router.get("health") { _, _ in
             let entitlements = try await ledgerCall { try await services.ledger.entitlements(accountId: "-health-") }
-            return try JSONReply.encode(["status": "ok", "store": services.ledger.store.kind, "account": entitlements.accountId])
+            return try JSONReply.encode(["status": "ok", "store": services.ledger.store.kind.rawValue, "account": entitlements.accountId])
         }
         AppRoutes(services: services).add(to: router)
         EntitlementKeyRoutes(services: services).add(to: router)

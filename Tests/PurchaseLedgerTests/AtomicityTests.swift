@@ -1,16 +1,13 @@
 import AppStoreFormats
 import Foundation
-import Logging
-import NIOCore
 import PurchaseLedger
-import SQLKit
 import Testing
 
-/// A store that fails the `failAt`-th statement of every transaction: the database's own rollback must leave nothing.
+/// A store that fails the `failAt`-th statement of every write: the database's own rollback must leave nothing.
 final class FailingStore: LedgerStore, @unchecked Sendable {
     let inner: any LedgerStore
     let failAt: Int
-    var kind: String { inner.kind }
+    var kind: LedgerStoreKind { inner.kind }
 
     init(_ inner: any LedgerStore, failAt: Int) {
         self.inner = inner
@@ -19,37 +16,29 @@ final class FailingStore: LedgerStore, @unchecked Sendable {
 
     struct Injected: Error {}
 
-    func transaction<R: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        try await inner.transaction { db in try await body(Counting(inner: db, failAt: self.failAt)) }
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        let failAt = failAt
+        return try await inner.write { sql in try body(Counting(inner: sql, failAt: failAt)) }
+    }
+
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        try await inner.read(body)
     }
 
     func close() async throws { try await inner.close() }
 
     /// Counts statements and throws at the chosen one.
-    final class Counting: SQLDatabase, @unchecked Sendable {
-        let inner: any SQLDatabase
+    final class Counting: SQLExecutor {
+        let inner: any SQLExecutor
         let failAt: Int
         private var count = 0
-        init(inner: any SQLDatabase, failAt: Int) { self.inner = inner; self.failAt = failAt }
-        var logger: Logger { inner.logger }
-        var eventLoop: any EventLoop { inner.eventLoop }
-        var version: (any SQLDatabaseReportedVersion)? { inner.version }
-        var dialect: any SQLDialect { inner.dialect }
-        var queryLogLevel: Logger.Level? { inner.queryLogLevel }
+        init(inner: any SQLExecutor, failAt: Int) { self.inner = inner; self.failAt = failAt }
 
-        func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> ()) -> EventLoopFuture<Void> {
-            count += 1
-            if count == failAt { return eventLoop.makeFailedFuture(Injected()) }
-            return inner.execute(sql: query, onRow)
-        }
-
-        func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> ()) async throws {
+        func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
             count += 1
             if count == failAt { throw Injected() }
-            try await inner.execute(sql: query, onRow)
+            return try inner.rows(sql, binds)
         }
-
-        func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R { try await closure(self) }
     }
 }
 

@@ -35,21 +35,37 @@ struct ExactlyOnceTests {
         }
     }
 
-    @Test("Another account replaying a transaction gets 409 and nothing")
+    @Test("Another account replaying a transaction gets 409 and nothing; one paid through the owner's order reaches the owner")
     func replay() async throws {
         try await System.run { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-owner"])
-            let (_, purchase, reply) = try await system.buy(Self.coins, account: "owner", storeAccount: "store-owner")
-            #expect(reply["outcome"] as? String != nil)
-            let jws = try #require(purchase["signedTransaction"] as? String)
-            let (status, body) = try await system.call(.post, "/v1/purchases", as: "thief", ["signedTransaction": jws])
+            // Bought without an order (no appAccountToken): the first account to present it owns it.
+            let untokened = try await system.device(.post, "/sim/purchases", ["account": "store-owner", "device": "phone", "productId": Self.coins])
+            let bare = try #require(untokened["signedTransaction"] as? String)
+            #expect(try await system.call(.post, "/v1/purchases", as: "owner", ["signedTransaction": bare]).0 == .ok)
+            let (status, body) = try await system.call(.post, "/v1/purchases", as: "thief", ["signedTransaction": bare])
             #expect(status == .conflict)
             #expect((body["error"] as? [String: Any])?["code"] as? String == "transaction_bound_elsewhere")
             #expect(try await system.entitlements("thief").balance("coins") == nil)
             #expect(try await system.entitlements("owner").balance("coins") == 100)
-            // /metrics counts it, and names no account.
+
+            // Paid through the owner's order: whoever uploads it, it is the owner's, once; the uploader gets nothing.
+            let (_, purchase, reply) = try await system.buy(Self.coins, account: "owner", storeAccount: "store-owner", submit: false)
+            #expect(reply.isEmpty)
+            let jws = try #require(purchase["signedTransaction"] as? String)
+            let (delivered, answer) = try await system.call(.post, "/v1/purchases", as: "thief", ["signedTransaction": jws])
+            #expect(delivered == .ok)
+            #expect(answer["outcome"] as? String == "deliveredToOwner")
+            #expect(answer["orderId"] == nil, "the uploader does not learn the owner's order")
+            #expect(try await system.entitlements("thief").balance("coins") == nil)
+            #expect(try await system.entitlements("owner").balance("coins") == 200)
+            let (_, again) = try await system.call(.post, "/v1/purchases", as: "owner", ["signedTransaction": jws])
+            #expect(again["outcome"] as? String == "alreadyGranted")
+            #expect(try await system.entitlements("owner").balance("coins") == 200)
+            // /metrics counts the refusal, and names no account.
             let metrics = String(buffer: try await system.server.execute(uri: "/metrics", method: .get).body)
             #expect(metrics.contains(#"iapkit_purchases_total{outcome="refused"} 1"#))
+            #expect(metrics.contains(#"iapkit_purchases_total{outcome="deliveredToOwner"} 1"#))
             #expect(metrics.contains("iapkit_purchase_duration_seconds_bucket"))
             #expect(!metrics.contains("thief") && !metrics.contains("owner"))
         }

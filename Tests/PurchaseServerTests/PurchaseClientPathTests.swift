@@ -134,6 +134,28 @@ struct PurchaseClientPathTests {
         }
     }
 
+    @Test("Reinstalled, then another account signs in: the store's unfinished transaction (its account unknown on the device) is uploaded by B, delivered to A's order by the server, finished, and B is shown nothing")
+    func deliveredToOwnerAfterReinstall() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-shared"])
+            let ann = try App.launch(system, account: "ann", storeAccount: "store-shared")
+            await ann.client.setCheckpointObserver { [offline = ann.offline] point in if point == .afterPayment { offline.value = true } }
+            guard case .paidPendingDelivery = await ann.client.purchase(Self.premium) else { Issue.record("expected a pending delivery"); return }
+            // The app is deleted (its journal with it) and reinstalled; B signs in first.
+            let bea = try App.launch(system, account: "bea", storeAccount: "store-shared")
+            let events = bea.client.events
+            let delivered = Task { await firstElement(events, within: 10) { if case .deliveredToOwner = $0 { true } else { false } } }
+            #expect(await bea.client.start() == 0, "nothing granted to B")
+            #expect(await delivered.value != nil, "B's app is told it went to its owner")
+            #expect(await eventually { try await bea.store.unfinished().isEmpty }, "finished: it reached its owner")
+            #expect(try await system.entitlements("ann").entitlementNames == ["premium"], "A has it")
+            #expect(try await system.entitlements("bea").entitlementNames.isEmpty, "B has nothing")
+            #expect(await bea.client.currentEntitlements?.has("premium") != true)
+            #expect(bea.journalEntries.isEmpty)
+            await bea.client.stop()
+        }
+    }
+
     // MARK: 2. Refusals an operator can fix
 
     @Test("Server misconfigured at upload time (wrong bundle id): paid, reported as delayed, left unfinished; fixed later, granted once")

@@ -45,6 +45,22 @@ public struct PurchaseRecord: Sendable, Hashable {
         appAccountToken = payload.appAccountToken
         signedDate = payload.signedDate ?? purchaseDate
     }
+
+    /// Whether Apple had revoked it (refund, family revocation) by `now`.
+    public func isRevoked(at now: Date) -> Bool { revocationDate.map { Millis.of($0) <= Millis.of(now) } ?? false }
+
+    /// This record with the news of `other` (the same transaction) when Apple signed that later: dates, revocation,
+    /// upgrade. Which account and order it is bound to is the ledger's, not Apple's, and stays.
+    func merged(with other: PurchaseRecord) -> PurchaseRecord {
+        guard other.signedDate > signedDate else { return self }
+        var newer = self
+        newer.expiresDate = other.expiresDate
+        newer.revocationDate = other.revocationDate
+        newer.revocationReason = other.revocationReason
+        newer.isUpgraded = other.isUpgraded
+        newer.signedDate = other.signedDate
+        return newer
+    }
 }
 
 /// What the ledger knows of an auto-renewable series from Apple's renewal info and notification status.

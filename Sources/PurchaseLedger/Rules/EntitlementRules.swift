@@ -5,10 +5,13 @@ import Foundation
 /// records always give the same answer whichever order they arrived in.
 public enum EntitlementRules {
     /// The entitlements active at `now`:
-    /// - non-consumable: for life, unless revoked;
-    /// - auto-renewable: until the latest `expiresDate` Apple signed among the series' unrevoked, not-upgraded
-    ///   transactions — extended to the grace period's end while Apple reports the series in its billing grace period;
-    /// - non-renewing: the product's period from each purchase, purchases stacking end to end.
+    /// - non-consumable: for life, unless revoked by `now`;
+    /// - auto-renewable: judged per series as Apple does — its latest period (the latest transaction purchased by
+    ///   `now`) decides the product and the end; an upgrade therefore ends the earlier product at the upgrade's
+    ///   purchase date, and a refund of a past period leaves the current one standing. The series' latest status
+    ///   (signed no earlier than that period began) can end access early (`EXPIRED`, `REVOKED`) or extend it to the
+    ///   grace period's end (`BILLING_GRACE_PERIOD`);
+    /// - non-renewing: the product's period from each unrevoked purchase, purchases stacking end to end.
     /// Several products granting one entitlement merge: lifetime wins, otherwise the latest end.
     public static func entitlements(purchases: [PurchaseRecord], subscriptions: [String: SubscriptionRecord],
                                     catalog: LedgerCatalog, now: Date) -> [Entitlement] {
@@ -22,15 +25,18 @@ public enum EntitlementRules {
             default: return
             }
         }
-        let live = purchases.filter { $0.revocationDate == nil }
         var stackEnds: [String: Date] = [:]
-        for purchase in live.sorted(by: { $0.purchaseDate < $1.purchaseDate }) {
-            guard let rule = catalog.rule(for: purchase.productId), let name = rule.entitlement else { continue }
+        var series: [String: [PurchaseRecord]] = [:]
+        for purchase in purchases.sorted(by: { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) })
+        where purchase.purchaseDate <= now {
+            guard let rule = catalog.rule(for: purchase.productId) else { continue }
             switch rule.type {
             case .nonConsumable:
+                guard let name = rule.entitlement, !purchase.isRevoked(at: now) else { continue }
                 offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, expiresAt: nil,
                                   state: .active, environment: purchase.environment))
             case .nonRenewingSubscription:
+                guard let name = rule.entitlement, !purchase.isRevoked(at: now) else { continue }
                 let start = max(purchase.purchaseDate, stackEnds[name] ?? purchase.purchaseDate)
                 let end = start.addingTimeInterval(Double(rule.periodSeconds ?? 0) * Double(purchase.quantity))
                 stackEnds[name] = end
@@ -39,21 +45,43 @@ public enum EntitlementRules {
                                       state: .active, environment: purchase.environment))
                 }
             case .autoRenewableSubscription:
-                guard !purchase.isUpgraded, var end = purchase.expiresDate else { continue }
-                var state = Entitlement.State.active
-                if let series = subscriptions[purchase.originalTransactionId], series.status == .billingGracePeriod,
-                   let grace = series.gracePeriodExpiresDate, grace > end {
-                    end = grace
-                    state = .gracePeriod
-                }
-                if end > now {
-                    offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, expiresAt: end,
-                                      state: state, environment: purchase.environment))
-                }
+                series[purchase.originalTransactionId, default: []].append(purchase)
             default:
                 continue
             }
         }
+        for (original, periods) in series {
+            if let granted = seriesEntitlement(periods: periods, status: subscriptions[original], catalog: catalog, now: now) {
+                offer(granted)
+            }
+        }
         return best.values.sorted { $0.name < $1.name }
+    }
+
+    /// What one auto-renewable series grants at `now`, from its periods purchased by `now` (oldest first) and its
+    /// latest known status.
+    static func seriesEntitlement(periods: [PurchaseRecord], status: SubscriptionRecord?, catalog: LedgerCatalog, now: Date) -> Entitlement? {
+        guard let latest = periods.last, let name = catalog.rule(for: latest.productId)?.entitlement else { return nil }
+        // The latest period refunded, or superseded by an upgrade the ledger has not seen yet: no access from it.
+        guard !latest.isRevoked(at: now), !latest.isUpgraded, var end = latest.expiresDate else { return nil }
+        var state = Entitlement.State.active
+        // Apple's dates are milliseconds; so are the stored ones, while `now` is finer: compare at Apple's resolution.
+        if let status, let code = status.status, Millis.of(status.signedDate) <= Millis.of(now),
+           Millis.of(status.signedDate) >= Millis.of(latest.purchaseDate) {
+            switch code {
+            case .expired, .revoked:
+                return nil
+            case .billingGracePeriod:
+                if let grace = status.gracePeriodExpiresDate, grace > end {
+                    end = grace
+                    state = .gracePeriod
+                }
+            default:
+                break
+            }
+        }
+        guard end > now else { return nil }
+        return Entitlement(name: name, productId: latest.productId, transactionId: latest.transactionId, expiresAt: end, state: state,
+                           environment: latest.environment)
     }
 }

@@ -1,20 +1,27 @@
 import Foundation
-import SQLKit
 
-/// Where the ledger keeps its records: one SQL database, reached through SQLKit so the ledger's queries are written
-/// once for every store.
+/// Where the ledger keeps its records.
 ///
-/// Exactly-once does not rest on this process: unique keys and conditional updates inside ``transaction(_:)`` make it
-/// hold in the database itself, so several servers sharing one PostgreSQL stay correct.
+/// A store runs a whole ledger operation synchronously on a thread that owns a connection: `write` as one database
+/// transaction (all its writes commit together, or none), `read` against a consistent view that never waits for the
+/// write lock. Exactly-once does not rest on this process: unique keys and guarded updates make it hold in the
+/// database itself, so several servers sharing one PostgreSQL stay correct.
 public protocol LedgerStore: Sendable {
-    /// `sqlite` or `postgres`.
-    var kind: String { get }
+    var kind: LedgerStoreKind { get }
 
-    /// Runs `body` as one database transaction: every write in it commits together, or none does when it throws.
-    func transaction<R: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R
+    /// Runs `body` as one write transaction; answers only once it is durable.
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
 
-    /// Releases connections. The store is unusable afterwards.
+    /// Runs `body` as a read; it may not write.
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
+
+    /// Releases connections and threads. The store is unusable afterwards.
     func close() async throws
+}
+
+public enum LedgerStoreKind: String, Sendable, Codable, CustomStringConvertible {
+    case sqlite, postgres
+    public var description: String { rawValue }
 }
 
 extension Ledger {
@@ -22,24 +29,25 @@ extension Ledger {
     /// (a bare path is a SQLite file too).
     public static func openStore(url: String) async throws -> any LedgerStore {
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
-            return try PostgresLedgerStore(url: url)
+            return try await PostgresLedgerStore(url: url)
         }
         let path = url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
-        return try await SQLiteLedgerStore(path: path)
+        return try SQLiteLedgerStore(path: path)
     }
 }
 
-/// Lets one task at a time through, first come first served (SQLite has one writer; its connection one transaction).
-actor SerialGate {
-    private var busy = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+/// A waiting caller's answer, handed from a store's thread back to the caller's task.
+final class PendingAnswer<R: Sendable>: @unchecked Sendable {
+    private let continuation: CheckedContinuation<R, any Error>
+    private(set) var result: Result<R, any Error>?
 
-    func enter() async {
-        guard busy else { busy = true; return }
-        await withCheckedContinuation { waiters.append($0) }
-    }
+    init(_ continuation: CheckedContinuation<R, any Error>) { self.continuation = continuation }
 
-    func leave() {
-        if waiters.isEmpty { busy = false } else { waiters.removeFirst().resume() }
+    /// Keeps the body's result; it is given to the caller only by `deliver`, after the commit.
+    func hold(_ result: Result<R, any Error>) { self.result = result }
+
+    func deliver(commitError: (any Error)?) {
+        if let commitError, case .success = result { continuation.resume(throwing: commitError); return }
+        continuation.resume(with: result ?? .failure(LedgerError(.storage, "the operation never ran")))
     }
 }

@@ -1,5 +1,3 @@
-import SQLKit
-
 /// The ledger's tables, as numbered migrations applied in order on start. SQL common to SQLite and PostgreSQL:
 /// dates are milliseconds since 1970 (BIGINT), booleans 0/1, ids TEXT.
 enum Schema {
@@ -74,20 +72,31 @@ enum Schema {
             """,
             "CREATE INDEX device_reports_transaction ON device_reports (transaction_id)",
         ],
+        [
+            // The series' latest period (by purchase date) decides its product and expiry, not the latest-signed news.
+            "ALTER TABLE subscriptions ADD COLUMN period_purchase_date BIGINT",
+            "CREATE INDEX notifications_original ON notifications (original_transaction_id)",
+            "CREATE INDEX notifications_received ON notifications (received_at)",
+            "CREATE INDEX purchases_recorded ON purchases (recorded_at)",
+            "CREATE INDEX balance_entries_account ON balance_entries (account_id)",
+            "CREATE INDEX device_reports_account ON device_reports (account_id)",
+            "CREATE INDEX audit_log_subject ON audit_log (subject)",
+            "CREATE INDEX conflicts_owner ON conflicts (owner)",
+        ],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two
     /// replicas starting together from racing.
     static func migrate(_ store: any LedgerStore) async throws {
+        let postgres = store.kind == .postgres
         for (index, statements) in migrations.enumerated() {
-            let version = index + 1
-            try await store.transaction { db in
-                if db.dialect.name == "postgresql" { try await db.raw("SELECT pg_advisory_xact_lock(727274)").run() }
-                try await db.raw("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
-                let applied = try await db.raw("SELECT version FROM ledger_migrations WHERE version = \(bind: Int64(version))").first()
-                guard applied == nil else { return }
-                for statement in statements { try await db.raw(SQLQueryString(statement)).run() }
-                try await db.raw("INSERT INTO ledger_migrations (version, applied_at) VALUES (\(bind: Int64(version)), \(bind: Millis.now))").run()
+            let version = Int64(index + 1)
+            try await store.write { sql in
+                if postgres { _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", []) }
+                _ = try sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
+                guard try sql.rows("SELECT version FROM ledger_migrations WHERE version = $1", [.int(version)]).isEmpty else { return }
+                for statement in statements { _ = try sql.rows(statement, []) }
+                _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(version), .int(Millis.now)])
             }
         }
     }

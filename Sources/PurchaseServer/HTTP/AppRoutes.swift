@@ -121,16 +121,21 @@ struct AppRoutes {
                 // Restore holds nothing: the app asks again.
                 throw APIError(error)
             }
-            var refused: [String] = []
+            // One ledger transaction for the whole restore. What is not this account's (another's, or paid through
+            // another account's order) is listed as refused: nothing of it is granted here.
+            let sold = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") != nil }
+            var refused = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") == nil }.map { $0.transactionId ?? "" }
             var restored = 0
-            for transaction in transactions {
-                do {
-                    _ = try await services.ledger.submit(.init(accountId: account, transaction: transaction, source: "restore"), now: services.now())
-                    restored += 1
-                } catch let error as LedgerError where error.code == .transactionBoundElsewhere || error.code == .unknownProduct {
-                    refused.append(transaction.transactionId ?? "")
-                } catch let error as LedgerError {
-                    throw APIError(error)
+            let results = try await ledgerCall {
+                try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: "restore") },
+                                                    now: services.now())
+            }
+            for (transaction, result) in zip(sold, results) {
+                switch result {
+                case .success(let submitted) where submitted.outcome != .deliveredToOwner: restored += 1
+                case .success: refused.append(transaction.transactionId ?? "")
+                case .failure(let error) where error.code == .transactionBoundElsewhere: refused.append(transaction.transactionId ?? "")
+                case .failure(let error): throw APIError(error)
                 }
             }
             // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
@@ -155,40 +160,42 @@ struct AppRoutes {
         case .held(let held):
             return (try JSONReply.encode(HeldReply(status: "pending", proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted), "held")
         case .verified(let transactions):
-            if let report = body.deviceIntegrity {
+            if let report = body.deviceIntegrity, services.refuseSuspiciousDevices, !report.signals.isEmpty {
+                // Refused by policy: the report is kept (for the operator), nothing is bound or granted.
                 for transaction in transactions {
                     try await ledgerCall {
                         try await services.ledger.recordDeviceReport(transactionId: transaction.transactionId ?? "", accountId: account,
                                                                      signals: report.signals, now: services.now())
                     }
                 }
-                if services.refuseSuspiciousDevices && !report.signals.isEmpty {
-                    throw APIError(.forbidden, code: "device_integrity", "this server's policy refuses purchases from devices reporting \(report.signals.joined(separator: ", "))")
-                }
+                throw APIError(.forbidden, code: "device_integrity", "this server's policy refuses purchases from devices reporting \(report.signals.joined(separator: ", "))")
             }
-            var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source)
+            var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
             return (try JSONReply.encode(reply), reply.outcome?.rawValue ?? "empty")
         }
     }
 
-    /// Submits verified transactions; a signed transaction or a looked-up id carries the order id, a receipt's
-    /// purchases bind through their tokens and series.
-    func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: String) async throws -> PurchaseReply {
-        var items: [PurchaseReply.Item] = []
-        var entitlements: AccountEntitlements?
+    /// Submits verified transactions as one ledger transaction (with the device report, when there is one); a signed
+    /// transaction or a looked-up id carries the order id, a receipt's purchases bind through their tokens and series.
+    /// When every transaction is refused the first refusal is the answer; otherwise the granted ones are.
+    func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: String,
+                signals: [String]? = nil) async throws -> PurchaseReply {
         let orderIds = try await ledgerCall {
             try await ProofIntake.orderIds(for: transactions, orderId: orderId, fromReceipt: source == "receipt", ledger: services.ledger)
         }
-        for (transaction, orderId) in zip(transactions, orderIds) {
-            let result = try await ledgerCall {
-                try await services.ledger.submit(.init(accountId: account, orderId: orderId, transaction: transaction, source: source), now: services.now())
-            }
-            items.append(.init(transactionId: result.transactionId, outcome: result.outcome, orderId: result.orderId))
-            entitlements = result.entitlements
+        let results = try await ledgerCall {
+            try await services.ledger.submitAll(zip(transactions, orderIds).map {
+                PurchaseSubmission(accountId: account, orderId: $1, transaction: $0, source: source, deviceSignals: signals)
+            }, now: services.now())
         }
-        var owned: AccountEntitlements
-        if let entitlements { owned = entitlements } else { owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) } }
+        if let refusal = Reconciler.onlyRefusal(results) { throw APIError(refusal) }
+        let granted = results.compactMap { try? $0.get() }
+        let items = granted.map { PurchaseReply.Item(transactionId: $0.transactionId, outcome: $0.outcome, orderId: $0.orderId) }
+        let owned: AccountEntitlements
+        if let last = granted.last { owned = last.entitlements } else {
+            owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
+        }
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
                              transactions: items, entitlements: owned)
     }

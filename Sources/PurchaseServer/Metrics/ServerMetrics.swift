@@ -27,7 +27,7 @@ public struct ServerMetrics: Sendable {
                                              helpText: "Time to answer POST /v1/purchases"),
             buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
                       .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)])
-        purchaseCounters = Dictionary(uniqueKeysWithValues: ["granted", "alreadyGranted", "held", "refused"].map {
+        purchaseCounters = Dictionary(uniqueKeysWithValues: ["granted", "alreadyGranted", "deliveredToOwner", "held", "refused"].map {
             ($0, registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", $0)]))
         })
         notificationCounters = Dictionary(uniqueKeysWithValues: ["applied", "duplicate", "refused"].map {
@@ -35,7 +35,7 @@ public struct ServerMetrics: Sendable {
         })
     }
 
-    /// A submission's outcome: granted, alreadyGranted, held, refused.
+    /// A submission's outcome: granted, alreadyGranted, deliveredToOwner, held, refused.
     func purchase(_ outcome: String, took duration: Duration) {
         (purchaseCounters[outcome] ?? registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", outcome)])).increment()
         purchaseLatency.record(duration)

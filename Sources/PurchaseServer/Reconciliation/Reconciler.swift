@@ -25,6 +25,18 @@ public struct Reconciler: Sendable {
         public var ordersRepaired = 0
     }
 
+    /// The refusal to report when every transaction of a proof was refused; nil when any was granted.
+    static func onlyRefusal(_ results: [Result<SubmissionResult, LedgerError>]) -> LedgerError? {
+        var refusal: LedgerError?
+        for result in results {
+            switch result {
+            case .success: return nil
+            case .failure(let error): refusal = refusal ?? error
+            }
+        }
+        return refusal
+    }
+
     /// One pass over what is due now.
     public func runOnce() async throws -> Report {
         var report = Report()
@@ -35,21 +47,21 @@ public struct Reconciler: Sendable {
                 let transactions = try await ProofIntake.verify(kind, with: services.verifier)
                 let orderIds = try await ProofIntake.orderIds(for: transactions, orderId: proof.orderId, fromReceipt: proof.kind == .receipt,
                                                               ledger: services.ledger)
-                for (transaction, orderId) in zip(transactions, orderIds) {
-                    _ = try await services.ledger.submit(.init(accountId: proof.accountId, orderId: orderId, transaction: transaction, source: "reconcile"),
-                                                         now: now)
-                }
-                try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, now: now)
-                try await services.ledger.audit(actor: "reconciler", action: "proof-granted", subject: proof.proofId,
-                                                detail: "\(transactions.count) transaction(s) for \(proof.accountId)", now: now)
+                let results = try await services.ledger.submitAll(zip(transactions, orderIds).map {
+                    PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: "reconcile")
+                }, now: now)
+                if let refusal = Self.onlyRefusal(results) { throw refusal }
+                try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(
+                    actor: "reconciler", action: "proof-granted", subject: proof.proofId,
+                    detail: "\(transactions.count) transaction(s) for \(proof.accountId)"), now: now)
                 report.proofsGranted += 1
             } catch let error as AppStoreClientError where error.code == .unavailable {
                 let wait = min(3600, 30 * pow(2, Double(min(proof.attempts, 7))))
                 try await services.ledger.updateProof(proof.proofId, state: .pending, error: error.message, retryAt: now.addingTimeInterval(wait), now: now)
                 report.proofsPostponed += 1
             } catch {
-                try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", now: now)
-                try await services.ledger.audit(actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(error)", now: now)
+                try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", audit: .init(
+                    actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(error)"), now: now)
                 report.proofsRejected += 1
             }
         }

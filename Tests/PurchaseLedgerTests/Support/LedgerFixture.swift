@@ -17,12 +17,12 @@ func makeLedger(_ kind: StoreKind, catalog: LedgerCatalog = .demo) async throws 
     switch kind {
     case .sqlite:
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString)/ledger.sqlite").path
-        store = try await SQLiteLedgerStore(path: path)
+        store = try SQLiteLedgerStore(path: path)
     case .postgres:
         guard let url = ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"] else {
             throw LedgerError(.storage, "IAPKIT_POSTGRES_URL is not set: run the suite with scripts/test, which starts a throwaway PostgreSQL")
         }
-        store = try PostgresLedgerStore(url: url)
+        store = try await PostgresLedgerStore(url: url)
     }
     let ledger = Ledger(store: store, catalog: catalog)
     try await ledger.migrate()

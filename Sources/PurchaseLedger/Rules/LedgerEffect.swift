@@ -1,0 +1,67 @@
+import AppStoreFormats
+import Foundation
+
+/// One change a rule decided on. Stores apply effects in order inside the operation's transaction; each is written
+/// so that applying it twice, or after a racing replica applied it, changes nothing more (unique keys and guarded
+/// updates), which is what keeps exactly-once in the database rather than in this process.
+public enum LedgerEffect: Sendable, Hashable {
+    /// Stores a transaction Apple signed, bound to `record.accountId` (or unbound when nil).
+    case insertPurchase(PurchaseRecord, source: String, at: Date)
+    /// Binds a stored, unbound transaction to an account (and order).
+    case claimPurchase(transactionId: String, accountId: String, orderId: String?)
+    /// Takes later news of a stored transaction (by `signedDate`).
+    case refreshPurchase(PurchaseRecord)
+    /// Records which order a transaction bound before its order was known fulfils.
+    case linkOrder(transactionId: String, orderId: String)
+    /// Marks an open order granted by `transactionId`.
+    case fulfilOrder(orderId: String, transactionId: String, at: Date)
+    /// One uniquely keyed balance movement.
+    case moveBalance(BalanceMove)
+    case recordConflict(transactionId: String, claimedBy: String, owner: String, at: Date)
+    /// The series' latest status and renewal info (by `signedDate`).
+    case updateSeriesStatus(SubscriptionRecord)
+    /// The series' latest period (by purchase date): its product and expiry.
+    case updateSeriesPeriod(originalTransactionId: String, productId: String, purchaseDate: Date, expiresDate: Date?)
+    case recordDeviceReport(transactionId: String, accountId: String, signals: [String], at: Date)
+    case settleOrder(orderId: String, note: String, at: Date)
+    case audit(actor: String, action: String, subject: String, detail: String, at: Date)
+}
+
+/// A movement of a consumable balance, unique by `key` (`grant:<transactionId>`, `adjust:<transactionId>:<n>`,
+/// `spend:<account>:<idempotencyKey>`).
+public struct BalanceMove: Sendable, Hashable {
+    public var key: String
+    public var accountId: String
+    public var currency: String
+    public var delta: Int64
+    public var transactionId: String?
+    public var at: Date
+
+    public init(key: String, accountId: String, currency: String, delta: Int64, transactionId: String?, at: Date) {
+        self.key = key
+        self.accountId = accountId
+        self.currency = currency
+        self.delta = delta
+        self.transactionId = transactionId
+        self.at = at
+    }
+}
+
+/// A balance movement as stored.
+public struct BalanceEntry: Sendable, Hashable, Codable {
+    public var key: String
+    public var accountId: String
+    public var currency: String
+    public var delta: Int64
+    public var transactionId: String?
+    public var at: Date
+
+    public init(key: String, accountId: String, currency: String, delta: Int64, transactionId: String?, at: Date) {
+        self.key = key
+        self.accountId = accountId
+        self.currency = currency
+        self.delta = delta
+        self.transactionId = transactionId
+        self.at = at
+    }
+}

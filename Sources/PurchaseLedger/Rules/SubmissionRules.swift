@@ -1,0 +1,157 @@
+import AppStoreFormats
+import Foundation
+
+/// What the rules read before deciding on a transaction, in the transaction that applies the decision.
+public struct TransactionFacts: Sendable, Hashable {
+    /// The order the uploader named, if it named one and it exists.
+    public var namedOrder: Order?
+    /// The order the transaction's `appAccountToken` names, if any.
+    public var tokenOrder: Order?
+    /// The transaction as already stored, if it is.
+    public var stored: PurchaseRecord?
+    /// The account the transaction's subscription series is bound to (its earliest bound period's).
+    public var seriesOwner: String?
+    /// The transaction's balance movements so far (consumables only).
+    public var entries: [BalanceEntry]
+
+    public init(namedOrder: Order? = nil, tokenOrder: Order? = nil, stored: PurchaseRecord? = nil, seriesOwner: String? = nil,
+                entries: [BalanceEntry] = []) {
+        self.namedOrder = namedOrder
+        self.tokenOrder = tokenOrder
+        self.stored = stored
+        self.seriesOwner = seriesOwner
+        self.entries = entries
+    }
+
+    /// Who the transaction belongs to: whoever it (or its series) is bound to already; else the account whose order
+    /// its `appAccountToken` names, whoever uploads it; else nobody yet.
+    public var owner: String? { stored?.accountId ?? seriesOwner ?? tokenOrder?.accountId }
+}
+
+/// A decision on one transaction: the effects, and what the submitter is told.
+public struct SubmissionDecision: Sendable, Hashable {
+    public enum Outcome: Sendable, Hashable {
+        case granted
+        case alreadyGranted
+        /// Granted (now or before) to the account whose order the `appAccountToken` names, not to the uploader.
+        case deliveredToOwner(String)
+        /// Another account's, and no order of the uploader's says otherwise: refused, the attempt recorded.
+        case refused(owner: String)
+    }
+
+    public var outcome: Outcome
+    public var effects: [LedgerEffect]
+    /// The order the transaction fulfils once the effects are applied.
+    public var orderId: String?
+}
+
+/// The binding rules: which order and account a verified transaction belongs to, and what binding it grants.
+/// Pure: facts in, effects out; the stores read the facts and apply the effects.
+public enum SubmissionRules {
+    /// Decides on a transaction `uploader` presents, naming `orderId` or not.
+    public static func submit(_ record: PurchaseRecord, uploader: String, orderId: String?, source: String, facts: TransactionFacts,
+                              catalog: LedgerCatalog, now: Date) throws -> SubmissionDecision {
+        if let orderId {
+            guard let named = facts.namedOrder else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
+            guard named.accountId == uploader else { throw LedgerError(.orderAccountMismatch, "order \(orderId) belongs to another account") }
+            guard named.productId == record.productId else {
+                throw LedgerError(.orderProductMismatch, "order \(orderId) is for \(named.productId), the transaction for \(record.productId)")
+            }
+        }
+        let owner = facts.owner ?? uploader
+        if owner != uploader {
+            // Paid for through an order of the owner's: it reaches its owner whoever uploads it.
+            guard facts.tokenOrder?.accountId == owner else {
+                return SubmissionDecision(outcome: .refused(owner: owner),
+                                          effects: [.recordConflict(transactionId: record.transactionId, claimedBy: uploader, owner: owner, at: now)],
+                                          orderId: nil)
+            }
+        }
+        var decision = bind(record, to: owner, source: source, facts: facts, catalog: catalog, now: now)
+        if owner != uploader { decision.outcome = .deliveredToOwner(owner) }
+        return decision
+    }
+
+    /// Decides on a transaction a notification carries: bound to its owner when one is known, stored unbound
+    /// otherwise (until an account presents it).
+    public static func notified(_ record: PurchaseRecord, facts: TransactionFacts, catalog: LedgerCatalog, now: Date) -> [LedgerEffect] {
+        var effects: [LedgerEffect]
+        if let owner = facts.owner {
+            effects = bind(record, to: owner, source: "notification", facts: facts, catalog: catalog, now: now).effects
+        } else if let stored = facts.stored {
+            effects = [.refreshPurchase(record)]
+            effects += ConsumableRules.settle(stored.merged(with: record), entries: facts.entries, catalog: catalog, now: now)
+        } else {
+            var unbound = record
+            unbound.accountId = nil
+            unbound.orderId = nil
+            effects = [.insertPurchase(unbound, source: "notification", at: now)]
+        }
+        if record.productType == .autoRenewableSubscription {
+            effects.append(.updateSeriesPeriod(originalTransactionId: record.originalTransactionId, productId: record.productId,
+                                               purchaseDate: record.purchaseDate, expiresDate: record.expiresDate))
+        }
+        return effects
+    }
+
+    /// Binds `record` to `owner` and grants it — once: a transaction stored bound already grants nothing more.
+    static func bind(_ record: PurchaseRecord, to owner: String, source: String, facts: TransactionFacts, catalog: LedgerCatalog,
+                     now: Date) -> SubmissionDecision {
+        // Apple signed the token; it names the order the payment was for. A named order is the app's word for it.
+        let order = [facts.tokenOrder, facts.namedOrder].compactMap { $0 }.first { $0.accountId == owner && $0.productId == record.productId }
+        var bound = record
+        bound.accountId = owner
+        guard let stored = facts.stored else {
+            bound.orderId = order?.orderId
+            var effects: [LedgerEffect] = [.insertPurchase(bound, source: source, at: now)]
+            if let order { effects.append(.fulfilOrder(orderId: order.orderId, transactionId: record.transactionId, at: now)) }
+            effects += ConsumableRules.settle(bound, entries: [], catalog: catalog, now: now)
+            return SubmissionDecision(outcome: .granted, effects: effects, orderId: order?.orderId)
+        }
+        var effects: [LedgerEffect] = [.refreshPurchase(record)]
+        var current = stored.merged(with: record)
+        let outcome: SubmissionDecision.Outcome
+        if stored.accountId == nil {
+            current.accountId = owner
+            current.orderId = order?.orderId
+            effects.append(.claimPurchase(transactionId: record.transactionId, accountId: owner, orderId: order?.orderId))
+            if let order { effects.append(.fulfilOrder(orderId: order.orderId, transactionId: record.transactionId, at: now)) }
+            outcome = .granted
+        } else {
+            if stored.orderId == nil, let order {
+                // Bound before its order was known (say, from a receipt): the order is fulfilled by it all the same.
+                current.orderId = order.orderId
+                effects.append(.linkOrder(transactionId: record.transactionId, orderId: order.orderId))
+                effects.append(.fulfilOrder(orderId: order.orderId, transactionId: record.transactionId, at: now))
+            }
+            outcome = .alreadyGranted
+        }
+        effects += ConsumableRules.settle(current, entries: facts.entries, catalog: catalog, now: now)
+        return SubmissionDecision(outcome: outcome, effects: effects, orderId: current.orderId)
+    }
+}
+
+/// How a consumable transaction's credit follows its state.
+public enum ConsumableRules {
+    /// The balance movements that bring a consumable transaction's credit in line with its state: credited once
+    /// while it stands, clawed back while refunded, credited again when a refund is reversed — each movement uniquely
+    /// keyed, so the net is right whatever order the news came in and however often. A transaction refunded before
+    /// it was ever credited is never credited.
+    public static func settle(_ record: PurchaseRecord, entries: [BalanceEntry], catalog: LedgerCatalog, now: Date) -> [LedgerEffect] {
+        guard let account = record.accountId, let rule = catalog.rule(for: record.productId), rule.type == .consumable,
+              let currency = rule.currency, let amount = rule.amount else { return [] }
+        let credit = amount * Int64(record.quantity)
+        let revoked = record.revocationDate != nil
+        let granted = entries.contains { $0.key == "grant:\(record.transactionId)" }
+        guard granted else {
+            if revoked { return [] }
+            return [.moveBalance(BalanceMove(key: "grant:\(record.transactionId)", accountId: account, currency: currency, delta: credit,
+                                             transactionId: record.transactionId, at: now))]
+        }
+        let net = entries.reduce(Int64(0)) { $0 + $1.delta }
+        let delta = (revoked ? 0 : credit) - net
+        guard delta != 0 else { return [] }
+        return [.moveBalance(BalanceMove(key: "adjust:\(record.transactionId):\(entries.count)", accountId: account, currency: currency,
+                                         delta: delta, transactionId: record.transactionId, at: now))]
+    }
+}

@@ -1,0 +1,94 @@
+import AppStoreFormats
+import Foundation
+
+/// The notification log, held proofs, device reports and the audit log: records kept beside the grants.
+extension LedgerSession {
+    // MARK: Notifications
+
+    /// Logs a notification once per `notificationUUID`. Returns whether this call logged it.
+    func insertNotification(_ event: NotificationEvent, record: PurchaseRecord?, at now: Date) throws -> Bool {
+        try sql.first("""
+            INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date, transaction_id, original_transaction_id,
+                signed_payload, received_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (notification_uuid) DO NOTHING RETURNING notification_uuid
+            """, [.text(event.notificationUUID), .text(event.type.rawValue), .of(event.subtype?.rawValue), .of(event.signedDate),
+                  .of(record?.transactionId), .of(record?.originalTransactionId), .text(event.signedPayload), .of(now)]) != nil
+    }
+
+    func notificationCount() throws -> Int64 {
+        try sql.first("SELECT COUNT(*) FROM notifications")?.int(0) ?? 0
+    }
+
+    static let notificationColumns = "notification_uuid, notification_type, subtype, signed_date, transaction_id, original_transaction_id, received_at"
+
+    func notifications(where condition: String, _ binds: [SQLValue], limit: Int, withPayload: Bool) throws -> [LoggedNotification] {
+        let columns = Self.notificationColumns + (withPayload ? ", signed_payload" : "")
+        return try sql.rows("""
+            SELECT \(columns) FROM notifications WHERE \(condition) ORDER BY signed_date DESC, notification_uuid LIMIT \(max(1, min(limit, 10_000)))
+            """, binds).map { row in
+            LoggedNotification(notificationUUID: try row.text(0), notificationType: try row.text(1), subtype: row.optionalText(2),
+                               signedDate: Millis.date(try row.int(3)), transactionId: row.optionalText(4),
+                               originalTransactionId: row.optionalText(5), receivedAt: Millis.date(try row.int(6)),
+                               signedPayload: withPayload ? row.optionalText(7) : nil)
+        }
+    }
+
+    // MARK: Held proofs
+
+    static let proofColumns = "proof_id, account_id, order_id, kind, proof, state, attempts, next_attempt_at, last_error"
+
+    func pendingProof(_ id: String) throws -> PendingProof? {
+        try sql.first("SELECT \(Self.proofColumns) FROM pending_proofs WHERE proof_id = $1", [.text(id)]).map(Self.decodeProof)
+    }
+
+    func pendingProofs(where condition: String, _ binds: [SQLValue], order: String, limit: Int) throws -> [PendingProof] {
+        try sql.rows("SELECT \(Self.proofColumns) FROM pending_proofs WHERE \(condition) ORDER BY \(order) LIMIT \(max(1, min(limit, 10_000)))", binds)
+            .map(Self.decodeProof)
+    }
+
+    static func decodeProof(_ row: SQLRow) throws -> PendingProof {
+        PendingProof(proofId: try row.text(0), accountId: try row.text(1), orderId: row.optionalText(2),
+                     kind: PendingProof.Kind(rawValue: try row.text(3)) ?? .receipt, proof: try row.text(4),
+                     state: PendingProof.State(rawValue: try row.text(5)) ?? .pending, attempts: Int(try row.int(6)),
+                     nextAttemptAt: Millis.date(try row.int(7)), lastError: row.optionalText(8))
+    }
+
+    // MARK: Device reports and audit
+
+    func deviceReports(where condition: String, _ binds: [SQLValue]) throws -> [DeviceReport] {
+        try sql.rows("SELECT transaction_id, account_id, signals, reported_at FROM device_reports WHERE \(condition) ORDER BY reported_at", binds).map {
+            DeviceReport(transactionId: try $0.text(0), accountId: try $0.text(1),
+                         signals: try $0.text(2).split(separator: ",").map(String.init), reportedAt: Millis.date(try $0.int(3)))
+        }
+    }
+
+    func auditEntries(where condition: String, _ binds: [SQLValue], limit: Int) throws -> [Ledger.AuditEntry] {
+        try sql.rows("""
+            SELECT actor, action, subject, detail, created_at FROM audit_log WHERE \(condition) ORDER BY created_at DESC LIMIT \(max(1, min(limit, 10_000)))
+            """, binds).map {
+            Ledger.AuditEntry(actor: try $0.text(0), action: try $0.text(1), subject: try $0.text(2), detail: try $0.text(3),
+                              at: Millis.date(try $0.int(4)))
+        }
+    }
+}
+
+/// A notification as the ledger logged it.
+public struct LoggedNotification: Sendable, Hashable, Codable {
+    public var notificationUUID: String
+    public var notificationType: String
+    public var subtype: String?
+    public var signedDate: Date
+    public var transactionId: String?
+    public var originalTransactionId: String?
+    public var receivedAt: Date
+    /// The body as received; only in reads that ask for it.
+    public var signedPayload: String?
+}
+
+/// Device-integrity signals reported with a transaction.
+public struct DeviceReport: Sendable, Hashable, Codable {
+    public var transactionId: String
+    public var accountId: String
+    public var signals: [String]
+    public var reportedAt: Date
+}

@@ -1,0 +1,280 @@
+import AppStoreFormats
+import Foundation
+
+/// The ledger's rows read and written through one connection: the facts the rules ask for, and the effects they
+/// decide on. Every statement is written here once, in the SQL that SQLite and PostgreSQL share; nothing above
+/// this type sees SQL.
+struct LedgerSession {
+    let sql: any SQLExecutor
+
+    init(_ sql: any SQLExecutor) { self.sql = sql }
+
+    // MARK: Orders
+
+    static let orderColumns = "order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at"
+
+    func insertOrder(_ order: Order, at now: Date) throws {
+        try sql.execute("""
+            INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
+            VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8)
+            """, [.text(order.orderId), .text(order.accountId), .text(order.productId), .text(order.appAccountToken.uuidString.lowercased()),
+                  .text(order.state.rawValue), .of(order.createdAt), .of(order.expiresAt), .of(now)])
+    }
+
+    func order(id: String) throws -> Order? {
+        try sql.first("SELECT \(Self.orderColumns) FROM orders WHERE order_id = $1", [.text(id)]).map(Self.decodeOrder)
+    }
+
+    func order(appAccountToken token: UUID) throws -> Order? {
+        try sql.first("SELECT \(Self.orderColumns) FROM orders WHERE app_account_token = $1", [.text(token.uuidString.lowercased())])
+            .map(Self.decodeOrder)
+    }
+
+    func orders(where condition: String, _ binds: [SQLValue], limit: Int) throws -> [Order] {
+        try sql.rows("SELECT \(Self.orderColumns) FROM orders o WHERE \(condition) ORDER BY o.created_at DESC LIMIT \(max(1, min(limit, 10_000)))", binds)
+            .map(Self.decodeOrder)
+    }
+
+    static func decodeOrder(_ row: SQLRow) throws -> Order {
+        Order(orderId: try row.text(0), accountId: try row.text(1), productId: try row.text(2),
+              appAccountToken: UUID(uuidString: try row.text(3)) ?? UUID(), state: Order.State(rawValue: try row.text(4)) ?? .created,
+              transactionId: row.optionalText(5), createdAt: Millis.date(try row.int(6)), expiresAt: Millis.date(try row.int(7)))
+    }
+
+    // MARK: Transactions
+
+    static let purchaseColumns = """
+        transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity, purchase_date, \
+        expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
+        """
+
+    func purchase(_ transactionId: String) throws -> PurchaseRecord? {
+        try sql.first("SELECT \(Self.purchaseColumns) FROM purchases WHERE transaction_id = $1", [.text(transactionId)]).map(Self.decodePurchase)
+    }
+
+    func purchases(accountId: String) throws -> [PurchaseRecord] {
+        try sql.rows("SELECT \(Self.purchaseColumns) FROM purchases WHERE account_id = $1 ORDER BY purchase_date, transaction_id", [.text(accountId)])
+            .map(Self.decodePurchase)
+    }
+
+    func purchases(where condition: String, _ binds: [SQLValue], limit: Int) throws -> [PurchaseRecord] {
+        try sql.rows("""
+            SELECT \(Self.purchaseColumns) FROM purchases WHERE \(condition) ORDER BY recorded_at DESC, transaction_id LIMIT \(max(1, min(limit, 10_000)))
+            """, binds).map(Self.decodePurchase)
+    }
+
+    /// The account the series is bound to: its earliest bound period's.
+    func seriesOwner(_ originalTransactionId: String) throws -> String? {
+        try sql.first("""
+            SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date LIMIT 1
+            """, [.text(originalTransactionId)])?.optionalText(0)
+    }
+
+    static func decodePurchase(_ row: SQLRow) throws -> PurchaseRecord {
+        var payload = JWSTransactionDecodedPayload()
+        payload.transactionId = try row.text(0)
+        payload.originalTransactionId = try row.text(1)
+        payload.productId = try row.text(4)
+        payload.type = ProductType(rawValue: try row.text(5))
+        payload.environment = AppStoreEnvironment(rawValue: try row.text(6))
+        payload.quantity = Int(try row.int(7))
+        payload.purchaseDate = Millis.date(try row.int(8))
+        payload.expiresDate = row.optionalInt(9).map(Millis.date)
+        payload.revocationDate = row.optionalInt(10).map(Millis.date)
+        payload.revocationReason = row.optionalInt(11).map { RevocationReason(rawValue: Int($0)) }
+        payload.isUpgraded = try row.int(12) != 0
+        payload.inAppOwnershipType = row.optionalText(13).map(InAppOwnershipType.init(rawValue:))
+        payload.appAccountToken = row.optionalText(14).flatMap(UUID.init(uuidString:))
+        payload.signedDate = Millis.date(try row.int(15))
+        var record = try PurchaseRecord(payload)
+        record.accountId = row.optionalText(2)
+        record.orderId = row.optionalText(3)
+        return record
+    }
+
+    /// Everything the binding rules need about `record`, with the order the uploader named.
+    func facts(for record: PurchaseRecord, namedOrderId: String?, catalog: LedgerCatalog) throws -> TransactionFacts {
+        var facts = TransactionFacts()
+        if let namedOrderId { facts.namedOrder = try order(id: namedOrderId) }
+        if let token = record.appAccountToken {
+            facts.tokenOrder = facts.namedOrder?.appAccountToken == token ? facts.namedOrder : try order(appAccountToken: token)
+        }
+        facts.stored = try purchase(record.transactionId)
+        if facts.stored?.accountId == nil, record.originalTransactionId != record.transactionId {
+            facts.seriesOwner = try seriesOwner(record.originalTransactionId)
+        }
+        if facts.stored != nil, catalog.rule(for: record.productId)?.type == .consumable {
+            facts.entries = try balanceEntries(transactionId: record.transactionId)
+        }
+        return facts
+    }
+
+    // MARK: Balances
+
+    func balanceEntries(transactionId: String) throws -> [BalanceEntry] {
+        try sql.rows("SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE transaction_id = $1",
+                     [.text(transactionId)]).map(Self.decodeEntry)
+    }
+
+    func balanceEntries(accountId: String, limit: Int) throws -> [BalanceEntry] {
+        try sql.rows("""
+            SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE account_id = $1
+            ORDER BY created_at DESC LIMIT \(max(1, min(limit, 10_000)))
+            """, [.text(accountId)]).map(Self.decodeEntry)
+    }
+
+    func balanceEntry(key: String) throws -> BalanceEntry? {
+        try sql.first("SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE entry_key = $1",
+                      [.text(key)]).map(Self.decodeEntry)
+    }
+
+    static func decodeEntry(_ row: SQLRow) throws -> BalanceEntry {
+        BalanceEntry(key: try row.text(0), accountId: try row.text(1), currency: try row.text(2), delta: try row.int(3),
+                     transactionId: row.optionalText(4), at: Millis.date(try row.int(5)))
+    }
+
+    func balances(accountId: String) throws -> [String: Int64] {
+        var balances: [String: Int64] = [:]
+        for row in try sql.rows("SELECT currency, amount FROM balances WHERE account_id = $1", [.text(accountId)]) {
+            balances[try row.text(0)] = try row.int(1)
+        }
+        return balances
+    }
+
+    func balance(accountId: String, currency: String) throws -> Int64 {
+        try sql.first("SELECT amount FROM balances WHERE account_id = $1 AND currency = $2", [.text(accountId), .text(currency)])?.int(0) ?? 0
+    }
+
+    /// Takes `amount` from a balance if it holds that much. Returns whether it did.
+    func debit(accountId: String, currency: String, amount: Int64) throws -> Bool {
+        try sql.first("""
+            UPDATE balances SET amount = amount - $1 WHERE account_id = $2 AND currency = $3 AND amount >= $1 RETURNING amount
+            """, [.int(amount), .text(accountId), .text(currency)]) != nil
+    }
+
+    // MARK: Subscriptions
+
+    static let seriesColumns = """
+        original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew, auto_renew_product_id, signed_date
+        """
+
+    func series(accountId: String) throws -> [String: SubscriptionRecord] {
+        let rows = try sql.rows("""
+            SELECT \(Self.seriesColumns) FROM subscriptions
+            WHERE original_transaction_id IN (SELECT original_transaction_id FROM purchases WHERE account_id = $1)
+            """, [.text(accountId)])
+        return Dictionary(try rows.map(Self.decodeSeries).map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    func series(_ originalTransactionId: String) throws -> SubscriptionRecord? {
+        try sql.first("SELECT \(Self.seriesColumns) FROM subscriptions WHERE original_transaction_id = $1", [.text(originalTransactionId)])
+            .map(Self.decodeSeries)
+    }
+
+    static func decodeSeries(_ row: SQLRow) throws -> SubscriptionRecord {
+        SubscriptionRecord(
+            originalTransactionId: try row.text(0), productId: row.optionalText(1), status: row.optionalInt(2).map { SubscriptionStatus(rawValue: Int($0)) },
+            expiresDate: row.optionalInt(3).map(Millis.date), gracePeriodExpiresDate: row.optionalInt(4).map(Millis.date),
+            autoRenew: row.optionalInt(5).map { $0 != 0 }, autoRenewProductId: row.optionalText(6), signedDate: Millis.date(try row.int(7)))
+    }
+
+    // MARK: Entitlements
+
+    func entitlements(accountId: String, catalog: LedgerCatalog, now: Date) throws -> AccountEntitlements {
+        let owned = EntitlementRules.entitlements(purchases: try purchases(accountId: accountId), subscriptions: try series(accountId: accountId),
+                                                  catalog: catalog, now: now)
+        return AccountEntitlements(accountId: accountId, entitlements: owned, balances: try balances(accountId: accountId))
+    }
+
+    // MARK: Effects
+
+    func apply(_ effects: [LedgerEffect]) throws {
+        for effect in effects { try apply(effect) }
+    }
+
+    func apply(_ effect: LedgerEffect) throws {
+        switch effect {
+        case .insertPurchase(let record, let source, let now):
+            let inserted = try sql.first("""
+                INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
+                    quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
+                    signed_date, source, recorded_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                ON CONFLICT (transaction_id) DO NOTHING RETURNING transaction_id
+                """, [.text(record.transactionId), .text(record.originalTransactionId), .of(record.accountId), .of(record.orderId),
+                      .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
+                      .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
+                      .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
+                      .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate), .text(source), .of(now)])
+            // The rules decided on a transaction that was not stored; a replica that stored it meanwhile changes the facts.
+            guard inserted != nil else { throw LedgerRace() }
+        case .claimPurchase(let transactionId, let accountId, let orderId):
+            let claimed = try sql.first("""
+                UPDATE purchases SET account_id = $1, order_id = $2 WHERE transaction_id = $3 AND account_id IS NULL RETURNING transaction_id
+                """, [.text(accountId), .of(orderId), .text(transactionId)])
+            guard claimed != nil else { throw LedgerRace() }
+        case .refreshPurchase(let record):
+            try sql.execute("""
+                UPDATE purchases SET expires_date = $1, revocation_date = $2, revocation_reason = $3, is_upgraded = $4, signed_date = $5
+                WHERE transaction_id = $6 AND signed_date < $5
+                """, [.of(record.expiresDate), .of(record.revocationDate), .of(record.revocationReason.map { Int64($0.rawValue) }),
+                      .of(record.isUpgraded), .of(record.signedDate), .text(record.transactionId)])
+        case .linkOrder(let transactionId, let orderId):
+            try sql.execute("UPDATE purchases SET order_id = $1 WHERE transaction_id = $2 AND order_id IS NULL", [.text(orderId), .text(transactionId)])
+        case .fulfilOrder(let orderId, let transactionId, let now):
+            try sql.execute("""
+                UPDATE orders SET state = 'granted', transaction_id = $1, updated_at = $2 WHERE order_id = $3 AND transaction_id IS NULL
+                """, [.text(transactionId), .of(now), .text(orderId)])
+        case .moveBalance(let move):
+            let made = try sql.first("""
+                INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (entry_key) DO NOTHING RETURNING entry_key
+                """, [.text(move.key), .text(move.accountId), .text(move.currency), .int(move.delta), .of(move.transactionId), .of(move.at)])
+            guard made != nil else { return }
+            try sql.execute("""
+                INSERT INTO balances (account_id, currency, amount) VALUES ($1, $2, $3)
+                ON CONFLICT (account_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount
+                """, [.text(move.accountId), .text(move.currency), .int(move.delta)])
+        case .recordConflict(let transactionId, let claimedBy, let owner, let now):
+            try sql.execute("""
+                INSERT INTO conflicts (transaction_id, claimed_by, owner, first_seen, attempts) VALUES ($1, $2, $3, $4, 1)
+                ON CONFLICT (transaction_id, claimed_by) DO UPDATE SET attempts = conflicts.attempts + 1
+                """, [.text(transactionId), .text(claimedBy), .text(owner), .of(now)])
+        case .updateSeriesStatus(let series):
+            try sql.execute("""
+                INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew,
+                    auto_renew_product_id, signed_date)
+                VALUES ($1, NULL, $2, NULL, $3, $4, $5, $6)
+                ON CONFLICT (original_transaction_id) DO UPDATE SET status = excluded.status,
+                    grace_period_expires_date = excluded.grace_period_expires_date, auto_renew = excluded.auto_renew,
+                    auto_renew_product_id = excluded.auto_renew_product_id, signed_date = excluded.signed_date
+                WHERE subscriptions.signed_date < excluded.signed_date
+                """, [.text(series.originalTransactionId), .of(series.status.map { Int64($0.rawValue) }), .of(series.gracePeriodExpiresDate),
+                      .of(series.autoRenew.map { $0 ? 1 : 0 }), .of(series.autoRenewProductId), .of(series.signedDate)])
+        case .updateSeriesPeriod(let original, let productId, let purchaseDate, let expiresDate):
+            try sql.execute("""
+                INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, signed_date, period_purchase_date)
+                VALUES ($1, $2, NULL, $3, 0, $4)
+                ON CONFLICT (original_transaction_id) DO UPDATE SET product_id = excluded.product_id, expires_date = excluded.expires_date,
+                    period_purchase_date = excluded.period_purchase_date
+                WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date <= excluded.period_purchase_date
+                """, [.text(original), .text(productId), .of(expiresDate), .of(purchaseDate)])
+        case .recordDeviceReport(let transactionId, let accountId, let signals, let now):
+            try sql.execute("""
+                INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at) VALUES ($1, $2, $3, $4, $5)
+                """, [.text(UUID().uuidString.lowercased()), .text(transactionId), .text(accountId), .text(signals.joined(separator: ",")), .of(now)])
+        case .settleOrder(let orderId, let note, let now):
+            try sql.execute("UPDATE orders SET state = 'settled', note = $1, updated_at = $2 WHERE order_id = $3 AND state = 'created'",
+                            [.text(note), .of(now), .text(orderId)])
+        case .audit(let actor, let action, let subject, let detail, let now):
+            try sql.execute("""
+                INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+                """, [.text(UUID().uuidString.lowercased()), .text(String(actor.prefix(200))), .text(action), .text(String(subject.prefix(200))),
+                      .text(String(detail.prefix(4000))), .of(now)])
+        }
+    }
+}
+
+/// Thrown when a write finds the rows changed since its facts were read (another replica won a race): the operation
+/// is run again from fresh facts, and finds the winner's rows.
+struct LedgerRace: Error {}

@@ -1,0 +1,222 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PostgresNIO
+
+/// The store for many replicas: a PostgreSQL server, reached through PostgresNIO connections each owned by one
+/// worker thread. A ledger operation runs synchronously on its worker as one PostgreSQL transaction; unique keys,
+/// guarded updates and `ON CONFLICT` make racing replicas agree (a replica that loses a race re-runs the operation
+/// from fresh facts), and PostgreSQL groups concurrent commits itself.
+public final class PostgresLedgerStore: LedgerStore, @unchecked Sendable {
+    public let kind = LedgerStoreKind.postgres
+    private let workers: PostgresWorkers
+
+    /// Connects to `postgres://user:password@host:port/database` (TLS when the server offers it; `?sslmode=disable`
+    /// turns it off, `?sslmode=require` insists).
+    public init(url: String, connections: Int = 16) async throws {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
+            throw LedgerError(.invalidInput, "not a PostgreSQL URL: postgres://user@host:port/database expected")
+        }
+        let sslmode = components.queryItems?.first { $0.name == "sslmode" }?.value ?? "prefer"
+        let tls: PostgresConnection.Configuration.TLS
+        do {
+            switch sslmode {
+            case "disable": tls = .disable
+            case "require", "verify-full": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            default: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+        } catch {
+            throw LedgerError(.storage, "cannot set up TLS for PostgreSQL: \(error)")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let configuration = PostgresConnection.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
+            database: database.isEmpty ? nil : database, tls: tls)
+        workers = PostgresWorkers(configuration: configuration, count: max(1, connections))
+        // Fail now, not at the first purchase, when the server cannot be reached.
+        _ = try await read { sql in try sql.rows("SELECT 1", []) }
+    }
+
+    deinit { workers.stop() }
+
+    public func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            workers.enqueue(PostgresJob(transactional: true, body: body, answer: PendingAnswer(continuation)))
+        }
+    }
+
+    public func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            workers.enqueue(PostgresJob(transactional: false, body: body, answer: PendingAnswer(continuation)))
+        }
+    }
+
+    public func close() async throws {
+        workers.stop()
+        await workers.finished()
+    }
+}
+
+/// A queued operation for a worker.
+protocol PostgresWork: AnyObject {
+    func run(_ connection: PostgresExecutor)
+    func fail(_ error: any Error)
+}
+
+final class PostgresJob<R: Sendable>: PostgresWork {
+    let transactional: Bool
+    let body: @Sendable (any SQLExecutor) throws -> R
+    let answer: PendingAnswer<R>
+
+    init(transactional: Bool, body: @escaping @Sendable (any SQLExecutor) throws -> R, answer: PendingAnswer<R>) {
+        self.transactional = transactional
+        self.body = body
+        self.answer = answer
+    }
+
+    func run(_ executor: PostgresExecutor) {
+        guard transactional else {
+            answer.hold(Result { try body(executor) })
+            answer.deliver(commitError: nil)
+            return
+        }
+        do {
+            _ = try executor.rows("BEGIN", [])
+        } catch {
+            fail(error)
+            return
+        }
+        do {
+            let value = try body(executor)
+            _ = try executor.rows("COMMIT", [])
+            answer.hold(.success(value))
+            answer.deliver(commitError: nil)
+        } catch {
+            _ = try? executor.rows("ROLLBACK", [])
+            answer.hold(.failure(error))
+            answer.deliver(commitError: nil)
+        }
+    }
+
+    func fail(_ error: any Error) {
+        answer.hold(.failure(error))
+        answer.deliver(commitError: nil)
+    }
+}
+
+/// Worker threads, each with its own connection, taking operations from one queue.
+final class PostgresWorkers: @unchecked Sendable {
+    private let configuration: PostgresConnection.Configuration
+    private let condition = NSCondition()
+    private var queue: [any PostgresWork] = []
+    private var stopping = false
+    private var running: Int
+    private var doneWaiters: [CheckedContinuation<Void, Never>] = []
+    private let logger: Logger
+
+    init(configuration: PostgresConnection.Configuration, count: Int) {
+        self.configuration = configuration
+        running = count
+        var logger = Logger(label: "iapkit.ledger.postgres")
+        logger.logLevel = .warning
+        self.logger = logger
+        for index in 0..<count {
+            let thread = Thread { [self] in work(id: index) }
+            thread.name = "iapkit.ledger.postgres.\(index)"
+            thread.start()
+        }
+    }
+
+    func enqueue(_ job: any PostgresWork) {
+        condition.lock()
+        guard !stopping else {
+            condition.unlock()
+            job.fail(LedgerError(.storage, "the PostgreSQL store is closed"))
+            return
+        }
+        queue.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func finished() async {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            if running == 0 { condition.unlock(); continuation.resume(); return }
+            doneWaiters.append(continuation)
+            condition.unlock()
+        }
+    }
+
+    private func next() -> (any PostgresWork)? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty && !stopping { condition.wait() }
+        return queue.isEmpty ? nil : queue.removeFirst()
+    }
+
+    private func work(id: Int) {
+        var connection: PostgresConnection?
+        while let job = next() {
+            do {
+                if connection == nil || connection?.isClosed == true {
+                    connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
+                                                                id: id, logger: logger).wait()
+                }
+                job.run(PostgresExecutor(connection: connection!, logger: logger))
+            } catch {
+                connection = nil
+                job.fail(LedgerError(.storage, "cannot reach PostgreSQL: \(String(reflecting: error))"))
+            }
+        }
+        try? connection?.close().wait()
+        condition.lock()
+        running -= 1
+        let waiters = running == 0 ? doneWaiters : []
+        if running == 0 { doneWaiters = [] }
+        condition.unlock()
+        waiters.forEach { $0.resume() }
+    }
+}
+
+/// Statements on one connection, each waited for on the worker's own thread.
+struct PostgresExecutor: SQLExecutor {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case .null: bindings.appendNull()
+            case .int(let number): bindings.append(number)
+            case .text(let text): bindings.append(text)
+            }
+        }
+        let result: PostgresQueryResult
+        do {
+            result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger).wait()
+        } catch {
+            throw LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
+        }
+        return try result.rows.map { row in
+            SQLRow(try row.map { cell -> SQLValue in
+                guard cell.bytes != nil else { return .null }
+                switch cell.dataType {
+                case .int8, .int4, .int2: return .int(try cell.decode(Int64.self))
+                case .bool: return .int(try cell.decode(Bool.self) ? 1 : 0)
+                default: return .text(try cell.decode(String.self))
+                }
+            })
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// A value bound to, or read from, a SQL statement. The ledger stores only these three kinds: dates are milliseconds
+/// since 1970 and booleans 0/1, so one schema serves SQLite and PostgreSQL alike.
+public enum SQLValue: Sendable, Hashable {
+    case null
+    case int(Int64)
+    case text(String)
+
+    var int: Int64? { if case .int(let value) = self { value } else { nil } }
+    var text: String? { if case .text(let value) = self { value } else { nil } }
+}
+
+/// One result row, columns in the order the statement names them.
+public struct SQLRow: Sendable {
+    public var values: [SQLValue]
+
+    public init(_ values: [SQLValue]) { self.values = values }
+
+    func text(_ index: Int) throws -> String {
+        guard index < values.count, case .text(let value) = values[index] else { throw SQLRow.typeError(index, "text") }
+        return value
+    }
+
+    func optionalText(_ index: Int) -> String? { index < values.count ? values[index].text : nil }
+
+    func int(_ index: Int) throws -> Int64 {
+        guard index < values.count, case .int(let value) = values[index] else { throw SQLRow.typeError(index, "integer") }
+        return value
+    }
+
+    func optionalInt(_ index: Int) -> Int64? { index < values.count ? values[index].int : nil }
+
+    private static func typeError(_ index: Int, _ kind: String) -> LedgerError {
+        LedgerError(.storage, "column \(index) of a stored row is not \(kind)")
+    }
+}
+
+/// Runs statements synchronously on one connection, inside whatever transaction its store opened.
+///
+/// Statements are written once, in the SQL that SQLite and PostgreSQL share, with `$1`, `$2`… placeholders. Being
+/// synchronous is the point: a whole ledger operation runs on the thread that owns the connection, with no hop per
+/// statement.
+public protocol SQLExecutor {
+    /// Runs `sql` with `binds` and returns every row it produces.
+    func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow]
+}
+
+extension SQLExecutor {
+    func execute(_ sql: String, _ binds: [SQLValue] = []) throws {
+        _ = try rows(sql, binds)
+    }
+
+    func first(_ sql: String, _ binds: [SQLValue] = []) throws -> SQLRow? {
+        try rows(sql, binds).first
+    }
+}
+
+/// How bound values are written from the ledger's Swift types.
+extension SQLValue {
+    static func of(_ text: String?) -> SQLValue { text.map { .text($0) } ?? .null }
+    static func of(_ value: Int64?) -> SQLValue { value.map { .int($0) } ?? .null }
+    static func of(_ date: Date?) -> SQLValue { date.map { .int(Millis.of($0)) } ?? .null }
+    static func of(_ flag: Bool) -> SQLValue { .int(flag ? 1 : 0) }
+}

@@ -1,0 +1,118 @@
+import CSQLite
+import Foundation
+
+/// One SQLite connection through the C API, with its prepared statements kept for its whole life.
+///
+/// Not thread-safe by design: each connection belongs to one thread at a time (the writer thread, or a reader that
+/// checked it out), which is what lets a ledger operation run with no hop per statement.
+final class SQLiteConnection: SQLExecutor {
+    private var handle: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+    let path: String
+
+    init(path: String, readOnly: Bool = false) throws {
+        self.path = path
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        var db: OpaquePointer?
+        let status = sqlite3_open_v2(path, &db, flags, nil)
+        guard status == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(db)
+            throw LedgerError(.storage, "cannot open SQLite database \(path): \(message)")
+        }
+        handle = db
+        sqlite3_busy_timeout(db, 10_000)
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit { close() }
+
+    func close() {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        statements = [:]
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    /// Runs statements that take no binds and return nothing worth reading (pragmas, BEGIN, COMMIT).
+    func exec(_ sql: String) throws {
+        guard let handle else { throw LedgerError(.storage, "the SQLite connection is closed") }
+        var error: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(handle, sql, nil, nil, &error) == SQLITE_OK else {
+            let message = error.map { String(cString: $0) } ?? "unknown error"
+            sqlite3_free(error)
+            throw LedgerError(.storage, "SQLite refused \(sql.prefix(60)): \(message)")
+        }
+    }
+
+    func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (offset, value) in binds.enumerated() {
+            let index = Int32(offset + 1)
+            let status: Int32 = switch value {
+            case .null: sqlite3_bind_null(statement, index)
+            case .int(let number): sqlite3_bind_int64(statement, index, number)
+            case .text(let text): sqlite3_bind_text(statement, index, text, -1, Self.transient)
+            }
+            guard status == SQLITE_OK else { throw failure(sql) }
+        }
+        var result: [SQLRow] = []
+        while true {
+            let status = sqlite3_step(statement)
+            if status == SQLITE_DONE { return result }
+            guard status == SQLITE_ROW else { throw failure(sql) }
+            let count = sqlite3_column_count(statement)
+            var values: [SQLValue] = []
+            values.reserveCapacity(Int(count))
+            for column in 0..<count {
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_NULL: values.append(.null)
+                case SQLITE_INTEGER: values.append(.int(sqlite3_column_int64(statement, column)))
+                default:
+                    let bytes = sqlite3_column_text(statement, column)
+                    values.append(bytes.map { .text(String(cString: $0)) } ?? .null)
+                }
+            }
+            result.append(SQLRow(values))
+        }
+    }
+
+    /// Whether the connection is inside a transaction (SQLite rolls one back by itself on some errors).
+    var inTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
+
+    private func prepared(_ sql: String) throws -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        guard let handle else { throw LedgerError(.storage, "the SQLite connection is closed") }
+        // The ledger writes PostgreSQL's `$n` placeholders; SQLite spells numbered parameters `?n`.
+        let native = Self.numberedParameters(sql)
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v3(handle, native, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK, let statement else {
+            throw failure(sql)
+        }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func failure(_ sql: String) -> LedgerError {
+        let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "closed"
+        return LedgerError(.storage, "SQLite: \(message) (in \(sql.prefix(80)))")
+    }
+
+    static func numberedParameters(_ sql: String) -> String {
+        var out = ""
+        out.reserveCapacity(sql.utf8.count)
+        var previous: Character = " "
+        for character in sql {
+            if character == "$", !previous.isLetter, previous != "_" { out.append("?") } else { out.append(character) }
+            previous = character
+        }
+        return out
+    }
+
+    /// SQLITE_TRANSIENT: SQLite copies the bound text before the call returns.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+}

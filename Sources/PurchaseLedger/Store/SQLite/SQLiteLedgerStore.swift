@@ -1,0 +1,220 @@
+import Foundation
+
+/// The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a commit survives a power cut.
+///
+/// One writer thread owns the write connection and its prepared statements. Callers enqueue and await; the writer
+/// takes everything queued (up to `maximumGroup`), runs it as one transaction with a savepoint per operation (a
+/// failing operation rolls back alone), commits once — one fsync for the group — and only then answers each caller.
+/// Reads run on WAL reader connections in the caller's own thread and never take the write lock.
+public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
+    public let kind = LedgerStoreKind.sqlite
+    public let path: String
+
+    private let writer: SQLiteWriter
+    private let readersLock = NSLock()
+    private var idleReaders: [SQLiteConnection] = []
+    private let inMemory: Bool
+
+    /// Opens (creating if needed) the database at `path`, or an in-memory one for `:memory:`. `maximumGroup` is the
+    /// most operations committed together.
+    public init(path: String, maximumGroup: Int = 64) throws {
+        self.path = path
+        inMemory = path == ":memory:"
+        if !inMemory {
+            try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true)
+        }
+        let connection = try SQLiteConnection(path: path)
+        try connection.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL")
+        writer = SQLiteWriter(connection: connection, maximumGroup: max(1, maximumGroup))
+    }
+
+    deinit {
+        // A store dropped without close() still stops its thread, which closes the connection when the queue is done.
+        writer.stop()
+    }
+
+    public func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            writer.enqueue(SQLiteWriteJob(body: body, answer: PendingAnswer(continuation)))
+        }
+    }
+
+    public func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        // An in-memory database has no second connection to read from.
+        if inMemory { return try await write(body) }
+        let reader = try checkOutReader()
+        defer { checkIn(reader) }
+        try reader.exec("BEGIN")
+        defer { try? reader.exec("COMMIT") }
+        return try body(reader)
+    }
+
+    public func close() async throws {
+        writer.stop()
+        await writer.finished()
+        readersLock.withLock {
+            idleReaders.forEach { $0.close() }
+            idleReaders = []
+        }
+    }
+
+    private func checkOutReader() throws -> SQLiteConnection {
+        if let reader = readersLock.withLock({ idleReaders.popLast() }) { return reader }
+        let reader = try SQLiteConnection(path: path)
+        try reader.exec("PRAGMA query_only=ON")
+        return reader
+    }
+
+    private func checkIn(_ reader: SQLiteConnection) {
+        readersLock.withLock {
+            if idleReaders.count < 8 { idleReaders.append(reader) } else { reader.close() }
+        }
+    }
+}
+
+/// The writer thread: owns the write connection, takes queued operations in groups, commits each group once.
+final class SQLiteWriter: @unchecked Sendable {
+    private let connection: SQLiteConnection
+    private let maximumGroup: Int
+    private let condition = NSCondition()
+    private var queue: [any SQLiteWrite] = []
+    private var stopping = false
+    private var done = false
+    private var doneWaiters: [CheckedContinuation<Void, Never>] = []
+
+    init(connection: SQLiteConnection, maximumGroup: Int) {
+        self.connection = connection
+        self.maximumGroup = maximumGroup
+        let thread = Thread { [self] in run() }
+        thread.name = "iapkit.ledger.sqlite.writer"
+        thread.start()
+    }
+
+    func enqueue(_ job: any SQLiteWrite) {
+        condition.lock()
+        guard !stopping else {
+            condition.unlock()
+            job.deliver(commitError: LedgerError(.storage, "the SQLite store is closed"))
+            return
+        }
+        queue.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Lets the queue drain, then ends the thread.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    func finished() async {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            if done { condition.unlock(); continuation.resume(); return }
+            doneWaiters.append(continuation)
+            condition.unlock()
+        }
+    }
+
+    private func run() {
+        while let group = nextGroup() {
+            commit(group)
+        }
+        connection.close()
+        condition.lock()
+        done = true
+        let waiters = doneWaiters
+        doneWaiters = []
+        condition.unlock()
+        waiters.forEach { $0.resume() }
+    }
+
+    private func nextGroup() -> [any SQLiteWrite]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty && !stopping { condition.wait() }
+        if queue.isEmpty { return nil }
+        let group = Array(queue.prefix(maximumGroup))
+        queue.removeFirst(group.count)
+        return group
+    }
+
+    /// One transaction for the group, a savepoint per operation, one commit; then every answer.
+    private func commit(_ group: [any SQLiteWrite]) {
+        let writer = connection
+        do {
+            _ = try writer.rows("BEGIN IMMEDIATE", [])
+        } catch {
+            group.forEach { $0.deliver(commitError: error) }
+            return
+        }
+        let alone = group.count == 1
+        var poisoned: (any Error)?
+        for job in group {
+            do {
+                if !alone { _ = try writer.rows("SAVEPOINT op", []) }
+                let succeeded = job.run(writer)
+                if !alone {
+                    if !succeeded { _ = try writer.rows("ROLLBACK TO op", []) }
+                    _ = try writer.rows("RELEASE op", [])
+                }
+                // SQLite rolls the whole transaction back by itself on some failures (a full disk, an I/O error): then
+                // the operations before this one are gone too, and none of the group may be answered as done.
+                if !writer.inTransaction {
+                    poisoned = LedgerError(.storage, "SQLite rolled the transaction back")
+                    break
+                }
+            } catch {
+                poisoned = error
+                break
+            }
+        }
+        if let poisoned {
+            if writer.inTransaction { _ = try? writer.rows("ROLLBACK", []) }
+            group.forEach { $0.deliver(commitError: poisoned) }
+            return
+        }
+        do {
+            _ = try writer.rows(alone && !group[0].succeeded ? "ROLLBACK" : "COMMIT", [])
+            group.forEach { $0.deliver(commitError: nil) }
+        } catch {
+            if writer.inTransaction { _ = try? writer.rows("ROLLBACK", []) }
+            group.forEach { $0.deliver(commitError: error) }
+        }
+    }
+}
+
+/// A queued write, its result type erased for the writer's queue.
+protocol SQLiteWrite: AnyObject {
+    /// Runs the operation's body; returns whether it succeeded (a failure is rolled back to its savepoint).
+    func run(_ connection: SQLiteConnection) -> Bool
+    var succeeded: Bool { get }
+    func deliver(commitError: (any Error)?)
+}
+
+final class SQLiteWriteJob<R: Sendable>: SQLiteWrite {
+    let body: @Sendable (any SQLExecutor) throws -> R
+    let answer: PendingAnswer<R>
+
+    init(body: @escaping @Sendable (any SQLExecutor) throws -> R, answer: PendingAnswer<R>) {
+        self.body = body
+        self.answer = answer
+    }
+
+    func run(_ connection: SQLiteConnection) -> Bool {
+        do {
+            answer.hold(.success(try body(connection)))
+            return true
+        } catch {
+            answer.hold(.failure(error))
+            return false
+        }
+    }
+
+    var succeeded: Bool { if case .success = answer.result { true } else { false } }
+
+    func deliver(commitError: (any Error)?) { answer.deliver(commitError: commitError) }
+}

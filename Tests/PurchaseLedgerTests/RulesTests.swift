@@ -1,0 +1,172 @@
+import AppStoreFormats
+import Foundation
+import PurchaseLedger
+import Testing
+
+/// The ledger's rules on their own: value types in, decisions out, no database.
+@Suite("Subscription rules: a series judged as Apple judges it")
+struct SubscriptionRulesTests {
+    let start = Date(timeIntervalSince1970: 1_800_000_000)
+    let month: TimeInterval = 30 * 86_400
+
+    func period(_ productId: String, id: String, original: String = "1000", from: Date, to: Date, signed: Date? = nil,
+                revoked: Date? = nil, account: String = "zoe") throws -> PurchaseRecord {
+        var record = try PurchaseRecord(transaction(productId, id: id, original: original, type: .autoRenewableSubscription, purchased: from,
+                                                    expires: to, signed: signed, revoked: revoked))
+        record.accountId = account
+        return record
+    }
+
+    func owned(_ purchases: [PurchaseRecord], status: SubscriptionRecord? = nil, at now: Date) -> [Entitlement] {
+        EntitlementRules.entitlements(purchases: purchases, subscriptions: status.map { [$0.originalTransactionId: $0] } ?? [:],
+                                      catalog: .demo, now: now)
+    }
+
+    @Test("An upgrade ends the earlier product at the upgrade's purchase date, though its transaction never says isUpgraded")
+    func upgradeEndsEarlierProduct() throws {
+        let monthly = try period(Demo.monthly, id: "1000", from: start, to: start + month)
+        let upgradeAt = start + 10 * 86_400
+        let yearly = try period(Demo.yearly, id: "1001", from: upgradeAt, to: upgradeAt + 365 * 86_400)
+        let before = owned([monthly, yearly], at: upgradeAt - 1)
+        #expect(before.first?.productId == Demo.monthly)
+        let after = owned([monthly, yearly], at: upgradeAt + 60)
+        #expect(after.count == 1)
+        #expect(after.first?.productId == Demo.yearly)
+        #expect(after.first?.transactionId == "1001")
+        // After the upgrade is refunded, the monthly's nominal expiry does not bring it back.
+        let refundedUpgrade = try period(Demo.yearly, id: "1001", from: upgradeAt, to: upgradeAt + 365 * 86_400, revoked: upgradeAt + 86_400)
+        #expect(owned([monthly, refundedUpgrade], at: upgradeAt + 2 * 86_400).isEmpty)
+    }
+
+    @Test("EXPIRED ends access whatever an older transaction's nominal expiry says")
+    func expiredStatusEndsAccess() throws {
+        let current = try period(Demo.monthly, id: "1000", from: start, to: start + month)
+        let expiredAt = start + 5 * 86_400
+        let status = SubscriptionRecord(originalTransactionId: "1000", status: .expired, signedDate: expiredAt)
+        #expect(owned([current], status: status, at: expiredAt - 1).first?.name == "pro", "before Apple said so, still entitled")
+        #expect(owned([current], status: status, at: expiredAt + 1).isEmpty)
+        let revoked = SubscriptionRecord(originalTransactionId: "1000", status: .revoked, signedDate: expiredAt)
+        #expect(owned([current], status: revoked, at: expiredAt + 1).isEmpty)
+    }
+
+    @Test("A status signed before the latest period began does not judge it (resubscribe after expiry)")
+    func olderStatusIgnored() throws {
+        let first = try period(Demo.monthly, id: "1000", from: start, to: start + month)
+        let expired = SubscriptionRecord(originalTransactionId: "1000", status: .expired, signedDate: start + month + 60)
+        let resubscribed = try period(Demo.monthly, id: "1002", from: start + month + 3600, to: start + 2 * month + 3600)
+        let owned = owned([first, resubscribed], status: expired, at: start + month + 7200)
+        #expect(owned.first?.transactionId == "1002")
+    }
+
+    @Test("A refund of a past period leaves the current period standing")
+    func refundOfPastPeriod() throws {
+        let past = try period(Demo.monthly, id: "1000", from: start, to: start + month, signed: start + month + 86_400, revoked: start + month + 86_400)
+        let current = try period(Demo.monthly, id: "1001", from: start + month, to: start + 2 * month)
+        let entitled = owned([past, current], at: start + month + 2 * 86_400)
+        #expect(entitled.first?.transactionId == "1001")
+        #expect(entitled.first?.expiresAt == start + 2 * month)
+        // A refund of the current period ends it at the refund's date, not before.
+        let refundedNow = try period(Demo.monthly, id: "1001", from: start + month, to: start + 2 * month, revoked: start + month + 3 * 86_400)
+        #expect(owned([past, refundedNow], at: start + month + 2 * 86_400).first?.transactionId == "1001")
+        #expect(owned([past, refundedNow], at: start + month + 4 * 86_400).isEmpty)
+    }
+
+    @Test("The billing grace period extends access to its end; billing retry does not")
+    func graceAndRetry() throws {
+        let current = try period(Demo.monthly, id: "1000", from: start, to: start + month)
+        let grace = SubscriptionRecord(originalTransactionId: "1000", status: .billingGracePeriod, gracePeriodExpiresDate: start + month + 6 * 86_400,
+                                       signedDate: start + month)
+        let inGrace = owned([current], status: grace, at: start + month + 86_400)
+        #expect(inGrace.first?.state == .gracePeriod)
+        #expect(owned([current], status: grace, at: start + month + 7 * 86_400).isEmpty)
+        let retry = SubscriptionRecord(originalTransactionId: "1000", status: .billingRetry, signedDate: start + month + 6 * 86_400)
+        #expect(owned([current], status: retry, at: start + month + 86_400).isEmpty)
+    }
+
+    @Test("A non-consumable stops granting at its revocation date, not before")
+    func revocationDate() throws {
+        var premium = try PurchaseRecord(transaction(Demo.premium, id: "7", type: .nonConsumable, purchased: start, revoked: start + 100))
+        premium.accountId = "zoe"
+        #expect(owned([premium], at: start + 50).first?.name == "premium")
+        #expect(owned([premium], at: start + 150).isEmpty)
+    }
+}
+
+@Suite("Binding rules: which account a transaction belongs to")
+struct SubmissionRulesTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func order(_ account: String, _ productId: String = Demo.premium) -> Order {
+        Order(orderId: "order-\(account)", accountId: account, productId: productId, appAccountToken: UUID(), state: .created, transactionId: nil,
+              createdAt: now, expiresAt: now + 3600)
+    }
+
+    @Test("A transaction whose token names another account's order is delivered to that account, whoever uploads it")
+    func deliveredToOwner() throws {
+        let alice = order("alice")
+        let record = try PurchaseRecord(transaction(Demo.premium, id: "42", type: .nonConsumable, token: alice.appAccountToken))
+        let decision = try SubmissionRules.submit(record, uploader: "bob", orderId: nil, source: "jws", facts: TransactionFacts(tokenOrder: alice),
+                                                  catalog: .demo, now: now)
+        #expect(decision.outcome == .deliveredToOwner("alice"))
+        var bound = record
+        bound.accountId = "alice"
+        bound.orderId = alice.orderId
+        #expect(decision.effects == [.insertPurchase(bound, source: "jws", at: now),
+                                     .fulfilOrder(orderId: alice.orderId, transactionId: "42", at: now)])
+    }
+
+    @Test("Another account's transaction without an order of the uploader's is refused, the attempt recorded")
+    func refusedElsewhere() throws {
+        var stored = try PurchaseRecord(transaction(Demo.coins, id: "43", type: .consumable))
+        stored.accountId = "alice"
+        let decision = try SubmissionRules.submit(stored, uploader: "mallory", orderId: nil, source: "jws", facts: TransactionFacts(stored: stored),
+                                                  catalog: .demo, now: now)
+        #expect(decision.outcome == .refused(owner: "alice"))
+        #expect(decision.effects == [.recordConflict(transactionId: "43", claimedBy: "mallory", owner: "alice", at: now)])
+    }
+
+    @Test("A named order must be the uploader's and for the transaction's product")
+    func namedOrderChecks() throws {
+        let record = try PurchaseRecord(transaction(Demo.premium, id: "44", type: .nonConsumable))
+        #expect(throws: LedgerError(.orderNotFound, "")) {
+            try SubmissionRules.submit(record, uploader: "bob", orderId: "missing", source: "jws", facts: TransactionFacts(), catalog: .demo, now: now)
+        }
+        #expect(throws: LedgerError(.orderAccountMismatch, "")) {
+            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-alice", source: "jws",
+                                       facts: TransactionFacts(namedOrder: order("alice")), catalog: .demo, now: now)
+        }
+        #expect(throws: LedgerError(.orderProductMismatch, "")) {
+            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-bob", source: "jws",
+                                       facts: TransactionFacts(namedOrder: order("bob", Demo.coins)), catalog: .demo, now: now)
+        }
+    }
+
+    @Test("A renewal follows its series' account; a stored bound transaction grants nothing more")
+    func seriesAndRepeat() throws {
+        let renewal = try PurchaseRecord(transaction(Demo.monthly, id: "51", original: "50", type: .autoRenewableSubscription, expires: now + 3600))
+        let decision = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: "jws",
+                                                  facts: TransactionFacts(seriesOwner: "alice"), catalog: .demo, now: now)
+        #expect(decision.outcome == .granted)
+        var stored = renewal
+        stored.accountId = "alice"
+        let again = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: "jws", facts: TransactionFacts(stored: stored),
+                                               catalog: .demo, now: now)
+        #expect(again.outcome == .alreadyGranted)
+        #expect(again.effects == [.refreshPurchase(renewal)])
+    }
+
+    @Test("Consumable credit follows refunds and reversals, each movement keyed once")
+    func consumableSettlement() throws {
+        var coins = try PurchaseRecord(transaction(Demo.coins, id: "60", type: .consumable, quantity: 2))
+        coins.accountId = "zoe"
+        let credit = ConsumableRules.settle(coins, entries: [], catalog: .demo, now: now)
+        #expect(credit == [.moveBalance(BalanceMove(key: "grant:60", accountId: "zoe", currency: "coins", delta: 200, transactionId: "60", at: now))])
+        let granted = [BalanceEntry(key: "grant:60", accountId: "zoe", currency: "coins", delta: 200, transactionId: "60", at: now)]
+        #expect(ConsumableRules.settle(coins, entries: granted, catalog: .demo, now: now).isEmpty, "credited once")
+        var refunded = coins
+        refunded.revocationDate = now
+        #expect(ConsumableRules.settle(refunded, entries: granted, catalog: .demo, now: now)
+            == [.moveBalance(BalanceMove(key: "adjust:60:1", accountId: "zoe", currency: "coins", delta: -200, transactionId: "60", at: now))])
+        #expect(ConsumableRules.settle(refunded, entries: [], catalog: .demo, now: now).isEmpty, "refunded before it was credited: never credited")
+    }
+}
