@@ -87,9 +87,13 @@ struct PurchaseClientPathTests {
 
             // The same device, B signs in (a new launch on the same journal and the same Apple ID).
             let bea = try App.launch(system, account: "bea", storeAccount: "store-family", journal: ann.journalDirectory)
+            let events = bea.client.events
+            let waiting = Task { await firstElement(events, within: 5) { if case .waitingForAccount(transactionId, "ann") = $0 { true } else { false } } }
             _ = await bea.client.start()
             try await Task.sleep(for: .milliseconds(400))
             await bea.client.stop()
+            #expect(await waiting.value != nil, "B's app knows a payment waits for another account")
+            #expect(bea.serverCalls.value == 0, "B's app never sent A's payment to the server under B's account")
             #expect(try await system.entitlements("bea").balance("coins") == nil, "B got nothing")
             #expect(try await bea.store.unfinished().map(\.transactionId) == [transactionId], "A's payment is not finished under B")
             #expect(bea.journalEntries.contains { $0.transactionId == transactionId }, "A's entry waits in the journal")
@@ -122,7 +126,11 @@ struct PurchaseClientPathTests {
             #expect(await app.client.currentEntitlements == nil, "Cat's entitlements are gone from memory")
             let shown = await firstElement(app.client.entitlementUpdates)
             #expect(shown?.accountId == "dan" && shown?.entitlements.isEmpty == true, "a new subscriber sees nothing of Cat's")
-            try await Task.sleep(for: .milliseconds(600))
+            // Dan has nothing of his own to upload: any call now would be Cat's payment sent under Dan's account. The
+            // retrier ticks every second and Cat's entry is due, so 1.5 s would see it.
+            let callsAsDan = app.serverCalls.value
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(app.serverCalls.value == callsAsDan, "Cat's payment is not uploaded under Dan's account")
             #expect(try await system.entitlements("dan").balance("coins") == nil)
             #expect(try await system.entitlements("cat").balance("coins") == nil, "not delivered while Cat is away")
             #expect(try await app.store.unfinished().count == 1)
