@@ -40,7 +40,8 @@ struct App {
         }
         let base = serverURL ?? URL(string: "http://127.0.0.1:\(system.server.port!)")!
         let server = transport.map { PurchaseServerClient(baseURL: base, verifier: verifier, token: token, transport: $0) }
-            ?? PurchaseServerClient(baseURL: base, timeout: 5, verifier: verifier, token: token)
+            // Generous: the whole suite runs in parallel on small machines, and a timed-out order fails a purchase.
+            ?? PurchaseServerClient(baseURL: base, timeout: 30, verifier: verifier, token: token)
         return App(client: PurchaseClient(store: store, server: server, journal: try journalOverride ?? FileJournal(directory: directory), accountId: account,
                                           retryDelays: retryDelays, offlineCache: cache),
                    store: store, journalDirectory: directory, account: signedIn, offline: offline, serverCalls: calls)
