@@ -5,8 +5,8 @@ import Foundation
 import Hummingbird
 import PurchaseLedger
 
-/// `/admin/...`: finding and settling lost orders, held proofs, replays, the audit log, and running reconciliation
-/// now. Closed unless an admin key is configured; the key comes as `Authorization: Bearer <key>`.
+/// `/admin/...`: finding and settling lost orders, held proofs, replays, the audit log, running reconciliation now,
+/// and reading what the ledger knows (`AdminRoutes+Records.swift`). Closed unless an admin key is configured; the key comes as `Authorization: Bearer <key>`.
 struct AdminRoutes {
     let services: PurchaseServer.Services
 
@@ -91,6 +91,7 @@ struct AdminRoutes {
             try authorize(request)
             return try JSONReply.encode(["entries": try await ledgerCall { try await services.ledger.auditLog() }])
         }
+        addRecordRoutes(to: admin)
     }
 
     /// Compares digests, so the comparison takes the same time however much of a wrong key matches.

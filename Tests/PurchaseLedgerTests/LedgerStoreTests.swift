@@ -1,0 +1,151 @@
+import AppStoreFormats
+import Foundation
+import PurchaseLedger
+import Testing
+
+@Suite("Ledger stores: grouped commits, atomic operations, what the operator can read")
+struct LedgerStoreTests {
+    func notification(_ type: NotificationTypeV2, _ payload: JWSTransactionDecodedPayload, at date: Date, status: SubscriptionStatus? = nil) -> NotificationEvent {
+        NotificationEvent(notificationUUID: UUID().uuidString, type: type, subtype: nil, signedDate: date, signedPayload: "x", transaction: payload,
+                          status: status)
+    }
+
+    @Test("A transaction paid through another account's order is granted to that account, whoever uploads it", arguments: StoreKind.allCases)
+    func deliveredToOwner(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let (alice, bob) = (uniqueId("alice-"), uniqueId("bob-"))
+        let order = try await ledger.createOrder(accountId: alice, productId: Demo.coins)
+        let paid = transaction(Demo.coins, type: .consumable, token: order.appAccountToken)
+        let uploaded = try await ledger.submit(.init(accountId: bob, transaction: paid))
+        #expect(uploaded.outcome == .deliveredToOwner)
+        #expect(uploaded.orderId == nil)
+        #expect(uploaded.entitlements.balances["coins"] == nil, "the uploader got nothing")
+        #expect(try await ledger.entitlements(accountId: alice).balances["coins"] == 100)
+        #expect(try await ledger.order(order.orderId)?.state == .granted)
+        // Alice's own upload later grants nothing more; Bob's again neither.
+        #expect(try await ledger.submit(.init(accountId: alice, orderId: order.orderId, transaction: paid)).outcome == .alreadyGranted)
+        #expect(try await ledger.submit(.init(accountId: bob, transaction: paid)).outcome == .deliveredToOwner)
+        #expect(try await ledger.entitlements(accountId: alice).balances["coins"] == 100)
+        #expect(try await ledger.conflicts().allSatisfy { $0.transactionId != paid.transactionId }, "not a conflict: it reached its owner")
+    }
+
+    @Test("Operations queued together commit together, and one that fails rolls back alone", arguments: StoreKind.allCases)
+    func groupedCommits(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("group-")
+        let foreign = uniqueId("foreign-")
+        let order = try await ledger.createOrder(accountId: foreign, productId: Demo.coins)
+        let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<120 {
+                group.addTask {
+                    do {
+                        // Every tenth names another account's order: refused inside the write, after reading its facts.
+                        let orderId = index % 10 == 0 ? order.orderId : nil
+                        return try await ledger.submit(.init(accountId: account, orderId: orderId, transaction: transaction(Demo.coins, type: .consumable)))
+                            .outcome.rawValue
+                    } catch let error as LedgerError {
+                        return error.code.rawValue
+                    }
+                }
+            }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == "granted" }.count == 108)
+        #expect(outcomes.filter { $0 == LedgerError.Code.orderAccountMismatch.rawValue }.count == 12)
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 108 * 100)
+        #expect(try await ledger.purchases(accountId: account).count == 108)
+        #expect(try await ledger.order(order.orderId)?.state == .created)
+    }
+
+    @Test("A receipt's purchases and the device report commit as one: a failure part-way leaves none of them", arguments: StoreKind.allCases)
+    func receiptAtomic(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("receipt-")
+        let purchases = (0..<3).map { _ in transaction(Demo.coins, type: .consumable) }
+        let submissions = purchases.map { PurchaseSubmission(accountId: account, transaction: $0, source: "receipt", deviceSignals: ["jailbroken"]) }
+        for failAt in [2, 9, 16] {
+            await #expect(throws: (any Error).self) {
+                _ = try await Ledger(store: FailingStore(ledger.store, failAt: failAt), catalog: ledger.catalog).submitAll(submissions)
+            }
+            #expect(try await ledger.purchases(accountId: account).isEmpty, "statement \(failAt)")
+            #expect(try await ledger.deviceReports(transactionId: purchases[0].transactionId!).isEmpty, "statement \(failAt)")
+        }
+        let results = try await ledger.submitAll(submissions)
+        #expect(results.allSatisfy { (try? $0.get().outcome) == .granted })
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 300)
+        #expect(try await ledger.deviceReports(transactionId: purchases[2].transactionId!) == [["jailbroken"]])
+    }
+
+    @Test("An operator's settle and its audit entry are one transaction", arguments: StoreKind.allCases)
+    func settleAudited(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let order = try await ledger.createOrder(accountId: uniqueId("settle-"), productId: Demo.premium)
+        let note = "refunded by support \(uniqueId())"
+        for failAt in 1...2 {
+            await #expect(throws: (any Error).self) {
+                _ = try await Ledger(store: FailingStore(ledger.store, failAt: failAt + 1), catalog: ledger.catalog)
+                    .settle(orderId: order.orderId, transaction: nil, note: note, actor: "ops")
+            }
+            #expect(try await ledger.order(order.orderId)?.state == .created)
+            #expect(try await ledger.auditLog(limit: 1000).allSatisfy { $0.detail != note })
+        }
+        #expect(try await ledger.settle(orderId: order.orderId, transaction: nil, note: note, actor: "ops").state == .settled)
+        #expect(try await ledger.auditLog(limit: 1000).contains { $0.detail == note && $0.subject == order.orderId })
+    }
+
+    @Test("A series keeps its latest period's product and expiry, whatever news about a past period came later", arguments: StoreKind.allCases)
+    func seriesLatestPeriod(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("series-")
+        let now = Date()
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 7200, expires: now - 3600)
+        let original = first.transactionId!
+        _ = try await ledger.submit(.init(accountId: account, transaction: first))
+        let renewal = transaction(Demo.monthly, original: original, type: .autoRenewableSubscription, purchased: now - 3600, expires: now + 3600,
+                                  signed: now - 3600)
+        _ = try await ledger.apply(notification(.didRenew, renewal, at: now - 3600, status: .active))
+        // A refund of the first period, signed after the renewal.
+        var refund = first
+        refund.revocationDate = now - 60
+        refund.revocationReason = .refundedForOtherReason
+        refund.signedDate = now - 60
+        _ = try await ledger.apply(notification(.refund, refund, at: now - 60, status: .active))
+        let series = try #require(try await ledger.series(originalTransactionId: original))
+        #expect(series.status?.productId == Demo.monthly)
+        #expect(series.status?.expiresDate.map { abs($0.timeIntervalSince(now + 3600)) < 0.01 } == true, "the latest period's expiry")
+        #expect(series.transactions.map(\.transactionId) == [original, renewal.transactionId!])
+        #expect(series.notifications.count == 2)
+        let owned = try await ledger.entitlements(accountId: account, now: now)
+        #expect(owned.entitlement("pro")?.transactionId == renewal.transactionId, "the current period stands")
+    }
+
+    @Test("Transactions only notifications told of are listed unbound until an account presents them", arguments: StoreKind.allCases)
+    func unboundListed(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let told = transaction(Demo.premium, type: .nonConsumable)
+        _ = try await ledger.apply(notification(.oneTimeCharge, told, at: Date()))
+        let unbound = try await ledger.transactions(unboundOnly: true, limit: 10_000)
+        #expect(unbound.contains { $0.transactionId == told.transactionId && $0.accountId == nil })
+        let account = uniqueId("claim-")
+        #expect(try await ledger.submit(.init(accountId: account, transaction: told)).outcome == .granted)
+        #expect(try await ledger.transactions(unboundOnly: true, limit: 10_000).allSatisfy { $0.transactionId != told.transactionId })
+        #expect(try await ledger.transaction(told.transactionId!)?.accountId == account)
+    }
+
+    @Test("An account's timeline holds its orders, transactions, refunds, balance movements, notifications and audit entries", arguments: StoreKind.allCases)
+    func timeline(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("timeline-")
+        let order = try await ledger.createOrder(accountId: account, productId: Demo.coins)
+        let paid = transaction(Demo.coins, type: .consumable, token: order.appAccountToken)
+        _ = try await ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: paid, deviceSignals: []))
+        var refunded = paid
+        refunded.revocationDate = Date()
+        refunded.signedDate = Date() + 1
+        _ = try await ledger.apply(notification(.refund, refunded, at: Date() + 1))
+        let lost = try await ledger.createOrder(accountId: account, productId: Demo.premium)
+        _ = try await ledger.settle(orderId: lost.orderId, transaction: nil, note: "goodwill", actor: "ops")
+        let kinds = Set(try await ledger.timeline(accountId: account).map(\.kind))
+        #expect(kinds == [.order, .transaction, .revocation, .balance, .notification, .deviceReport, .audit])
+    }
+}
