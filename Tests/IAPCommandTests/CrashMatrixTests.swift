@@ -165,18 +165,28 @@ extension CrashMatrixTests {
     func accountSwitch() async throws {
         let world = try await World.start()
         try await world.createStoreAccount("family")
+        // `iap serve` made its entitlements key in its data directory, readable by its owner only, and serves it; the
+        // app processes below believe only answers signed with it.
+        let keyFile = world.root.appendingPathComponent("server/entitlements-signing-key.pem")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: keyFile.path)[.posixPermissions] as? NSNumber)
+        #expect(mode.intValue & 0o777 == 0o600)
+        let (pem, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(world.serverPort)/v1/keys/entitlements")!)
+        #expect(String(decoding: pem, as: UTF8.self).hasPrefix("-----BEGIN PUBLIC KEY-----"))
+        let pemFile = world.root.appendingPathComponent("entitlements-key.pem")
+        try pem.write(to: pemFile)
+        let signed = ["--entitlements-key", pemFile.path]
         for point in ["afterPayment", "afterJournal", "duringUpload"] {
             let (ann, bea, journal) = ("ann-\(point)", "bea-\(point)", "journal-device-\(point)")
-            let crashed = try await world.app("buy", ann, journal: journal, storeAccount: "store-family", ["--product", Self.coins, "--crash-at", point])
+            let crashed = try await world.app("buy", ann, journal: journal, storeAccount: "store-family", signed + ["--product", Self.coins, "--crash-at", point])
             #expect(crashed.status == 137, "\(point): the app died there")
-            let other = try await world.app("resume", bea, journal: journal, storeAccount: "store-family")
+            let other = try await world.app("resume", bea, journal: journal, storeAccount: "store-family", signed)
             #expect(other.status == 0, "\(other.line["stderr"] ?? "")")
             #expect((other.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B got nothing: \(other.line)")
             #expect(try await world.settled(ann, storeAccount: "store-family").unfinished == 1, "\(point): A's payment is not finished under B")
-            let back = try await world.app("resume", ann, journal: journal, storeAccount: "store-family")
+            let back = try await world.app("resume", ann, journal: journal, storeAccount: "store-family", signed)
             #expect((back.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): A has it once: \(back.line)")
             #expect(try await world.settled(ann, storeAccount: "store-family") == (granted: 1, open: 0, unfinished: 0), "\(point)")
-            let again = try await world.app("resume", bea, journal: journal, storeAccount: "store-family")
+            let again = try await world.app("resume", bea, journal: journal, storeAccount: "store-family", signed)
             #expect((again.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B still nothing: \(again.line)")
             #expect((again.line["journaled"] as? [String])?.isEmpty == true, "\(point): nothing left waiting")
         }

@@ -19,6 +19,8 @@ struct AppCommand: AsyncParsableCommand {
         @Option(name: .customLong("store-account"), help: "The simulator account paying.") var storeAccount: String
         @Option(help: "The device.") var device: String = "phone"
         @Option(help: "The journal directory.") var journal: String
+        @Option(name: .customLong("entitlements-key"), help: "A PEM file with the server's entitlements key (GET /v1/keys/entitlements): believe only signed answers.")
+        var entitlementsKey: String?
         @Option(name: .customLong("crash-at"), help: "Exit at once (code 137) at this point: \(PurchaseClient.Checkpoint.allCases.map(\.rawValue).joined(separator: ", ")).")
         var crashAt: String?
 
@@ -26,7 +28,14 @@ struct AppCommand: AsyncParsableCommand {
             guard let simulatorURL = URL(string: simulator), let serverURL = URL(string: server) else { throw ValidationError("not a URL") }
             let store = SimulatorStore(baseURL: simulatorURL, account: storeAccount, device: device, pollInterval: .milliseconds(100))
             let (secret, account) = (secret, account)
-            let server = PurchaseServerClient(baseURL: serverURL, timeout: 10) { try await AccountAuthenticator.issueToken(account: account, secret: secret) }
+            var verifier: EntitlementsVerifier?
+            if let entitlementsKey {
+                guard let pem = try? String(contentsOfFile: entitlementsKey, encoding: .utf8) else { throw ValidationError("cannot read \(entitlementsKey)") }
+                verifier = try EntitlementsVerifier(publicKeyPEM: pem)
+            }
+            let server = PurchaseServerClient(baseURL: serverURL, timeout: 10, verifier: verifier) {
+                try await AccountAuthenticator.issueToken(account: account, secret: secret)
+            }
             // The journal belongs to the device, not the account: several accounts signing in on one device share it,
             // and each entry says which account ordered it.
             let client = PurchaseClient(store: store, server: server, journal: try FileJournal(directory: URL(fileURLWithPath: journal)),
