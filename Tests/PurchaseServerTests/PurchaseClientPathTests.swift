@@ -205,6 +205,39 @@ struct PurchaseClientPathTests {
         }
     }
 
+    @Test("Every refusal carries its class: a forged proof and another account's transaction are final, a configuration is the operator's")
+    func refusalClassesOverHTTP() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-zoe"])
+            func refusal(_ body: [String: Any], as account: String) async throws -> (code: String?, class: String?) {
+                let error = try await system.call(.post, "/v1/purchases", as: account, body).1["error"] as? [String: Any]
+                return (error?["code"] as? String, error?["class"] as? String)
+            }
+            let malformed = try await refusal(["signedTransaction": "not.a.jws"], as: "zoe")
+            #expect(malformed.class == "final", "\(malformed)")
+            let (_, purchase, reply) = try await system.buy(Self.coins, account: "zoe", storeAccount: "store-zoe")
+            #expect(reply["outcome"] as? String == "granted")
+            let jws = try #require(purchase["signedTransaction"] as? String)
+            // Flip one character of the signature: forged.
+            var forged = Array(jws)
+            forged[forged.count - 5] = forged[forged.count - 5] == "A" ? "B" : "A"
+            let badSignature = try await refusal(["signedTransaction": String(forged)], as: "zoe")
+            #expect(badSignature == ("bad_signature", "final"))
+            // Paid without an order (no token naming one): the first account to present it owns it, and another
+            // account presenting it is refused for good.
+            let orderless = try await system.device(.post, "/sim/purchases", ["account": "store-zoe", "device": "phone", "productId": Self.coins,
+                                                                              "appAccountToken": UUID().uuidString])
+            let orderlessJWS = try #require(orderless["signedTransaction"] as? String)
+            #expect(try await system.call(.post, "/v1/purchases", as: "zoe", ["signedTransaction": orderlessJWS]).0 == .ok)
+            let replay = try await refusal(["signedTransaction": orderlessJWS], as: "mallory")
+            #expect(replay == ("transaction_bound_elsewhere", "final"))
+            // With Zoe's order in its token, it is delivered to Zoe whoever uploads it: not a refusal at all.
+            #expect(try await system.call(.post, "/v1/purchases", as: "mallory", ["signedTransaction": jws]).1["outcome"] as? String == "deliveredToOwner")
+            let unknownOrder = try await refusal(["signedTransaction": jws, "orderId": "no-such-order"], as: "zoe")
+            #expect(unknownOrder == ("order_not_found", "operator"))
+        }
+    }
+
     // MARK: 3. A journal that fails
 
     @Test("A journal that refuses the paid entry: its own outcome, nothing finished undelivered, delivered from memory and the store's queue once the server answers")
