@@ -155,6 +155,78 @@ struct IAPServeProcessTests {
         try await Self.stop(server)
     }
 
+    @Test("kill -9 under a stream of purchases: after restart every purchase answered 200 is in the ledger, bound, credited once")
+    func killUnderLoad() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-killload-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let minted = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path,
+                                              ["mint", "--data", root.appendingPathComponent("sim").path, "--count", "600"])
+        let transactions = minted.stdout.split(separator: "\n").map(String.init)
+        #expect(transactions.count == 600)
+        let port = try FreePort.pick()
+        let arguments = ["serve", "--port", String(port), "--data", root.appendingPathComponent("server").path,
+                         "--root", root.appendingPathComponent("sim/jws-root.pem").path]
+        let environment = ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "kill-load-admin"]
+        var server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: environment)
+        let url = "http://127.0.0.1:\(port)/v1/purchases"
+        // Eight clients, each submitting its share one after another, until the server dies under them.
+        let answered = Task {
+            await withTaskGroup(of: [String].self) { group in
+                for client in 0..<8 {
+                    group.addTask {
+                        var granted: [String] = []
+                        for (index, jws) in transactions.enumerated() where index % 8 == client {
+                            guard let (status, reply) = try? await Self.request(url, method: "POST", body: #"{"signedTransaction":"\#(jws)"}"#,
+                                                                               account: "loaded-\(client)") else { break }
+                            if status == 200, reply["outcome"] as? String == "granted", let id = reply["transactionId"] as? String { granted.append(id) }
+                        }
+                        return granted
+                    }
+                }
+                return await group.reduce(into: [String]()) { $0 += $1 }
+            }
+        }
+        // Kill once a good part of the stream was answered (the server's own counter says so), with requests in flight.
+        for _ in 0..<1500 {
+            if let metrics = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!).0,
+               let line = String(decoding: metrics, as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix(#"iapkit_purchases_total{outcome="granted"}"#) }),
+               let count = Double(line.split(separator: " ").last ?? ""), count >= 150 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        kill(server.processIdentifier, SIGKILL)
+        let granted = await answered.value
+        #expect(granted.count > 20, "the kill came after purchases were answered (\(granted.count))")
+        #expect(granted.count < 600, "the kill came while purchases were still coming (\(granted.count))")
+        server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: environment)
+        // Every purchase answered 200 is there, bound to the account that presented it.
+        var byAccount: [String: Int] = [:]
+        for id in granted {
+            let (status, stored) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions/\(id)", key: "kill-load-admin")
+            #expect(status == 200, "transaction \(id) was answered 200 before the kill and is missing after it")
+            if let account = stored["accountId"] as? String { byAccount[account, default: 0] += 1 }
+        }
+        #expect(byAccount.values.reduce(0, +) == granted.count)
+        // None twice: each account's balance is 100 coins per transaction the ledger holds for it (answered or not).
+        let (_, listed) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions?limit=10000", key: "kill-load-admin")
+        let stored = (listed["transactions"] as? [[String: Any]]) ?? []
+        #expect(stored.count >= granted.count)
+        for client in 0..<8 {
+            let account = "loaded-\(client)"
+            let held = stored.filter { $0["accountId"] as? String == account }.count
+            let (_, owned) = try await Self.request("http://127.0.0.1:\(port)/v1/entitlements", account: account)
+            #expect(((owned["balances"] as? [String: Any])?["coins"] as? Int ?? 0) == held * 100, "\(account): \(held) transactions")
+        }
+        try await Self.stop(server)
+    }
+
+    static func adminRequest(_ url: String, key: String) async throws -> (Int, [String: Any]) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+        request.timeoutInterval = 30
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+    }
+
     @Test("iap orders lists open orders and settles one with a note, through the admin API; a wrong key exits 1")
     func orders() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-orders-\(UUID().uuidString)")

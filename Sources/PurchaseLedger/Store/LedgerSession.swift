@@ -63,13 +63,6 @@ struct LedgerSession {
             """, binds).map(Self.decodePurchase)
     }
 
-    /// The account the series is bound to: its earliest bound period's.
-    func seriesOwner(_ originalTransactionId: String) throws -> String? {
-        try sql.first("""
-            SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date LIMIT 1
-            """, [.text(originalTransactionId)])?.optionalText(0)
-    }
-
     static func decodePurchase(_ row: SQLRow) throws -> PurchaseRecord {
         var payload = JWSTransactionDecodedPayload()
         payload.transactionId = try row.text(0)
@@ -92,21 +85,41 @@ struct LedgerSession {
         return record
     }
 
-    /// Everything the binding rules need about `record`, with the order the uploader named.
+    /// Everything the binding rules need about `record`, with the order the uploader named: one statement (one round
+    /// trip on PostgreSQL), and a second only for a stored consumable's balance movements.
     func facts(for record: PurchaseRecord, namedOrderId: String?, catalog: LedgerCatalog) throws -> TransactionFacts {
+        guard let row = try sql.first(Self.factsQuery, [.of(namedOrderId), .of(record.appAccountToken?.uuidString.lowercased()),
+                                                        .text(record.transactionId), .text(record.originalTransactionId)]) else {
+            throw LedgerError(.storage, "the facts query returned no row")
+        }
         var facts = TransactionFacts()
-        if let namedOrderId { facts.namedOrder = try order(id: namedOrderId) }
-        if let token = record.appAccountToken {
-            facts.tokenOrder = facts.namedOrder?.appAccountToken == token ? facts.namedOrder : try order(appAccountToken: token)
-        }
-        facts.stored = try purchase(record.transactionId)
-        if facts.stored?.accountId == nil, record.originalTransactionId != record.transactionId {
-            facts.seriesOwner = try seriesOwner(record.originalTransactionId)
-        }
+        facts.namedOrder = try Self.slice(row, from: 0, count: 8).map(Self.decodeOrder)
+        facts.tokenOrder = try Self.slice(row, from: 8, count: 8).map(Self.decodeOrder)
+        facts.stored = try Self.slice(row, from: 16, count: 16).map(Self.decodePurchase)
+        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(32) }
         if facts.stored != nil, catalog.rule(for: record.productId)?.type == .consumable {
             facts.entries = try balanceEntries(transactionId: record.transactionId)
         }
         return facts
+    }
+
+    /// The named order, the token's order, the stored transaction and the series' owner, each NULL when absent.
+    static let factsQuery = """
+        SELECT n.order_id, n.account_id, n.product_id, n.app_account_token, n.state, n.transaction_id, n.created_at, n.expires_at,
+            t.order_id, t.account_id, t.product_id, t.app_account_token, t.state, t.transaction_id, t.created_at, t.expires_at,
+            p.transaction_id, p.original_transaction_id, p.account_id, p.order_id, p.product_id, p.product_type, p.environment, p.quantity,
+            p.purchase_date, p.expires_date, p.revocation_date, p.revocation_reason, p.is_upgraded, p.ownership, p.app_account_token, p.signed_date,
+            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $4 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1)
+        FROM (SELECT 1 AS one) AS base
+        LEFT JOIN orders n ON n.order_id = $1
+        LEFT JOIN orders t ON t.app_account_token = $2
+        LEFT JOIN purchases p ON p.transaction_id = $3
+        """
+
+    /// Columns `from..<from+count` of `row` as a row of their own, or nil when the join found nothing (its key is NULL).
+    static func slice(_ row: SQLRow, from: Int, count: Int) -> SQLRow? {
+        guard from < row.values.count, row.values[from] != .null else { return nil }
+        return SQLRow(Array(row.values[from..<min(row.values.count, from + count)]))
     }
 
     // MARK: Balances
@@ -133,14 +146,6 @@ struct LedgerSession {
                      transactionId: row.optionalText(4), at: Millis.date(try row.int(5)))
     }
 
-    func balances(accountId: String) throws -> [String: Int64] {
-        var balances: [String: Int64] = [:]
-        for row in try sql.rows("SELECT currency, amount FROM balances WHERE account_id = $1", [.text(accountId)]) {
-            balances[try row.text(0)] = try row.int(1)
-        }
-        return balances
-    }
-
     func balance(accountId: String, currency: String) throws -> Int64 {
         try sql.first("SELECT amount FROM balances WHERE account_id = $1 AND currency = $2", [.text(accountId), .text(currency)])?.int(0) ?? 0
     }
@@ -158,14 +163,6 @@ struct LedgerSession {
         original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew, auto_renew_product_id, signed_date
         """
 
-    func series(accountId: String) throws -> [String: SubscriptionRecord] {
-        let rows = try sql.rows("""
-            SELECT \(Self.seriesColumns) FROM subscriptions
-            WHERE original_transaction_id IN (SELECT original_transaction_id FROM purchases WHERE account_id = $1)
-            """, [.text(accountId)])
-        return Dictionary(try rows.map(Self.decodeSeries).map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { a, _ in a })
-    }
-
     func series(_ originalTransactionId: String) throws -> SubscriptionRecord? {
         try sql.first("SELECT \(Self.seriesColumns) FROM subscriptions WHERE original_transaction_id = $1", [.text(originalTransactionId)])
             .map(Self.decodeSeries)
@@ -180,11 +177,45 @@ struct LedgerSession {
 
     // MARK: Entitlements
 
+    /// What the account owns at `now`: its entitling transactions, their series' status and its balances, read in
+    /// one statement (one round trip on PostgreSQL; `/health` and every purchase answer ask for it) and judged by
+    /// ``EntitlementRules``.
     func entitlements(accountId: String, catalog: LedgerCatalog, now: Date) throws -> AccountEntitlements {
-        let owned = EntitlementRules.entitlements(purchases: try purchases(accountId: accountId), subscriptions: try series(accountId: accountId),
-                                                  catalog: catalog, now: now)
-        return AccountEntitlements(accountId: accountId, entitlements: owned, balances: try balances(accountId: accountId))
+        var purchases: [PurchaseRecord] = []
+        var series: [String: SubscriptionRecord] = [:]
+        var balances: [String: Int64] = [:]
+        for row in try sql.rows(Self.ownedQuery, [.text(accountId)]) {
+            let rest = SQLRow(Array(row.values.dropFirst()))
+            switch try row.text(0) {
+            case "p":
+                purchases.append(try Self.decodePurchase(rest))
+            case "s":
+                let record = SubscriptionRecord(
+                    originalTransactionId: try rest.text(0), productId: rest.optionalText(1), status: rest.optionalInt(7).map { SubscriptionStatus(rawValue: Int($0)) },
+                    expiresDate: rest.optionalInt(8).map(Millis.date), gracePeriodExpiresDate: rest.optionalInt(9).map(Millis.date),
+                    autoRenew: rest.optionalInt(10).map { $0 != 0 }, autoRenewProductId: rest.optionalText(2), signedDate: Millis.date(try rest.int(15)))
+                series[record.originalTransactionId] = record
+            default:
+                balances[try rest.text(0)] = try rest.int(7)
+            }
+        }
+        let owned = EntitlementRules.entitlements(purchases: purchases, subscriptions: series, catalog: catalog, now: now)
+        return AccountEntitlements(accountId: accountId, entitlements: owned, balances: balances)
     }
+
+    /// Rows of three kinds in the purchase row's shape: `p` an entitling transaction, `s` a series' status (its
+    /// columns placed where their types match), `b` a balance.
+    static let ownedQuery = """
+        SELECT 'p', \(purchaseColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable'
+        UNION ALL
+        SELECT 's', original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
+            grace_period_expires_date, auto_renew, NULL, NULL, NULL, NULL, signed_date
+        FROM subscriptions WHERE original_transaction_id IN (
+            SELECT original_transaction_id FROM purchases WHERE account_id = $1 AND product_type = 'Auto-Renewable Subscription')
+        UNION ALL
+        SELECT 'b', currency, NULL, NULL, NULL, NULL, NULL, NULL, amount, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM balances WHERE account_id = $1
+        """
 
     // MARK: Effects
 

@@ -82,6 +82,8 @@ enum Schema {
             "CREATE INDEX device_reports_account ON device_reports (account_id)",
             "CREATE INDEX audit_log_subject ON audit_log (subject)",
             "CREATE INDEX conflicts_owner ON conflicts (owner)",
+            // What an account owns is read on every purchase; consumables (most rows, for some apps) do not count.
+            "CREATE INDEX purchases_account_entitling ON purchases (account_id, product_type) WHERE product_type <> 'Consumable'",
         ],
     ]
 

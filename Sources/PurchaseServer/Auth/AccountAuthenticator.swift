@@ -4,6 +4,9 @@ import JWTKit
 /// Checks the bearer token an app call carries: a JWT issued by the app's own sign-in, whose `sub` is the account id.
 public struct AccountAuthenticator: Sendable {
     private let keys: JWTKeyCollection
+    /// An app sends the same token with every call of a session: once verified, a token is known until its expiry
+    /// without decoding its JSON again. Only tokens that verified are kept, by their exact text.
+    private let verified = VerifiedTokens(capacity: 20_000)
 
     /// Claims the server reads: the account (`sub`) and the expiry, which is required.
     struct AccountClaims: JWTPayload {
@@ -35,9 +38,40 @@ public struct AccountAuthenticator: Sendable {
     public func account(fromAuthorization header: String?) async -> String? {
         guard let header, header.hasPrefix("Bearer "), header.utf8.count <= 8192 else { return nil }
         let token = String(header.dropFirst("Bearer ".count))
+        if let account = verified.account(for: token, now: Date()) { return account }
         guard let claims = try? await keys.verify(token, as: AccountClaims.self) else { return nil }
         let account = claims.sub.value
-        return account.isEmpty || account.utf8.count > 128 ? nil : account
+        guard !account.isEmpty, account.utf8.count <= 128 else { return nil }
+        verified.keep(token, account: account, expires: claims.exp.value)
+        return account
+    }
+}
+
+/// Tokens that verified, with their account and expiry. When full it starts again empty: a miss only costs one
+/// verification.
+final class VerifiedTokens: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [String: (account: String, expires: Date)] = [:]
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func account(for token: String, now: Date) -> String? {
+        lock.withLock {
+            guard let entry = entries[token] else { return nil }
+            guard entry.expires > now else {
+                entries[token] = nil
+                return nil
+            }
+            return entry.account
+        }
+    }
+
+    func keep(_ token: String, account: String, expires: Date) {
+        lock.withLock {
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[token] = (account, expires)
+        }
     }
 }
 
