@@ -8,7 +8,10 @@ import Testing
 /// The proof, over real processes: `iap simulator`, `iap serve`, and the app as `iap app` processes killed at each
 /// point of the flow (`--crash-at`, an immediate `_exit`), then launched again on the same journal. No webhook: the
 /// app alone must carry every paid order to the server.
-@Suite("Crash matrix: kill the app (or the server) anywhere; the order ends granted, exactly once, to the right account", .timeLimit(.minutes(3)))
+// One world (an `iap simulator` and an `iap serve` process) at a time: started together on a loaded two-core machine,
+// they can miss the 15 s start-up probe.
+@Suite("Crash matrix: kill the app (or the server) anywhere; the order ends granted, exactly once, to the right account", .serialized,
+       .timeLimit(.minutes(3)))
 struct CrashMatrixTests {
     static let secret = String(repeating: "crash-matrix-", count: 3)
     static let adminKey = "crash-matrix-admin"
