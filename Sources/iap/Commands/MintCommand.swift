@@ -29,6 +29,9 @@ struct MintCommand: AsyncParsableCommand {
     @Option(help: "How many.")
     var count: Int = 1
 
+    @Flag(help: "Print Notifications V2 bodies ({\"signedPayload\": …}, ONE_TIME_CHARGE carrying each transaction) instead of bare JWS.")
+    var notifications = false
+
     func validate() throws {
         guard (1...10_000_000).contains(count) else { throw ValidationError("--count is 1 to 10,000,000") }
     }
@@ -54,7 +57,22 @@ struct MintCommand: AsyncParsableCommand {
             payload.environment = AppStoreEnvironment(rawValue: environment)
             payload.transactionReason = .purchase
             payload.storefront = "USA"
-            buffer += try minter.sign(payload) + "\n"
+            let signed = try minter.sign(payload)
+            if notifications {
+                var data = NotificationData()
+                data.environment = payload.environment
+                data.bundleId = bundleId
+                data.signedTransactionInfo = signed
+                var notification = ResponseBodyV2DecodedPayload()
+                notification.notificationType = .oneTimeCharge
+                notification.notificationUUID = UUID().uuidString.lowercased()
+                notification.version = "2.0"
+                notification.signedDate = now
+                notification.data = data
+                buffer += #"{"signedPayload":""# + (try minter.sign(notification)) + "\"}\n"
+            } else {
+                buffer += signed + "\n"
+            }
             if buffer.utf8.count > 1 << 20 { output.write(Data(buffer.utf8)); buffer = "" }
         }
         output.write(Data(buffer.utf8))
