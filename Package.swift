@@ -93,9 +93,14 @@ let package = Package(
             ]
         ),
         // The app-side SDK: Foundation (URLSession) and StoreKit only, so it builds for iOS; no NIO, no server code.
+        // It checks the server's signed entitlements with CryptoKit on Apple platforms; swift-crypto (the same API)
+        // stands in for CryptoKit only where it does not exist.
         .target(
             name: "PurchaseClient",
-            dependencies: ["AppStoreFormats"]
+            dependencies: [
+                "AppStoreFormats",
+                .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux])),
+            ]
         ),
         .executableTarget(
             name: "iap",
@@ -150,7 +155,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PurchaseClientTests",
-            dependencies: ["PurchaseClient", "AppStoreFormats"]
+            dependencies: ["PurchaseClient", "AppStoreFormats", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "IAPCommandTests",

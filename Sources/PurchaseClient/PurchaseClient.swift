@@ -4,9 +4,10 @@ import Foundation
 ///
 /// `purchase(_:)` runs the whole way: an order from the app's server, the payment with the order's
 /// `appAccountToken`, the paid transaction written to the journal before anything else, the upload, and `finish`
-/// only once the server has granted it. Whatever interrupts that — a crash, a lost network, the server or Apple
-/// down — the journal and the store's unfinished queue carry the purchase to the next attempt or the next launch:
-/// call ``start()`` at launch.
+/// only once the server has granted it to its owner (or refused it as `final`). Whatever interrupts that — a crash,
+/// a lost network, the server or Apple down, a server misconfigured, a journal that cannot be written, another
+/// account signing in — the journal and the store's unfinished queue carry the purchase to the next attempt or the
+/// next launch: call ``start()`` at launch, and ``logIn(_:)`` / ``logOut()`` when the app's user changes.
 public actor PurchaseClient {
     /// The App Store as this app reaches it (StoreKit 2, or the simulator).
     public let store: any StoreAdapter
@@ -18,53 +19,91 @@ public actor PurchaseClient {
     public let retryDelays: [Duration]
     /// Sent with every upload when it applies (iOS devices): the server records it and its policy decides.
     public let deviceIntegrity: DeviceIntegrity?
+    /// Where the last granted entitlements are kept for offline use (nil: in memory only).
+    public let offlineCache: (any EntitlementsCache)?
+
+    /// The account signed in (the app's user id, as the server's tokens name it); nil when none.
+    public private(set) var accountId: String?
+
+    /// How one upload ended.
+    enum UploadResult: Sendable {
+        case granted(Entitlements)
+        case deliveredToOwner
+        case rejected(String)
+        /// Refused for a reason the operator can fix: kept, retried with backoff.
+        case delayed(String)
+        /// Not delivered yet (network, server, Apple): retried with backoff.
+        case pending(String)
+        /// Another account's: waits until it signs in.
+        case waiting(String)
+    }
 
     private var productCache: [String: StoreProduct] = [:]
     private var listener: Task<Void, Never>?
     private var retrier: Task<Void, Never>?
     private var promotedListener: Task<Void, Never>?
     /// Uploads in flight, by transaction id: a second caller waits for the first instead of racing it.
-    private var inFlight: [String: Task<Bool, Never>] = [:]
-    /// Transactions this client saw granted (or refused for good): a late copy from the updates stream is ignored.
-    private var done: Set<String> = []
+    private var inFlight: [String: Task<UploadResult, Never>] = [:]
+    /// Purchases in flight, by product: a second tap joins the first instead of opening a second order.
+    private var purchasesInFlight: [String: Task<PurchaseOutcome, Never>] = [:]
+    /// Transactions this client saw settled (granted, delivered to their owner, refused as final). A late copy — from
+    /// the updates stream, or a retry working from an older read of the journal — is answered from here and never
+    /// uploaded or written back.
+    private var settled: [String: UploadResult] = [:]
+    /// Transactions granted by this client, in order: ``resume()`` counts the ones granted while it ran, whichever
+    /// task (the listener, the retrier, itself) did the upload.
+    private var grantLog: [String] = []
+    /// Backoff kept in memory as well as in the journal, so it holds when the journal cannot be written.
+    private var backoff: [String: (attempts: Int, next: Date)] = [:]
+    /// Paid transactions the journal refused to take: kept here, uploaded by the retrier, written again when the
+    /// journal recovers. The store's unfinished queue holds them across launches.
+    private var unjournaled: [String: JournalEntry] = [:]
+    private var waitingReported: Set<String> = []
     private var promoted: [String] = []
     private var readyForPromoted = false
     private var latest: Entitlements?
 
-    private let eventStream: (stream: AsyncStream<PurchaseEvent>, continuation: AsyncStream<PurchaseEvent>.Continuation)
-    private let entitlementStream: (stream: AsyncStream<Entitlements>, continuation: AsyncStream<Entitlements>.Continuation)
+    private let eventBroadcast = Broadcast<PurchaseEvent>(buffer: 256)
+    private let entitlementBroadcast = Broadcast<Entitlements>(buffer: 8)
 
-    /// Progress of purchases, uploads and deliveries.
-    public nonisolated var events: AsyncStream<PurchaseEvent> { eventStream.stream }
-    /// The account's entitlements each time the server answers them.
-    public nonisolated var entitlementUpdates: AsyncStream<Entitlements> { entitlementStream.stream }
+    /// Progress of purchases, uploads and deliveries. Each access is its own subscription (any number of
+    /// consumers each get every event), starting with the latest event.
+    public nonisolated var events: AsyncStream<PurchaseEvent> { eventBroadcast.subscribe() }
+    /// The signed-in account's entitlements each time they change. Each access is its own subscription, starting
+    /// with the current value when there is one.
+    public nonisolated var entitlementUpdates: AsyncStream<Entitlements> { entitlementBroadcast.subscribe() }
+    /// The signed-in account's entitlements as last answered (or served offline), if any.
+    public var currentEntitlements: Entitlements? { latest }
 
-    /// A client; call ``start()`` at launch before anything else.
-    public init(store: any StoreAdapter, server: PurchaseServerClient, journal: any PurchaseJournal,
+    /// A client; call ``start()`` at launch before anything else. `accountId` is the account signed in at launch
+    /// (or nil); the server client's token must be that account's.
+    public init(store: any StoreAdapter, server: PurchaseServerClient, journal: any PurchaseJournal, accountId: String? = nil,
                 retryDelays: [Duration] = [.seconds(2), .seconds(10), .seconds(30), .seconds(120), .seconds(600)],
-                deviceIntegrity: DeviceIntegrity? = nil) {
+                deviceIntegrity: DeviceIntegrity? = nil, offlineCache: (any EntitlementsCache)? = nil) {
         self.deviceIntegrity = deviceIntegrity
         self.store = store
         self.server = server
         self.journal = journal
+        self.accountId = accountId
+        self.offlineCache = offlineCache
         self.retryDelays = retryDelays.isEmpty ? [.seconds(30)] : retryDelays
-        eventStream = AsyncStream.makeStream(of: PurchaseEvent.self, bufferingPolicy: .bufferingNewest(256))
-        entitlementStream = AsyncStream.makeStream(of: Entitlements.self, bufferingPolicy: .bufferingNewest(8))
     }
 
     // MARK: Launch
 
     /// Call at launch, before anything else: listens for transactions arriving outside a purchase (Ask to Buy
-    /// approvals, interrupted purchases completed, renewals) and resumes unfinished work. Returns what was resumed.
+    /// approvals, interrupted purchases completed, renewals) — first, as Apple's guidance says, so that nothing
+    /// arriving while the resume runs waits — then resumes unfinished work. Returns how many transactions were
+    /// granted while it resumed.
     @discardableResult
     public func start() async -> Int {
-        let resumed = await resume()
         if listener == nil {
             let updates = store.updates()
             listener = Task { [weak self] in
                 for await transaction in updates {
                     guard let self else { return }
-                    _ = await self.deliver(transaction, orderId: nil)
+                    // Each on its own task: one slow upload (a 20 s timeout) must not hold back an approval behind it.
+                    Task { _ = await self.deliver(transaction, orderId: nil, accountId: nil) }
                 }
             }
         }
@@ -86,7 +125,7 @@ public actor PurchaseClient {
                 }
             }
         }
-        return resumed
+        return await resume()
     }
 
     /// Stops listening and retrying (the journal keeps everything for the next start).
@@ -99,22 +138,60 @@ public actor PurchaseClient {
         promotedListener = nil
     }
 
-    /// Uploads every journaled transaction and adopts every unfinished store transaction the journal lacks (a
-    /// crash before the journal write, or an app deleted and reinstalled). Returns how many were delivered.
+    /// Uploads every journaled transaction the signed-in account may upload and adopts every unfinished store
+    /// transaction the journal lacks (a crash before the journal write, or an app deleted and reinstalled). Returns
+    /// how many transactions were granted meanwhile (by this call, the listener or the retrier).
     public func resume() async -> Int {
-        var delivered = 0
-        let entries = (try? journal.entries()) ?? []
-        for entry in entries where entry.kind == .paid {
-            if await upload(entry) { delivered += 1 }
+        let mark = grantLog.count
+        let entries: [JournalEntry]
+        var readable = true
+        do { entries = try journal.entries() } catch {
+            // An unreadable journal is not an empty one: nothing is removed, and the store's queue is the list.
+            readable = false
+            entries = []
+            eventBroadcast.send(.journalFailed(transactionId: nil, reason: "the journal cannot be read: \(error)"))
         }
-        for transaction in (try? await store.unfinished()) ?? [] where !entries.contains(where: { $0.transactionId == transaction.transactionId && $0.kind == .paid }) {
-            if case .granted = await deliver(transaction, orderId: nil) { delivered += 1 }
+        for entry in entries where entry.kind == .paid { _ = await upload(entry) }
+        let journaled = Set(entries.filter { $0.kind == .paid }.compactMap(\.transactionId))
+        for transaction in (try? await store.unfinished()) ?? [] where !journaled.contains(transaction.transactionId) {
+            _ = await deliver(transaction, orderId: nil, accountId: nil)
         }
-        // Intents whose payment never came (cancelled by a crash, declined by a parent) are kept a week.
-        for entry in entries where entry.kind == .intent && entry.createdAt < Date().addingTimeInterval(-7 * 86_400) {
-            try? journal.remove(key: entry.key)
+        if readable {
+            // Intents whose payment never came (cancelled by a crash, declined by a parent) and promoted purchases
+            // nobody took up are kept a week.
+            for entry in entries where entry.kind != .paid && entry.createdAt < Date().addingTimeInterval(-7 * 86_400) {
+                try? journal.remove(key: entry.key)
+            }
         }
-        return delivered
+        return Set(grantLog[mark...]).count
+    }
+
+    // MARK: Accounts
+
+    /// Signs `accountId` in (as RevenueCat's `logIn`): what the previous account saw is cleared, and its paid
+    /// transactions stay journaled and unfinished — never uploaded under this account — until it signs in again.
+    /// This account's waiting transactions are uploaded in the background.
+    public func logIn(_ accountId: String) {
+        guard accountId != self.accountId else { return }
+        switchAccount(to: accountId)
+        Task { await self.retryDue() }
+    }
+
+    /// Signs the account out: its entitlements are cleared from memory and from the streams; its paid transactions
+    /// wait for it.
+    public func logOut() {
+        guard accountId != nil else { return }
+        switchAccount(to: nil)
+    }
+
+    private func switchAccount(to account: String?) {
+        accountId = account
+        latest = nil
+        waitingReported = []
+        // Subscribers showing the previous account's entitlements are told they are gone; a late subscriber gets
+        // nothing of the previous account.
+        entitlementBroadcast.send(Entitlements(accountId: account ?? ""))
+        eventBroadcast.send(.accountChanged(accountId: account))
     }
 
     // MARK: Products
@@ -136,21 +213,33 @@ public actor PurchaseClient {
 
     // MARK: Purchase
 
-    /// Buys `productId`: order, payment, journal, upload, finish.
+    /// Buys `productId`: order, payment, journal, upload, finish. A second call for a product whose purchase is
+    /// still running joins it (one order, one payment sheet) and gets the same outcome.
     public func purchase(_ productId: String, quantity: Int = 1) async -> PurchaseOutcome {
+        if let running = purchasesInFlight[productId] { return await running.value }
+        let task = Task { await self.performPurchase(productId, quantity: quantity) }
+        purchasesInFlight[productId] = task
+        let outcome = await task.value
+        purchasesInFlight[productId] = nil
+        return outcome
+    }
+
+    private func performPurchase(_ productId: String, quantity: Int) async -> PurchaseOutcome {
         guard await store.canMakePayments() else { return .failed(PurchaseFailure(.paymentsNotAllowed, "payments are not allowed on this device")) }
-        eventStream.continuation.yield(.creatingOrder(productId: productId))
+        // The account the order is for: a sign-in change during the payment must not move the payment.
+        let owner = accountId
+        eventBroadcast.send(.creatingOrder(productId: productId))
         let order: PurchaseServerClient.Order
         do { order = try await server.createOrder(productId: productId) } catch let failure as PurchaseFailure {
             return .failed(failure)
         } catch {
             return .failed(PurchaseFailure(.orderFailed, "\(error)"))
         }
-        let intent = JournalEntry(kind: .intent, orderId: order.orderId, productId: productId, appAccountToken: order.appAccountToken)
+        let intent = JournalEntry(kind: .intent, orderId: order.orderId, productId: productId, appAccountToken: order.appAccountToken, accountId: owner)
         do { try journal.write(intent) } catch {
             return .failed(PurchaseFailure(.orderFailed, "the journal cannot be written, so no payment is started: \(error)"))
         }
-        eventStream.continuation.yield(.awaitingPayment(orderId: order.orderId))
+        eventBroadcast.send(.awaitingPayment(orderId: order.orderId))
         let result: StorePurchaseResult
         do { result = try await store.purchase(productId, appAccountToken: order.appAccountToken, quantity: quantity) } catch {
             // No answer from the store: whether it charged is unknown. The intent stays, so a transaction arriving
@@ -160,9 +249,9 @@ public actor PurchaseClient {
         switch result {
         case .purchased(let transaction):
             checkpointObserver?(.afterPayment)
-            return await deliver(transaction, orderId: order.orderId)
+            return await deliver(transaction, orderId: order.orderId, accountId: owner)
         case .pending:
-            eventStream.continuation.yield(.pendingApproval(productId: productId))
+            eventBroadcast.send(.pendingApproval(productId: productId))
             return .pendingApproval
         case .cancelled:
             try? journal.remove(key: intent.key)
@@ -173,24 +262,32 @@ public actor PurchaseClient {
         }
     }
 
-    /// A purchase started on the App Store's product page. Held until ``readyForPromotedPurchases()`` (e.g. after
-    /// sign-in), then bought as any purchase.
+    /// A purchase started on the App Store's product page. Held — in the journal, so a relaunch keeps it — until
+    /// ``readyForPromotedPurchases()`` (e.g. after sign-in), then bought as any purchase.
     public func handlePromotedPurchase(_ productId: String) async -> PurchaseOutcome? {
         guard readyForPromoted else {
-            promoted.append(productId)
+            if !promoted.contains(productId) { promoted.append(productId) }
+            do { try journal.write(JournalEntry(kind: .promoted, orderId: nil, productId: productId, appAccountToken: nil, accountId: accountId)) } catch {
+                eventBroadcast.send(.journalFailed(transactionId: nil, reason: "a promoted purchase of \(productId) is held in memory only: \(error)"))
+            }
             return nil
         }
         return await purchase(productId)
     }
 
-    /// The app can take promoted purchases now: the held ones run, in order.
+    /// The app can take promoted purchases now: the held ones (this launch's and earlier ones from the journal) run,
+    /// in order.
     @discardableResult
     public func readyForPromotedPurchases() async -> [PurchaseOutcome] {
         readyForPromoted = true
-        let held = promoted
+        var held = promoted
         promoted = []
+        for entry in (try? journal.entries()) ?? [] where entry.kind == .promoted && !held.contains(entry.productId) { held.append(entry.productId) }
         var outcomes: [PurchaseOutcome] = []
-        for productId in held { outcomes.append(await purchase(productId)) }
+        for productId in held {
+            outcomes.append(await purchase(productId))
+            try? journal.remove(key: JournalEntry(kind: .promoted, orderId: nil, productId: productId, appAccountToken: nil).key)
+        }
         return outcomes
     }
 
@@ -203,67 +300,113 @@ public actor PurchaseClient {
         let restored = try await store.restore()
         checkpointObserver?(.duringRestore)
         let entitlements = try await server.restore(signedTransactions: restored.map(\.signedTransaction))
-        publish(entitlements)
+        try publish(entitlements)
         return entitlements
     }
 
-    /// Sends the app receipt — refreshed from the store when missing — to the server: for purchases made with
-    /// StoreKit 1 or before the app adopted this flow. Returns what the account owns afterwards, or nil when the
-    /// store has no receipt or the server is holding it for Apple.
+    /// Sends the app receipt to the server: for purchases made with StoreKit 1 or before the app adopted this flow.
+    /// Returns what the account owns afterwards, or nil when the store has no receipt or the server is holding it
+    /// for Apple. Call it behind a user's action: the StoreKit adapter may have to ask the customer to sign in.
     public func syncReceipt() async throws -> Entitlements? {
         guard let receipt = try await store.receipt() else { return nil }
         switch try await server.submit(receipt: receipt) {
-        case .granted(let entitlements):
-            publish(entitlements)
+        case .granted(let entitlements), .deliveredToOwner(let entitlements):
+            try publish(entitlements)
             return entitlements
         case .held:
             return nil
-        case .rejected(let code, let message):
+        case .rejected(let code, let message, _):
             throw PurchaseFailure(.rejectedByServer, "\(code): \(message)")
         }
     }
 
-    /// What the server says the account owns now.
+    /// What the server says the signed-in account owns now; while the server is unreachable, the offline copy
+    /// (``offlineEntitlements()``, marked with `cachedAt`). An answer whose signature does not verify is never
+    /// replaced by the offline copy: it is refused.
     public func entitlements() async throws -> Entitlements {
-        let entitlements = try await server.entitlements()
-        publish(entitlements)
-        return entitlements
+        do {
+            let entitlements = try await server.entitlements()
+            try publish(entitlements)
+            return entitlements
+        } catch let unreachable as PurchaseServerClient.Unreachable {
+            guard let offline = await offlineEntitlements() else { throw unreachable }
+            latest = offline
+            entitlementBroadcast.send(offline)
+            return offline
+        }
+    }
+
+    /// The last entitlements the server granted the signed-in account, kept on the device, without what has expired
+    /// since and without consumable balances; what the store itself says the customer owns now (StoreKit's
+    /// `Transaction.currentEntitlements`) extends them to renewals made since. Nil when nothing was ever answered.
+    public func offlineEntitlements() async -> Entitlements? {
+        guard let account = accountId ?? latest?.accountId else { return nil }
+        var base = latest.flatMap { $0.accountId == account ? $0 : nil }
+        if base == nil || base?.cachedAt != nil, let stored = try? offlineCache?.load(accountId: account) { base = stored }
+        guard let base else { return nil }
+        let now = Date()
+        var result = base.offline(at: now, cachedAt: base.cachedAt ?? now)
+        var names: [String: String] = [:]
+        for item in base.entitlements { names[item.productId] = item.name }
+        for transaction in (try? await store.currentEntitlements()) ?? []
+        where transaction.revocationDate == nil && (transaction.expiresDate ?? .distantFuture) > now {
+            guard let name = names[transaction.productId], !result.has(name) else { continue }
+            result.entitlements.append(.init(name: name, productId: transaction.productId, transactionId: transaction.transactionId,
+                                             expiresAt: transaction.expiresDate, state: "active"))
+        }
+        return result
     }
 
     // MARK: Delivery
 
-    /// Journals a paid transaction (first), then uploads it.
-    func deliver(_ transaction: StoreTransaction, orderId: String?) async -> PurchaseOutcome {
-        if done.contains(transaction.transactionId) {
-            if let rejected = rejections[transaction.transactionId] { return .failed(PurchaseFailure(.rejectedByServer, rejected)) }
-            return latest.map(PurchaseOutcome.granted) ?? .paidPendingDelivery(transactionId: transaction.transactionId)
+    /// Journals a paid transaction (first), then uploads it. `accountId` is the account that ordered it when known
+    /// (a purchase), else the journal's intent for its token says it, else it is unknown.
+    func deliver(_ transaction: StoreTransaction, orderId: String?, accountId owner: String?) async -> PurchaseOutcome {
+        let id = transaction.transactionId
+        if let result = settled[id] { return outcome(result, id) }
+        var entries: [JournalEntry] = []
+        do { entries = try journal.entries() } catch {
+            eventBroadcast.send(.journalFailed(transactionId: id, reason: "the journal cannot be read: \(error)"))
         }
-        let entries = (try? journal.entries()) ?? []
-        let paidKey = "paid-" + transaction.transactionId
-        if let existing = entries.first(where: { $0.key == paidKey }) {
-            return await upload(existing) ? (latest.map(PurchaseOutcome.granted) ?? .paidPendingDelivery(transactionId: transaction.transactionId))
-                : .paidPendingDelivery(transactionId: transaction.transactionId)
+        if let existing = entries.first(where: { $0.key == "paid-" + id }) ?? unjournaled[id] {
+            // A copy arriving again (the updates stream, a relaunch's adoption) waits for its backoff like any retry.
+            guard isDue(existing, at: Date()) else { return .paidPendingDelivery(transactionId: id) }
+            return outcome(await upload(existing), id)
         }
         // The order id comes from this call or the journal's intent for the payment's token — never from the token alone.
         let intent = entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
         let entry = JournalEntry(kind: .paid, orderId: orderId ?? intent?.orderId, productId: transaction.productId,
-                                 appAccountToken: transaction.appAccountToken, transactionId: transaction.transactionId,
-                                 signedTransaction: transaction.signedTransaction)
-        do { try journal.write(entry) } catch {
-            // Not journaled: the transaction stays unfinished in the store and is adopted at the next launch.
-            return .paidPendingDelivery(transactionId: transaction.transactionId)
+                                 appAccountToken: transaction.appAccountToken, transactionId: id,
+                                 signedTransaction: transaction.signedTransaction, accountId: owner ?? intent?.accountId)
+        do {
+            try journal.write(entry)
+        } catch {
+            // The payment is still safe in the store's unfinished queue (nothing finishes it before a grant). Keep it
+            // in memory, upload it now, and let the retrier carry it while the journal refuses.
+            unjournaled[id] = entry
+            eventBroadcast.send(.journalFailed(transactionId: id, reason: "\(error)"))
+            let result = await upload(entry)
+            switch result {
+            case .granted, .deliveredToOwner, .rejected: return outcome(result, id)
+            case .delayed(let reason), .pending(let reason), .waiting(let reason):
+                return .paidNotJournaled(transactionId: id, reason: "the journal cannot be written (\(error)); \(reason)")
+            }
         }
-        eventStream.continuation.yield(.journaled(transactionId: transaction.transactionId))
+        eventBroadcast.send(.journaled(transactionId: id))
         checkpointObserver?(.afterJournal)
         if let intent { try? journal.remove(key: intent.key) }
-        if await upload(entry), let latest { return .granted(latest) }
-        if let rejected = rejections[transaction.transactionId] {
-            return .failed(PurchaseFailure(.rejectedByServer, rejected))
-        }
-        return .paidPendingDelivery(transactionId: transaction.transactionId)
+        return outcome(await upload(entry), id)
     }
 
-    private var rejections: [String: String] = [:]
+    private func outcome(_ result: UploadResult, _ transactionId: String) -> PurchaseOutcome {
+        switch result {
+        case .granted(let entitlements): .granted(entitlements)
+        case .deliveredToOwner: .deliveredToOwner(transactionId: transactionId)
+        case .rejected(let reason): .failed(PurchaseFailure(.rejectedByServer, reason))
+        case .delayed(let reason): .paidDeliveryDelayed(transactionId: transactionId, reason: reason)
+        case .pending, .waiting: .paidPendingDelivery(transactionId: transactionId)
+        }
+    }
 
     /// Points in the flow where an app can die, for crash tests: an observer set with
     /// ``setCheckpointObserver(_:)`` is called at each (a test kills the process there).
@@ -285,91 +428,181 @@ public actor PurchaseClient {
     /// Calls `observer` at each ``Checkpoint``. For crash tests only.
     public func setCheckpointObserver(_ observer: (@Sendable (Checkpoint) -> Void)?) { checkpointObserver = observer }
 
-    /// Uploads one journaled transaction. Granted → the entry leaves the journal and the transaction is finished.
-    /// Refused for good → the same, reported. Anything else → the next attempt is scheduled. Returns whether granted.
-    func upload(_ entry: JournalEntry) async -> Bool {
-        guard let transactionId = entry.transactionId else { return false }
+    /// Uploads one paid transaction, once at a time. A transaction already settled is not uploaded again (its
+    /// journal entry, if a failed remove left it, is removed); another account's waits for that account.
+    func upload(_ entry: JournalEntry) async -> UploadResult {
+        guard let transactionId = entry.transactionId else { return .pending("the entry has no transaction id") }
+        if let result = settled[transactionId] {
+            try? journal.remove(key: entry.key)
+            return result
+        }
+        if let owner = entry.accountId, owner != accountId {
+            if waitingReported.insert(transactionId).inserted {
+                eventBroadcast.send(.waitingForAccount(transactionId: transactionId, accountId: owner))
+            }
+            return .waiting("paid by account \(owner), which is not signed in")
+        }
         if let running = inFlight[transactionId] { return await running.value }
         let task = Task { await self.performUpload(entry) }
         inFlight[transactionId] = task
-        let granted = await task.value
+        let result = await task.value
         inFlight[transactionId] = nil
-        return granted
+        return result
     }
 
-    private func performUpload(_ entry: JournalEntry) async -> Bool {
-        guard let transactionId = entry.transactionId, let signed = entry.signedTransaction else { return false }
-        eventStream.continuation.yield(.uploading(transactionId: transactionId, attempt: entry.attempts + 1))
-        let transaction = try? StoreTransaction(signedTransaction: signed)
+    /// One upload and what follows from the answer: granted or delivered to its owner → the entry leaves the journal
+    /// and the transaction is finished; refused as `final` → the same, reported; refused as `operator` → kept,
+    /// reported ("paid — we will deliver it"), retried with backoff; anything else → retried with backoff.
+    private func performUpload(_ given: JournalEntry) async -> UploadResult {
+        // The journal's copy is the current one (attempts, the order id dropped after an order refusal).
+        let entry = ((try? journal.entries()) ?? []).first { $0.key == given.key } ?? given
+        guard let transactionId = entry.transactionId, let signed = entry.signedTransaction else { return .pending("the entry has no proof") }
+        eventBroadcast.send(.uploading(transactionId: transactionId, attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
+        let answer: PurchaseServerClient.Submission
         do {
-            let answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity)
-            checkpointObserver?(.duringUpload)
-            switch answer {
-            case .granted(let entitlements):
-                try? journal.remove(key: entry.key)
-                done.insert(transactionId)
-                checkpointObserver?(.afterGrant)
-                eventStream.continuation.yield(.granted(transactionId: transactionId))
-                publish(entitlements)
-                if let transaction, (try? await store.finish(transaction)) != nil {
-                    eventStream.continuation.yield(.finished(transactionId: transactionId))
-                }
-                return true
-            case .held:
-                reschedule(entry, reason: "the server is waiting for Apple")
-                return false
-            case .rejected(let code, _) where Self.orderCodes.contains(code) && entry.orderId != nil:
-                // The order is the server's bookkeeping, the transaction is the proof: without the order id the
-                // server binds by the transaction's token and account.
-                var withoutOrder = entry
-                withoutOrder.orderId = nil
-                try? journal.write(withoutOrder)
-                return await performUpload(withoutOrder)
-            case .rejected(let code, let message) where !Self.permanentCodes.contains(code):
-                // Refused for a reason the server's operator can fix (its catalog, its trusted roots): keep it.
-                reschedule(entry, reason: "\(code): \(message)")
-                return false
-            case .rejected(let code, let message):
-                try? journal.remove(key: entry.key)
-                done.insert(transactionId)
-                rejections[transactionId] = "\(code): \(message)"
-                eventStream.continuation.yield(.rejected(transactionId: transactionId, reason: "\(code): \(message)"))
-                if let transaction { try? await store.finish(transaction) }
-                return false
-            }
+            answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity)
         } catch {
             reschedule(entry, reason: "\(error)")
-            eventStream.continuation.yield(.uploadFailed(transactionId: transactionId, reason: "\(error)"))
-            return false
+            eventBroadcast.send(.uploadFailed(transactionId: transactionId, reason: "\(error)"))
+            return .pending("\(error)")
+        }
+        checkpointObserver?(.duringUpload)
+        switch answer {
+        case .granted(let entitlements):
+            settle(entry, .granted(entitlements))
+            grantLog.append(transactionId)
+            checkpointObserver?(.afterGrant)
+            eventBroadcast.send(.granted(transactionId: transactionId))
+            try? publish(entitlements)
+            await finish(entry)
+            return .granted(entitlements)
+        case .deliveredToOwner(let entitlements):
+            settle(entry, .deliveredToOwner)
+            eventBroadcast.send(.deliveredToOwner(transactionId: transactionId))
+            try? publish(entitlements)
+            await finish(entry)
+            return .deliveredToOwner
+        case .held:
+            reschedule(entry, reason: "the server is waiting for Apple")
+            return .pending("the server is waiting for Apple")
+        case .rejected(let code, _, _) where Self.orderCodes.contains(code) && entry.orderId != nil:
+            // The order is the server's bookkeeping, the transaction is the proof: without the order id the server
+            // binds by the transaction's token and account.
+            var withoutOrder = entry
+            withoutOrder.orderId = nil
+            if unjournaled[transactionId] != nil { unjournaled[transactionId] = withoutOrder } else { try? journal.write(withoutOrder) }
+            return await performUpload(withoutOrder)
+        case .rejected(let code, let message, .final) where code != "order_account_mismatch":
+            let reason = "\(code): \(message)"
+            settle(entry, .rejected(reason))
+            eventBroadcast.send(.rejected(transactionId: transactionId, reason: reason))
+            await finish(entry)
+            return .rejected(reason)
+        case .rejected(let code, let message, .retry):
+            reschedule(entry, reason: "\(code): \(message)")
+            eventBroadcast.send(.uploadFailed(transactionId: transactionId, reason: "\(code): \(message)"))
+            return .pending("\(code): \(message)")
+        case .rejected(let code, let message, _):
+            // Fixable by the server's operator (configuration, policy), or the token names another account than the
+            // order's: the payment is kept and retried; the app can say "paid — we will deliver it".
+            let reason = "\(code): \(message)"
+            reschedule(entry, reason: reason)
+            eventBroadcast.send(.deliveryDelayed(transactionId: transactionId, reason: reason))
+            return .delayed(reason)
         }
     }
 
-    /// Refusals about the order, not the payment.
-    static let orderCodes: Set<String> = ["order_not_found", "order_account_mismatch", "order_product_mismatch"]
-    /// Refusals no retry can change: the transaction is another account's, or the proof itself is bad. Anything else
-    /// (an unknown product, an untrusted root, a storage error) may be fixed on the server, so the entry stays.
-    static let permanentCodes: Set<String> = ["transaction_bound_elsewhere", "bad_signature", "malformed", "too_large", "wrong_bundle",
-                                              "wrong_app_apple_id", "test_environment_not_allowed", "device_integrity"]
+    /// Refusals about the order, not the payment, that the proof alone can overcome.
+    static let orderCodes: Set<String> = ["order_not_found", "order_product_mismatch"]
 
-    private func reschedule(_ entry: JournalEntry, reason: String) {
-        var next = entry
-        next.attempts += 1
-        next.lastError = reason
-        let delay = retryDelays[min(next.attempts, retryDelays.count) - 1]
-        next.nextAttemptAt = Date().addingTimeInterval(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
-        try? journal.write(next)
+    private func settle(_ entry: JournalEntry, _ result: UploadResult) {
+        guard let transactionId = entry.transactionId else { return }
+        settled[transactionId] = result
+        backoff[transactionId] = nil
+        unjournaled[transactionId] = nil
+        do { try journal.remove(key: entry.key) } catch {
+            // The entry stays; `settled` keeps this process from uploading it again, and the retrier removes it later.
+            eventBroadcast.send(.journalFailed(transactionId: transactionId, reason: "cannot remove the delivered entry: \(error)"))
+        }
     }
 
-    /// Uploads the journaled transactions whose next attempt is due.
+    private func finish(_ entry: JournalEntry) async {
+        guard let transactionId = entry.transactionId, let signed = entry.signedTransaction,
+              let transaction = try? StoreTransaction(signedTransaction: signed) else { return }
+        // A failed finish leaves the transaction in the store's queue: the next launch adopts it, the server answers
+        // that it is already granted, and it is finished then.
+        if (try? await store.finish(transaction)) != nil {
+            eventBroadcast.send(.finished(transactionId: transactionId))
+        }
+    }
+
+    private func reschedule(_ entry: JournalEntry, reason: String) {
+        guard let transactionId = entry.transactionId, settled[transactionId] == nil else { return }
+        let attempts = max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1
+        let delay = retryDelays[min(attempts, retryDelays.count) - 1]
+        let next = Date().addingTimeInterval(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+        backoff[transactionId] = (attempts, next)
+        var updated = entry
+        updated.attempts = attempts
+        updated.lastError = reason
+        updated.nextAttemptAt = next
+        if unjournaled[transactionId] != nil {
+            unjournaled[transactionId] = updated
+            // The journal may have recovered: then the entry survives a relaunch again.
+            if (try? journal.write(updated)) != nil { unjournaled[transactionId] = nil }
+            return
+        }
+        // Only an entry still in the journal is written back: a retry working from an older read must not bring
+        // back an entry another task delivered and removed meanwhile.
+        guard ((try? journal.entries()) ?? []).contains(where: { $0.key == entry.key }) else { return }
+        try? journal.write(updated)
+    }
+
+    /// Whether an entry's next attempt is due: the later of the journal's and the memory's backoff.
+    private func isDue(_ entry: JournalEntry, at now: Date) -> Bool {
+        guard let transactionId = entry.transactionId else { return false }
+        let next = [entry.nextAttemptAt, backoff[transactionId]?.next].compactMap { $0 }.max()
+        return (next ?? now) <= now
+    }
+
+    /// Uploads the paid transactions whose next attempt is due: the journal's, those the journal refused, and — when
+    /// the journal cannot be read — the store's unfinished queue.
     func retryDue() async {
         let now = Date()
-        for entry in (try? journal.entries()) ?? [] where entry.kind == .paid && (entry.nextAttemptAt ?? now) <= now {
+        func due(_ entry: JournalEntry) -> Bool { isDue(entry, at: now) }
+        let entries: [JournalEntry]
+        do { entries = try journal.entries() } catch {
+            for transaction in (try? await store.unfinished()) ?? [] where settled[transaction.transactionId] == nil {
+                if let next = backoff[transaction.transactionId]?.next, next > now { continue }
+                _ = await deliver(transaction, orderId: nil, accountId: nil)
+            }
+            return
+        }
+        var seen: Set<String> = []
+        for entry in entries where entry.kind == .paid {
+            guard let transactionId = entry.transactionId else { continue }
+            seen.insert(transactionId)
+            if settled[transactionId] != nil {
+                try? journal.remove(key: entry.key)
+            } else if due(entry) {
+                _ = await upload(entry)
+            }
+        }
+        for entry in unjournaled.values where !seen.contains(entry.transactionId ?? "") && due(entry) {
             _ = await upload(entry)
         }
     }
 
-    private func publish(_ entitlements: Entitlements) {
+    /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use.
+    private func publish(_ entitlements: Entitlements) throws {
+        if let accountId, entitlements.accountId != accountId {
+            throw PurchaseFailure(.accountMismatch, "the server answered for account \(entitlements.accountId), not the signed-in \(accountId)")
+        }
         latest = entitlements
-        entitlementStream.continuation.yield(entitlements)
+        var offline = entitlements
+        offline.balances = [:]
+        offline.cachedAt = Date()
+        try? offlineCache?.save(offline)
+        entitlementBroadcast.send(entitlements)
     }
 }

@@ -21,6 +21,8 @@ public enum PurchaseServer {
         public var metrics = ServerMetrics()
         /// Refuse purchases reported with device-integrity signals (otherwise they are only recorded).
         public var refuseSuspiciousDevices = false
+        /// Signs entitlement answers for apps that ask (a nonce header); nil: answers are unsigned.
+        public var entitlementSigner: EntitlementSigner?
 
         public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
                     refuseSuspiciousDevices: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -40,9 +42,11 @@ public enum PurchaseServer {
             var ledger = Ledger(store: store, catalog: configuration.catalog)
             ledger.orderLifetime = configuration.orderLifetimeSeconds
             try await ledger.migrate()
-            return Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
-                            authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
-                            maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == "refuse")
+            var services = Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
+                                    authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
+                                    maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == "refuse")
+            services.entitlementSigner = try EntitlementSigner.loadOrCreate(in: configuration.dataDirectory)
+            return services
         }
     }
 
@@ -58,6 +62,7 @@ public enum PurchaseServer {
             return try JSONReply.encode(["status": "ok", "store": services.ledger.store.kind.rawValue, "account": entitlements.accountId])
         }
         AppRoutes(services: services).add(to: router)
+        EntitlementKeyRoutes(services: services).add(to: router)
         NotificationRoutes(services: services).add(to: router)
         AdminRoutes(services: services).add(to: router)
         return router

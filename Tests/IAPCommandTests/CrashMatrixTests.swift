@@ -8,7 +8,10 @@ import Testing
 /// The proof, over real processes: `iap simulator`, `iap serve`, and the app as `iap app` processes killed at each
 /// point of the flow (`--crash-at`, an immediate `_exit`), then launched again on the same journal. No webhook: the
 /// app alone must carry every paid order to the server.
-@Suite("Crash matrix: kill the app (or the server) anywhere; the order ends granted, exactly once, to the right account", .timeLimit(.minutes(3)))
+// One world (an `iap simulator` and an `iap serve` process) at a time: started together on a loaded two-core machine,
+// they can miss the 15 s start-up probe.
+@Suite("Crash matrix: kill the app (or the server) anywhere; the order ends granted, exactly once, to the right account", .serialized,
+       .timeLimit(.minutes(3)))
 struct CrashMatrixTests {
     static let secret = String(repeating: "crash-matrix-", count: 3)
     static let adminKey = "crash-matrix-admin"
@@ -50,9 +53,10 @@ struct CrashMatrixTests {
         }
 
         /// Runs `iap app <command>` for `account` (store account `store-<account>`) with its journal.
-        func app(_ command: String, _ account: String, journal: String? = nil, device: String = "phone", _ extra: [String] = []) async throws -> (status: Int32, line: [String: Any]) {
+        func app(_ command: String, _ account: String, journal: String? = nil, device: String = "phone", storeAccount: String? = nil,
+                 _ extra: [String] = []) async throws -> (status: Int32, line: [String: Any]) {
             let arguments = ["app", command, "--simulator", "http://127.0.0.1:\(simulatorPort)", "--server", "http://127.0.0.1:\(serverPort)",
-                             "--secret", CrashMatrixTests.secret, "--account", account, "--store-account", "store-\(account)", "--device", device,
+                             "--secret", CrashMatrixTests.secret, "--account", account, "--store-account", storeAccount ?? "store-\(account)", "--device", device,
                              "--journal", root.appendingPathComponent(journal ?? "journal-\(account)").path] + extra
             let result = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path, arguments)
             var line = (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [String: Any] ?? [:]
@@ -68,12 +72,12 @@ struct CrashMatrixTests {
         }
 
         /// The account's orders by state, and the device's unfinished transactions.
-        func settled(_ account: String, device: String = "phone") async throws -> (granted: Int, open: Int, unfinished: Int) {
+        func settled(_ account: String, device: String = "phone", storeAccount: String? = nil) async throws -> (granted: Int, open: Int, unfinished: Int) {
             func count(_ state: String) async throws -> Int {
                 let orders = try await get(serverPort, "/admin/orders?state=\(state)", bearer: CrashMatrixTests.adminKey)["orders"] as? [[String: Any]] ?? []
                 return orders.filter { $0["accountId"] as? String == account }.count
             }
-            let unfinished = try await get(simulatorPort, "/sim/accounts/store-\(account)/devices/\(device)/unfinished")["signedTransactions"] as? [String] ?? []
+            let unfinished = try await get(simulatorPort, "/sim/accounts/\(storeAccount ?? "store-\(account)")/devices/\(device)/unfinished")["signedTransactions"] as? [String] ?? []
             return (try await count("granted"), try await count("created"), unfinished.count)
         }
 
@@ -155,6 +159,40 @@ struct CrashMatrixTests {
         #expect(try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet", ["--crash-at", "duringRestore"]).status == 137)
         let restored = try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet")
         #expect(restored.line["entitlements"] as? [String] == ["premium"])
+        try await world.stop()
+    }
+}
+
+extension CrashMatrixTests {
+    @Test("Account switch on one device: A pays and the app dies (at each point), B launches on the same journal and Apple ID, then A launches — A has it once, B nothing")
+    func accountSwitch() async throws {
+        let world = try await World.start()
+        try await world.createStoreAccount("family")
+        // `iap serve` made its entitlements key in its data directory, readable by its owner only, and serves it; the
+        // app processes below believe only answers signed with it.
+        let keyFile = world.root.appendingPathComponent("server/entitlements-signing-key.pem")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: keyFile.path)[.posixPermissions] as? NSNumber)
+        #expect(mode.intValue & 0o777 == 0o600)
+        let (pem, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(world.serverPort)/v1/keys/entitlements")!)
+        #expect(String(decoding: pem, as: UTF8.self).hasPrefix("-----BEGIN PUBLIC KEY-----"))
+        let pemFile = world.root.appendingPathComponent("entitlements-key.pem")
+        try pem.write(to: pemFile)
+        let signed = ["--entitlements-key", pemFile.path]
+        for point in ["afterPayment", "afterJournal", "duringUpload"] {
+            let (ann, bea, journal) = ("ann-\(point)", "bea-\(point)", "journal-device-\(point)")
+            let crashed = try await world.app("buy", ann, journal: journal, storeAccount: "store-family", signed + ["--product", Self.coins, "--crash-at", point])
+            #expect(crashed.status == 137, "\(point): the app died there")
+            let other = try await world.app("resume", bea, journal: journal, storeAccount: "store-family", signed)
+            #expect(other.status == 0, "\(other.line["stderr"] ?? "")")
+            #expect((other.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B got nothing: \(other.line)")
+            #expect(try await world.settled(ann, storeAccount: "store-family").unfinished == 1, "\(point): A's payment is not finished under B")
+            let back = try await world.app("resume", ann, journal: journal, storeAccount: "store-family", signed)
+            #expect((back.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): A has it once: \(back.line)")
+            #expect(try await world.settled(ann, storeAccount: "store-family") == (granted: 1, open: 0, unfinished: 0), "\(point)")
+            let again = try await world.app("resume", bea, journal: journal, storeAccount: "store-family", signed)
+            #expect((again.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B still nothing: \(again.line)")
+            #expect((again.line["journaled"] as? [String])?.isEmpty == true, "\(point): nothing left waiting")
+        }
         try await world.stop()
     }
 }

@@ -1,5 +1,8 @@
 import AppStoreFormats
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Hummingbird
 import HummingbirdTesting
 import PurchaseClient
@@ -12,21 +15,61 @@ struct App {
     let client: PurchaseClient
     let store: SimulatorStore
     let journalDirectory: URL
+    /// The account whose token the app sends (the app's own sign-in state).
+    let account: Shared<String>
+    /// While true, every call to the purchase server fails before it leaves the device (the network is gone).
+    let offline: Shared<Bool>
+    /// How many calls the app made to the purchase server.
+    let serverCalls: Shared<Int>
 
     static func launch(_ system: System, account: String, storeAccount: String, device: String = "phone", journal: URL? = nil,
-                       serverURL: URL? = nil, retryDelays: [Duration] = [.milliseconds(50)]) throws -> App {
+                       serverURL: URL? = nil, retryDelays: [Duration] = [.milliseconds(50)], journalOverride: (any PurchaseJournal)? = nil,
+                       verifier: EntitlementsVerifier? = nil, cache: (any EntitlementsCache)? = nil,
+                       transport: (@Sendable (URLRequest) async throws -> (Data, URLResponse))? = nil,
+                       tokenDelay: (@Sendable (Int) -> Duration?)? = nil) throws -> App {
         let directory = journal ?? FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)")
         let store = SimulatorStore(baseURL: URL(string: "http://127.0.0.1:\(system.simulator.port!)")!, account: storeAccount, device: device,
                                    pollInterval: .milliseconds(50))
         let secret = system.secret
-        let server = PurchaseServerClient(baseURL: serverURL ?? URL(string: "http://127.0.0.1:\(system.server.port!)")!, timeout: 5) {
-            try await AccountAuthenticator.issueToken(account: account, secret: secret)
+        let (signedIn, offline, calls) = (Shared(account), Shared(false), Shared(0))
+        let token: @Sendable () async throws -> String = {
+            let call = calls.update { $0 += 1; return $0 }
+            if let delay = tokenDelay?(call) { try await Task.sleep(for: delay) }
+            if offline.value { throw NetworkDown() }
+            return try await AccountAuthenticator.issueToken(account: signedIn.value, secret: secret)
         }
-        return App(client: PurchaseClient(store: store, server: server, journal: try FileJournal(directory: directory), retryDelays: retryDelays),
-                   store: store, journalDirectory: directory)
+        let base = serverURL ?? URL(string: "http://127.0.0.1:\(system.server.port!)")!
+        let server = transport.map { PurchaseServerClient(baseURL: base, verifier: verifier, token: token, transport: $0) }
+            // Generous: the whole suite runs in parallel on small machines, and a timed-out order fails a purchase.
+            ?? PurchaseServerClient(baseURL: base, timeout: 30, verifier: verifier, token: token)
+        return App(client: PurchaseClient(store: store, server: server, journal: try journalOverride ?? FileJournal(directory: directory), accountId: account,
+                                          retryDelays: retryDelays, offlineCache: cache),
+                   store: store, journalDirectory: directory, account: signedIn, offline: offline, serverCalls: calls)
     }
 
     var journalEntries: [JournalEntry] { (try? FileJournal(directory: journalDirectory).entries()) ?? [] }
+
+    /// The app's user changes: its token and the SDK's sign-in follow.
+    func signIn(_ account: String) async {
+        self.account.value = account
+        await client.logIn(account)
+    }
+}
+
+/// The error an app sees with no network.
+struct NetworkDown: Error {}
+
+/// A value shared between a test and the closures it hands the SDK.
+final class Shared<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.lock(); defer { lock.unlock() }; return stored }
+        set { lock.lock(); stored = newValue; lock.unlock() }
+    }
+    @discardableResult
+    func update<T>(_ body: (inout Value) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&stored) }
 }
 
 @Suite("PurchaseClient against the simulator and the server: the paid order is never lost", .timeLimit(.minutes(3)))

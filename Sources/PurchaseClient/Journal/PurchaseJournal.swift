@@ -8,6 +8,9 @@ public struct JournalEntry: Codable, Sendable, Hashable {
         case intent
         /// Written the moment a paid transaction is seen, before anything else happens to it.
         case paid
+        /// A purchase the customer started on the App Store's product page, held until the app is ready for it: kept
+        /// here so that a relaunch does not forget it.
+        case promoted
     }
 
     public var kind: Kind
@@ -22,17 +25,24 @@ public struct JournalEntry: Codable, Sendable, Hashable {
     /// When the next upload is due after a failure.
     public var nextAttemptAt: Date?
     public var lastError: String?
+    /// The account that ordered it (signed in when the order was made): only that account uploads it, so switching
+    /// accounts on a device never hands one account's payment to another. Nil when unknown (a transaction adopted
+    /// from the store's queue after a reinstall): it uploads under whoever is signed in and the server routes it by
+    /// its `appAccountToken`.
+    public var accountId: String?
 
     /// The entry's file-system-safe key: the transaction id for paid entries, the order id for intents.
     public var key: String {
         switch kind {
         case .paid: "paid-" + (transactionId ?? "unknown")
         case .intent: "intent-" + (orderId ?? appAccountToken?.uuidString.lowercased() ?? "unknown")
+        case .promoted: "promoted-" + productId
         }
     }
 
     public init(kind: Kind, orderId: String?, productId: String, appAccountToken: UUID?, transactionId: String? = nil,
-                signedTransaction: String? = nil, createdAt: Date = Date(), attempts: Int = 0) {
+                signedTransaction: String? = nil, createdAt: Date = Date(), attempts: Int = 0, accountId: String? = nil) {
+        self.accountId = accountId
         self.kind = kind
         self.orderId = orderId
         self.productId = productId

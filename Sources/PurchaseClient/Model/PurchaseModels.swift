@@ -11,16 +11,28 @@ public struct Entitlements: Codable, Sendable, Hashable {
         public var expiresAt: Date?
         /// `active` or `gracePeriod`.
         public var state: String
+
+        public init(name: String, productId: String, transactionId: String, expiresAt: Date?, state: String) {
+            self.name = name
+            self.productId = productId
+            self.transactionId = transactionId
+            self.expiresAt = expiresAt
+            self.state = state
+        }
     }
 
     public var accountId: String
     public var entitlements: [Item]
     public var balances: [String: Int64]
+    /// Set when the answer comes from the device's offline copy (the server was unreachable): when the server last
+    /// answered it. Nil for a live answer.
+    public var cachedAt: Date?
 
-    public init(accountId: String, entitlements: [Item] = [], balances: [String: Int64] = [:]) {
+    public init(accountId: String, entitlements: [Item] = [], balances: [String: Int64] = [:], cachedAt: Date? = nil) {
         self.accountId = accountId
         self.entitlements = entitlements
         self.balances = balances
+        self.cachedAt = cachedAt
     }
 
     /// Whether the entitlement called `name` is active.
@@ -34,6 +46,15 @@ public enum PurchaseOutcome: Sendable, Hashable {
     /// Paid and safe in the journal, but not yet granted (the server was unreachable, or is waiting for Apple): it is
     /// delivered later, by the next upload attempt or the next launch. Show "processing", not "failed".
     case paidPendingDelivery(transactionId: String)
+    /// Paid, but the server refused it for a reason its operator can fix (its configuration or policy): the
+    /// transaction stays journaled and unfinished and is uploaded again with backoff. Show "paid — we will deliver it".
+    case paidDeliveryDelayed(transactionId: String, reason: String)
+    /// Paid, but the journal could not be written (disk full, locked keychain). The transaction stays unfinished in
+    /// the store's queue, which this client retries from while it runs and at every launch. Show "processing".
+    case paidNotJournaled(transactionId: String, reason: String)
+    /// Paid with an order of another account (its `appAccountToken`): the server granted it to that account, which
+    /// is not the one signed in. Nothing was granted here; the transaction is finished because it reached its owner.
+    case deliveredToOwner(transactionId: String)
     /// Ask to Buy: a parent has to approve; the transaction arrives later through ``PurchaseClient/start()``.
     case pendingApproval
     case cancelled
@@ -56,6 +77,12 @@ public struct PurchaseFailure: CodedError {
         case notReady = "not_ready"
         /// The server or the store answered with more bytes than the SDK reads.
         case responseTooLarge = "response_too_large"
+        /// An entitlements answer whose signature, account or nonce did not verify against the configured key: it
+        /// is not believed (a proxy on the device may have forged it).
+        case untrustedAnswer = "untrusted_answer"
+        /// The server answered for another account than the one signed in (the app's token and ``PurchaseClient/logIn(_:)``
+        /// disagree): the answer is not shown.
+        case accountMismatch = "account_mismatch"
     }
 
     public let code: Code
@@ -79,4 +106,14 @@ public enum PurchaseEvent: Sendable, Hashable {
     case uploadFailed(transactionId: String, reason: String)
     case rejected(transactionId: String, reason: String)
     case pendingApproval(productId: String)
+    /// Refused for a reason the server's operator can fix: kept, retried with backoff. "Paid — we will deliver it."
+    case deliveryDelayed(transactionId: String, reason: String)
+    /// The journal could not be written or read; the store's unfinished queue carries the purchase meanwhile.
+    case journalFailed(transactionId: String?, reason: String)
+    /// The server granted the transaction to the account whose order it was paid for, not the one signed in.
+    case deliveredToOwner(transactionId: String)
+    /// Another account's paid transaction waits on this device until that account signs in.
+    case waitingForAccount(transactionId: String, accountId: String)
+    /// The signed-in account changed (nil: signed out); what the previous account saw is cleared.
+    case accountChanged(accountId: String?)
 }

@@ -9,15 +9,29 @@ public struct PurchaseServerClient: Sendable {
     public let baseURL: URL
     /// The app's sign-in token for the current account, asked for on every call (it may be refreshed meanwhile).
     public let token: @Sendable () async throws -> String
-    let session: URLSession
+    /// When set, every entitlements answer must carry a signature this verifier accepts, or it is refused.
+    public let verifier: EntitlementsVerifier?
+    /// Sends one request; URLSession unless a test or an app supplies its own.
+    let transport: @Sendable (URLRequest) async throws -> (Data, URLResponse)
 
     /// A client for the server at `baseURL`; `token` gives the signed-in account's bearer token for each call.
-    public init(baseURL: URL, timeout: TimeInterval = 20, token: @escaping @Sendable () async throws -> String) {
-        self.baseURL = baseURL
-        self.token = token
+    /// With a `verifier` (made from the PEM served at `GET /v1/keys/entitlements`), entitlement answers are believed
+    /// only when the server signed them for this request.
+    public init(baseURL: URL, timeout: TimeInterval = 20, verifier: EntitlementsVerifier? = nil,
+                token: @escaping @Sendable () async throws -> String) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
-        session = URLSession(configuration: configuration)
+        let session = URLSession(configuration: configuration)
+        self.init(baseURL: baseURL, verifier: verifier, token: token) { request in try await session.uncancelledData(for: request) }
+    }
+
+    /// A client that sends its requests through `transport` (another HTTP stack, or a scripted server in tests).
+    public init(baseURL: URL, verifier: EntitlementsVerifier? = nil, token: @escaping @Sendable () async throws -> String,
+                transport: @escaping @Sendable (URLRequest) async throws -> (Data, URLResponse)) {
+        self.baseURL = baseURL
+        self.token = token
+        self.verifier = verifier
+        self.transport = transport
     }
 
     /// An order for `productId`.
@@ -29,11 +43,15 @@ public struct PurchaseServerClient: Sendable {
 
     /// What submitting a transaction came to.
     public enum Submission: Sendable, Hashable {
+        /// Granted to the uploading account (now, or earlier: `alreadyGranted`).
         case granted(Entitlements)
+        /// The transaction's `appAccountToken` names another account's order: the server granted it to that account.
+        /// The entitlements are the uploader's, without it.
+        case deliveredToOwner(Entitlements)
         /// The server keeps the proof while it waits for Apple: keep the transaction unfinished, ask again later.
         case held
-        /// Refused for a reason retrying cannot change (another account's transaction, a forged proof).
-        case rejected(code: String, message: String)
+        /// Refused; only a ``RefusalClass/final`` refusal lets the device give the transaction up.
+        case rejected(code: String, message: String, refusal: RefusalClass)
     }
 
     /// The call did not get an answer to act on (network, 5xx): retry later.
@@ -51,38 +69,66 @@ public struct PurchaseServerClient: Sendable {
     /// Uploads a signed transaction (with its order id when known, and the device-integrity report on iOS).
     public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil) async throws -> Submission {
         struct Body: Encodable { var signedTransaction: String; var orderId: String?; var deviceIntegrity: DeviceIntegrity? }
+        let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("POST", "v1/purchases", body: Body(signedTransaction: signedTransaction, orderId: orderId,
-                                                                                 deviceIntegrity: deviceIntegrity?.applicable == true ? deviceIntegrity : nil))
-        return try Self.submission(status, data)
+                                                                                 deviceIntegrity: deviceIntegrity?.applicable == true ? deviceIntegrity : nil),
+                                            nonce: nonce)
+        return try submission(status, data, nonce: nonce)
     }
 
     /// Uploads the app receipt (StoreKit 1 apps, or purchases made before the app used StoreKit 2).
     public func submit(receipt: String) async throws -> Submission {
-        let (status, data) = try await send("POST", "v1/purchases", body: ["receipt": receipt])
-        return try Self.submission(status, data)
+        let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
+        let (status, data) = try await send("POST", "v1/purchases", body: ["receipt": receipt], nonce: nonce)
+        return try submission(status, data, nonce: nonce)
     }
 
-    static func submission(_ status: Int, _ data: Data) throws -> Submission {
+    func submission(_ status: Int, _ data: Data, nonce: String?) throws -> Submission {
         switch status {
         case 200:
-            struct Reply: Decodable { var entitlements: Entitlements }
-            return .granted(try Self.decoder.decode(Reply.self, from: data).entitlements)
+            struct Item: Decodable { var outcome: String? }
+            struct Reply: Decodable { var outcome: String?; var transactions: [Item]?; var entitlements: Entitlements }
+            let reply: Reply
+            do { reply = try Self.decoder.decode(Reply.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
+            let entitlements = try trusted(reply.entitlements, data, nonce: nonce)
+            return (reply.outcome ?? reply.transactions?.first?.outcome) == "deliveredToOwner" ? .deliveredToOwner(entitlements) : .granted(entitlements)
         case 202:
             return .held
-        case 400, 403, 404, 409, 413, 422:
-            struct Failure: Decodable { struct Detail: Decodable { var code: String; var message: String }; var error: Detail }
-            let detail = (try? Self.decoder.decode(Failure.self, from: data))?.error
-            return .rejected(code: detail?.code ?? "HTTP \(status)", message: detail?.message ?? "")
+        case 400..<500 where status != 401 && status != 408 && status != 429:
+            let (code, message, refusal) = Self.refusal(status, data)
+            return .rejected(code: code, message: message, refusal: refusal)
         default:
             throw Unreachable(description: "HTTP \(status)")
         }
     }
 
+    /// An error body's code, message and class (`{"error": {"code", "message", "class"}}`); an old server's body
+    /// without a class is classified by its code.
+    static func refusal(_ status: Int, _ data: Data) -> (code: String, message: String, refusal: RefusalClass) {
+        struct Failure: Decodable { struct Detail: Decodable { var code: String; var message: String?; var `class`: String? }; var error: Detail }
+        guard let detail = (try? Self.decoder.decode(Failure.self, from: data))?.error else { return ("HTTP \(status)", "", .operator) }
+        let refusal = detail.class.flatMap(RefusalClass.init(rawValue:)) ?? RefusalClass.classify(code: detail.code)
+        return (detail.code, detail.message ?? "", refusal)
+    }
+
+    /// The entitlements to believe: with a configured key, only those the reply's signature covers for this nonce.
+    func trusted(_ unsigned: Entitlements, _ data: Data, nonce: String?) throws -> Entitlements {
+        guard let verifier, let nonce else { return unsigned }
+        struct Signed: Decodable { var signedEntitlements: String? }
+        guard let jws = (try? Self.decoder.decode(Signed.self, from: data))?.signedEntitlements else {
+            throw PurchaseFailure(.untrustedAnswer, "the answer is not signed, and this client only believes signed entitlements")
+        }
+        return try verifier.verify(jws, nonce: nonce)
+    }
+
     /// What the account owns now.
     public func entitlements() async throws -> Entitlements {
-        let (status, data) = try await send("GET", "v1/entitlements", body: nil)
+        let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
+        let (status, data) = try await send("GET", "v1/entitlements", body: nil, nonce: nonce)
         guard status == 200 else { throw Unreachable(description: "HTTP \(status)") }
-        return try Self.decoder.decode(Entitlements.self, from: data)
+        let unsigned: Entitlements
+        do { unsigned = try Self.decoder.decode(Entitlements.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
+        return try trusted(unsigned, data, nonce: nonce)
     }
 
     /// Spends `amount` of a consumable currency once per `idempotencyKey` (retrying with the same key is safe).
@@ -98,22 +144,34 @@ public struct PurchaseServerClient: Sendable {
 
     /// Server restore: binds what the store restored and answers everything the account owns.
     public func restore(signedTransactions: [String]) async throws -> Entitlements {
-        let (status, data) = try await send("POST", "v1/restore", body: ["signedTransactions": signedTransactions])
+        let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
+        let (status, data) = try await send("POST", "v1/restore", body: ["signedTransactions": signedTransactions], nonce: nonce)
         guard status == 200 else { throw Unreachable(description: "HTTP \(status)") }
         struct Reply: Decodable { var entitlements: Entitlements }
-        return try Self.decoder.decode(Reply.self, from: data).entitlements
+        return try trusted(try Self.decoder.decode(Reply.self, from: data).entitlements, data, nonce: nonce)
     }
 
-    func send(_ method: String, _ path: String, body: (any Encodable & Sendable)?) async throws -> (Int, Data) {
+    /// The public key the server signs entitlement answers with (PEM), for an app that pins it at build time.
+    public func entitlementsKey() async throws -> String {
+        let (status, data) = try await send("GET", "v1/keys/entitlements", body: nil)
+        guard status == 200, let pem = String(data: data, encoding: .utf8) else { throw Unreachable(description: "HTTP \(status)") }
+        return pem
+    }
+
+    func send(_ method: String, _ path: String, body: (any Encodable & Sendable)?, nonce: String? = nil) async throws -> (Int, Data) {
         var request = URLRequest(url: baseURL.appendingPathComponent(path))
         request.httpMethod = method
-        request.setValue("Bearer \(try await token())", forHTTPHeaderField: "Authorization")
+        let bearer: String
+        // The app's token source failing (offline, signed out) is one more reason the call got no answer.
+        do { bearer = try await token() } catch { throw Unreachable(description: "no token for the call: \(error)") }
+        request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization")
+        if let nonce { request.setValue(nonce, forHTTPHeaderField: "X-Entitlements-Nonce") }
         if let body {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = try JSONEncoder().encode(body)
         }
         do {
-            let (data, response) = try await session.uncancelledData(for: request)
+            let (data, response) = try await transport(request)
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
         } catch {
             throw Unreachable(description: error is PurchaseFailure ? "\(error)" : error.localizedDescription)

@@ -52,7 +52,23 @@ public struct StoreTransaction: Sendable, Hashable {
     public var originalTransactionId: String?
     public var productId: String
     public var appAccountToken: UUID?
+    /// Subscriptions: when the period paid for ends.
+    public var expiresDate: Date?
+    /// Set when the App Store refunded or revoked it.
+    public var revocationDate: Date?
     public var signedTransaction: String
+
+    /// A transaction whose ids a store adapter already read (StoreKit's decoded payload).
+    public init(transactionId: String, originalTransactionId: String?, productId: String, appAccountToken: UUID?, expiresDate: Date? = nil,
+                revocationDate: Date? = nil, signedTransaction: String) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.appAccountToken = appAccountToken
+        self.expiresDate = expiresDate
+        self.revocationDate = revocationDate
+        self.signedTransaction = signedTransaction
+    }
 
     /// Reads the ids from a signed transaction without verifying it (the app cannot; the server does).
     public init(signedTransaction: String) throws {
@@ -64,6 +80,8 @@ public struct StoreTransaction: Sendable, Hashable {
         originalTransactionId = payload.originalTransactionId
         productId = product
         appAccountToken = payload.appAccountToken
+        expiresDate = payload.expiresDate
+        revocationDate = payload.revocationDate
         self.signedTransaction = signedTransaction
     }
 }
@@ -95,9 +113,14 @@ public protocol StoreAdapter: Sendable {
     func receipt() async throws -> String?
     /// Product ids the customer started buying on the App Store's product page (StoreKit's `PurchaseIntent.intents`).
     func promotedPurchases() -> AsyncStream<String>
+    /// What the store itself says the customer owns now, read on the device without any server (StoreKit's
+    /// `Transaction.currentEntitlements`): backs the offline entitlements.
+    func currentEntitlements() async throws -> [StoreTransaction]
 }
 
 extension StoreAdapter {
     /// No promoted purchases unless the store has them.
     public func promotedPurchases() -> AsyncStream<String> { AsyncStream { $0.finish() } }
+    /// Nothing, unless the store can say it offline.
+    public func currentEntitlements() async throws -> [StoreTransaction] { [] }
 }

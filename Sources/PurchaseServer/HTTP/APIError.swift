@@ -5,12 +5,38 @@ import Hummingbird
 import NIOCore
 import PurchaseLedger
 
-/// An error the API answers with: an HTTP status and a JSON body `{"error": {"code": "…", "message": "…"}}` whose
-/// `code` is stable. It renders itself, so routes just throw.
+/// What a refusal lets a device do with a paid transaction. Only `final` lets it finish one that was not granted:
+/// finishing on a refusal the operator can fix (a bad deploy, a policy) would lose every purchase made meanwhile.
+public enum RefusalClass: String, Sendable, Codable {
+    /// No retry can change it: a forged proof, another account's transaction.
+    case final
+    /// Configuration or policy the operator can fix: the device keeps the transaction and retries with backoff.
+    case `operator`
+    /// Transient (storage, Apple unavailable, 5xx): retry.
+    case retry
+
+    static let finalCodes: Set<String> = [
+        "bad_signature", "malformed", "transaction_bound_elsewhere", "unsupported_algorithm", "invalid_chain_length", "missing_apple_marker",
+    ]
+    static let retryCodes: Set<String> = ["storage", "apple_unavailable", "apple_invalid_response", "unauthorized"]
+
+    /// The class of a refusal with this code and status; what is not known to be final or transient is the operator's.
+    public static func of(code: String, status: HTTPResponse.Status) -> RefusalClass {
+        if finalCodes.contains(code) { return .final }
+        if retryCodes.contains(code) || status.code >= 500 { return .retry }
+        return .operator
+    }
+}
+
+/// An error the API answers with: an HTTP status and a JSON body
+/// `{"error": {"code": "…", "message": "…", "class": "final"|"operator"|"retry"}}` whose `code` is stable. It renders
+/// itself, so routes just throw.
 public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConvertible {
     public let status: HTTPResponse.Status
     public let code: String
     public let message: String
+    /// What the device may do about it (see ``RefusalClass``).
+    public var refusalClass: RefusalClass { .of(code: code, status: status) }
 
     public init(_ status: HTTPResponse.Status, code: String, _ message: String) {
         self.status = status
@@ -21,12 +47,12 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public var description: String { "\(status.code) \(code): \(message)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let data = try JSONEncoder().encode(ErrorBody(error: .init(code: code, message: message)))
+        let data = try JSONEncoder().encode(ErrorBody(error: .init(code: code, message: message, class: refusalClass)))
         return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     /// The JSON an error answers with.
-    struct ErrorBody: Codable { struct Detail: Codable { var code: String; var message: String }; var error: Detail }
+    struct ErrorBody: Codable { struct Detail: Codable { var code: String; var message: String; var `class`: RefusalClass? }; var error: Detail }
 
     static func badRequest(_ message: String) -> Self { .init(.badRequest, code: "bad_request", message) }
     static let unauthorized = Self(.unauthorized, code: "unauthorized", "a valid bearer token is required")

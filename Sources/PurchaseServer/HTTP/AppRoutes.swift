@@ -45,6 +45,7 @@ struct AppRoutes {
         var orderId: String?
         var transactions: [Item]
         var entitlements: AccountEntitlements
+        var signedEntitlements: String?
     }
 
     struct RestoreRequest: Decodable {
@@ -57,6 +58,7 @@ struct AppRoutes {
         /// Transactions that belong to another account, refused.
         var refused: [String]
         var entitlements: AccountEntitlements
+        var signedEntitlements: String?
     }
 
     struct SpendRequest: Decodable { var amount: Int64; var idempotencyKey: String? }
@@ -87,7 +89,8 @@ struct AppRoutes {
 
         v1.get("entitlements") { request, _ in
             let account = try await authenticate(request)
-            return try JSONReply.encode(try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) })
+            let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
+            return try JSONReply.encode(SignedEntitlementsReply(entitlements: owned, signedEntitlements: try services.signature(for: owned, request)))
         }
 
         v1.post("consumables/:currency/spend") { request, context in
@@ -137,7 +140,8 @@ struct AppRoutes {
             }
             // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
             let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
-            return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned))
+            return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned,
+                                                     signedEntitlements: try services.signature(for: owned, request)))
         }
     }
 
@@ -166,7 +170,8 @@ struct AppRoutes {
                 }
                 throw APIError(.forbidden, code: "device_integrity", "this server's policy refuses purchases from devices reporting \(report.signals.joined(separator: ", "))")
             }
-            let reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
+            var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
+            reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
             return (try JSONReply.encode(reply), reply.outcome?.rawValue ?? "empty")
         }
     }

@@ -19,6 +19,8 @@ struct AppCommand: AsyncParsableCommand {
         @Option(name: .customLong("store-account"), help: "The simulator account paying.") var storeAccount: String
         @Option(help: "The device.") var device: String = "phone"
         @Option(help: "The journal directory.") var journal: String
+        @Option(name: .customLong("entitlements-key"), help: "A PEM file with the server's entitlements key (GET /v1/keys/entitlements): believe only signed answers.")
+        var entitlementsKey: String?
         @Option(name: .customLong("crash-at"), help: "Exit at once (code 137) at this point: \(PurchaseClient.Checkpoint.allCases.map(\.rawValue).joined(separator: ", ")).")
         var crashAt: String?
 
@@ -26,9 +28,18 @@ struct AppCommand: AsyncParsableCommand {
             guard let simulatorURL = URL(string: simulator), let serverURL = URL(string: server) else { throw ValidationError("not a URL") }
             let store = SimulatorStore(baseURL: simulatorURL, account: storeAccount, device: device, pollInterval: .milliseconds(100))
             let (secret, account) = (secret, account)
-            let server = PurchaseServerClient(baseURL: serverURL, timeout: 10) { try await AccountAuthenticator.issueToken(account: account, secret: secret) }
+            var verifier: EntitlementsVerifier?
+            if let entitlementsKey {
+                guard let pem = try? String(contentsOfFile: entitlementsKey, encoding: .utf8) else { throw ValidationError("cannot read \(entitlementsKey)") }
+                verifier = try EntitlementsVerifier(publicKeyPEM: pem)
+            }
+            let server = PurchaseServerClient(baseURL: serverURL, timeout: 10, verifier: verifier) {
+                try await AccountAuthenticator.issueToken(account: account, secret: secret)
+            }
+            // The journal belongs to the device, not the account: several accounts signing in on one device share it,
+            // and each entry says which account ordered it.
             let client = PurchaseClient(store: store, server: server, journal: try FileJournal(directory: URL(fileURLWithPath: journal)),
-                                        retryDelays: [.milliseconds(200)])
+                                        accountId: account, retryDelays: [.milliseconds(200)])
             if let crashAt {
                 guard let point = PurchaseClient.Checkpoint(rawValue: crashAt) else { throw ValidationError("unknown --crash-at \(crashAt)") }
                 await client.setCheckpointObserver { reached in if reached == point { Output.note("crashing at \(reached.rawValue)"); _exit(137) } }
@@ -38,9 +49,15 @@ struct AppCommand: AsyncParsableCommand {
     }
 
     /// Prints one JSON line: what happened and what the account owns.
-    static func report(_ outcome: String, _ entitlements: Entitlements?) throws {
-        struct Line: Encodable { var outcome: String; var balances: [String: Int64]?; var entitlements: [String]? }
-        let data = try JSONEncoder().encode(Line(outcome: outcome, balances: entitlements?.balances, entitlements: entitlements?.entitlements.map(\.name)))
+    static func report(_ outcome: String, _ entitlements: Entitlements?, journaled: [JournalEntry]? = nil) throws {
+        struct Line: Encodable {
+            var outcome: String; var balances: [String: Int64]?; var entitlements: [String]?
+            /// Paid transactions still in the device's journal, as `transactionId:accountId`.
+            var journaled: [String]?
+        }
+        let waiting = journaled?.filter { $0.kind == .paid }.map { "\($0.transactionId ?? ""):\($0.accountId ?? "")" }
+        let data = try JSONEncoder().encode(Line(outcome: outcome, balances: entitlements?.balances, entitlements: entitlements?.entitlements.map(\.name),
+                                                 journaled: waiting))
         Output.print(String(decoding: data, as: UTF8.self))
     }
 
@@ -57,6 +74,9 @@ struct AppCommand: AsyncParsableCommand {
             switch result {
             case .granted(let owned): try AppCommand.report("granted", owned)
             case .paidPendingDelivery: try AppCommand.report("paidPendingDelivery", nil)
+            case .paidDeliveryDelayed: try AppCommand.report("paidDeliveryDelayed", nil)
+            case .paidNotJournaled: try AppCommand.report("paidNotJournaled", nil)
+            case .deliveredToOwner: try AppCommand.report("deliveredToOwner", nil)
             case .pendingApproval: try AppCommand.report("pendingApproval", nil)
             case .cancelled: try AppCommand.report("cancelled", nil)
             case .failed(let failure): try AppCommand.report("failed:\(failure.code.rawValue)", nil)
@@ -72,7 +92,8 @@ struct AppCommand: AsyncParsableCommand {
             let (client, _) = try await options.client()
             let resumed = await client.start()
             await client.stop()
-            try AppCommand.report("resumed:\(resumed)", try? await client.entitlements())
+            try AppCommand.report("resumed:\(resumed)", try? await client.entitlements(),
+                                  journaled: try? FileJournal(directory: URL(fileURLWithPath: options.journal)).entries())
         }
     }
 

@@ -84,7 +84,7 @@ struct DemoWorld: Sendable {
         let secret = secret
         let server = PurchaseServerClient(baseURL: serverURL) { try await AccountAuthenticator.issueToken(account: account, secret: secret) }
         let client = PurchaseClient(store: store, server: server, journal: try FileJournal(directory: directory.appendingPathComponent(journal)),
-                                    retryDelays: [.milliseconds(200)])
+                                    accountId: account, retryDelays: [.milliseconds(200)])
         return (client, store)
     }
 

@@ -36,6 +36,9 @@ struct System {
     let engine: StoreEngine
     let services: PurchaseServer.Services
     let secret: String
+    /// What the server was started with, for a second server over the same ledger (``withServer(bundleId:_:)``).
+    let configuration: ServerConfiguration
+    let roots: TrustRoots
 
     static let bundleId = "com.example.iapkit"
 
@@ -54,6 +57,8 @@ struct System {
         var appleAttempts = 2
         var appleTimeoutSeconds = 2.0
         var refuseSuspiciousDevices = false
+        /// Whether the server signs entitlement answers (for apps that send a nonce).
+        var signEntitlements = false
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -94,15 +99,30 @@ struct System {
             let ledger = Ledger(store: store, catalog: configuration.catalog)
             try await ledger.migrate()
             let clock = await engine.clock
-            let services = PurchaseServer.Services(
+            var services = PurchaseServer.Services(
                 ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
                 authenticator: try await AccountAuthenticator(configuration.auth), adminKey: adminKey,
                 refuseSuspiciousDevices: options.refuseSuspiciousDevices, now: { clock.now })
+            if options.signEntitlements { services.entitlementSigner = EntitlementSigner(key: P256.Signing.PrivateKey()) }
             let secret = configuration.auth.hs256Secret!
-            try await PurchaseServer.application(services, port: 0).test(.live) { server in
+            try await PurchaseServer.application(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
-                try await body(System(server: server, simulator: simulator, engine: engine, services: services, secret: secret))
+                try await body(System(server: server, simulator: simulator, engine: engine, services: services, secret: secret,
+                                      configuration: configuration, roots: roots))
             }
+        }
+    }
+
+    /// Runs `body` with a second purchase server over the same ledger and simulator, configured for another bundle id
+    /// (a bad deploy): it refuses every transaction of the real app with `wrong_bundle`. `body` gets its base URL.
+    func withServer(bundleId: String, _ body: @Sendable (URL) async throws -> Void) async throws {
+        var misconfigured = configuration
+        misconfigured.bundleId = bundleId
+        let other = PurchaseServer.Services(
+            ledger: services.ledger, verifier: ProofVerifier(roots: roots, configuration: misconfigured, apple: try AppleAccess(misconfigured)),
+            authenticator: services.authenticator, adminKey: System.adminKey, now: services.now)
+        try await PurchaseServer.application(other, port: 0).test(.live) { server in
+            try await body(URL(string: "http://127.0.0.1:\(server.port!)")!)
         }
     }
 

@@ -1,0 +1,210 @@
+import AppStoreFormats
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PurchaseClient
+import Testing
+
+/// A store on the device, in memory: sells anything, keeps an unfinished queue, records finishes.
+actor MemoryStore: StoreAdapter {
+    private(set) var unfinishedQueue: [StoreTransaction] = []
+    private(set) var finished: [String] = []
+    private var next = 1000
+
+    /// A transaction as the store signs it; the SDK reads its ids without verifying (the server verifies).
+    static func transaction(id: String, productId: String, appAccountToken: UUID?) throws -> StoreTransaction {
+        var payload: [String: Any] = ["transactionId": id, "originalTransactionId": id, "productId": productId]
+        if let appAccountToken { payload["appAccountToken"] = appAccountToken.uuidString.lowercased() }
+        let header = Base64.urlEncode(Array(#"{"alg":"ES256"}"#.utf8))
+        let body = Base64.urlEncode(Array(try JSONSerialization.data(withJSONObject: payload)))
+        return try StoreTransaction(signedTransaction: "\(header).\(body).c2ln")
+    }
+
+    func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String]) {
+        (productIds.map { StoreProduct(productId: $0, type: "Consumable", displayName: $0, price: 990, currency: "USD") }, [])
+    }
+    func canMakePayments() async -> Bool { true }
+    func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
+        next += 1
+        let transaction = try Self.transaction(id: String(next), productId: productId, appAccountToken: appAccountToken)
+        unfinishedQueue.append(transaction)
+        return .purchased(transaction)
+    }
+    func add(_ transaction: StoreTransaction) { unfinishedQueue.append(transaction) }
+    func unfinished() async throws -> [StoreTransaction] { unfinishedQueue }
+    func finish(_ transaction: StoreTransaction) async throws {
+        unfinishedQueue.removeAll { $0.transactionId == transaction.transactionId }
+        finished.append(transaction.transactionId)
+    }
+    func restore() async throws -> [StoreTransaction] { [] }
+    nonisolated func updates() -> AsyncStream<StoreTransaction> { AsyncStream { _ in } }
+    func receipt() async throws -> String? { nil }
+}
+
+/// A purchase server answering from a script: each request gets the reply the script gives for its method and path.
+final class ScriptedServer: @unchecked Sendable {
+    typealias Reply = (status: Int, body: [String: Any])
+    private let lock = NSLock()
+    private var script: @Sendable (URLRequest) -> Reply
+    private(set) var requests: [URLRequest] = []
+
+    init(_ script: @escaping @Sendable (URLRequest) -> Reply) { self.script = script }
+
+    func transport(_ request: URLRequest) async throws -> (Data, URLResponse) {
+        let script = lock.withLock {
+            requests.append(request)
+            return self.script
+        }
+        let reply = script(request)
+        let response = HTTPURLResponse(url: request.url!, statusCode: reply.status, httpVersion: "HTTP/1.1", headerFields: ["Content-Type": "application/json"])!
+        return (try JSONSerialization.data(withJSONObject: reply.body), response)
+    }
+
+    var uploads: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return requests.filter { $0.url?.path.hasSuffix("v1/purchases") == true }.count
+    }
+
+    func client(verifier: EntitlementsVerifier? = nil) -> PurchaseServerClient {
+        PurchaseServerClient(baseURL: URL(string: "https://purchases.example")!, verifier: verifier, token: { "token" },
+                             transport: { try await self.transport($0) })
+    }
+
+    static func entitlements(_ account: String, _ names: [String] = [], coins: Int? = nil) -> [String: Any] {
+        ["accountId": account, "entitlements": names.map { ["name": $0, "productId": "p.\($0)", "transactionId": "t-\($0)", "state": "active"] },
+         "balances": coins.map { ["coins": $0] } ?? [:]]
+    }
+}
+
+@Suite("PurchaseClient against a scripted server: refusal classes, delivery to the owner, signed answers")
+struct ScriptedServerTests {
+    static func journal() throws -> FileJournal {
+        try FileJournal(directory: FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)"))
+    }
+
+    @Test("deliveredToOwner: the transaction reached the account whose order it was, so it is finished and dropped, and nothing is shown here")
+    func deliveredToOwner() async throws {
+        let server = ScriptedServer { request in
+            switch request.url?.path ?? "" {
+            case let path where path.hasSuffix("v1/purchases"):
+                return (200, ["outcome": "deliveredToOwner", "transactions": [["transactionId": "9", "outcome": "deliveredToOwner"]],
+                              "entitlements": ScriptedServer.entitlements("bea")])
+            default: return (200, ScriptedServer.entitlements("bea"))
+            }
+        }
+        let store = MemoryStore()
+        // A transaction of Ann's order, adopted after a reinstall (no journal): its account is unknown on the device.
+        await store.add(try MemoryStore.transaction(id: "9", productId: "p.premium", appAccountToken: UUID()))
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "bea")
+        #expect(await client.resume() == 0, "nothing granted to Bea")
+        #expect(await store.finished == ["9"], "finished: it reached its owner")
+        #expect(try journal.entries().isEmpty)
+        #expect(await client.currentEntitlements?.has("premium") != true)
+    }
+
+    @Test("Refusal classes: final finishes; operator and retry keep the transaction unfinished; an old server without a class is read conservatively")
+    func refusalClasses() async throws {
+        let cases: [(code: String, refusal: String?, finished: Bool)] = [
+            ("bad_signature", "final", true),
+            ("wrong_bundle", "operator", false),
+            ("storage", "retry", false),
+            ("wrong_bundle", nil, false),
+            ("test_environment_not_allowed", nil, false),
+            ("device_integrity", nil, false),
+            ("something_new", nil, false),
+            ("transaction_bound_elsewhere", nil, true),
+        ]
+        for (code, refusal, expectFinished) in cases {
+            let server = ScriptedServer { request in
+                request.url?.path.hasSuffix("v1/orders") == true
+                    ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                    : (422, ["error": ["code": code, "message": "refused"].merging(refusal.map { ["class": $0] } ?? [:]) { a, _ in a }])
+            }
+            let store = MemoryStore()
+            let journal = try Self.journal()
+            let client = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "ann", retryDelays: [.seconds(60)])
+            let outcome = await client.purchase("p.coins")
+            #expect(await !store.finished.isEmpty == expectFinished, "\(code) \(refusal ?? "no class"): finished \(expectFinished)")
+            #expect(try journal.entries().contains { $0.kind == .paid } == !expectFinished, "\(code): journaled while unfinished")
+            if expectFinished {
+                guard case .failed = outcome else { Issue.record("\(code): \(outcome)"); continue }
+            } else if code == "storage" {
+                guard case .paidPendingDelivery = outcome else { Issue.record("\(code): \(outcome)"); continue }
+            } else {
+                guard case .paidDeliveryDelayed = outcome else { Issue.record("\(code): \(outcome)"); continue }
+            }
+        }
+        #expect(RefusalClass.classify(code: "malformed") == .final)
+        #expect(RefusalClass.classify(code: "untrusted_chain") == .operator)
+    }
+
+    @Test("Signed entitlements: a genuine answer is believed; a forged signature, another nonce or an unsigned answer is refused and grants nothing")
+    func signedEntitlements() async throws {
+        let key = P256.Signing.PrivateKey()
+        let verifier = try EntitlementsVerifier(publicKeyPEM: key.publicKey.pemRepresentation)
+        @Sendable func sign(_ payload: [String: Any], with signer: P256.Signing.PrivateKey = key) throws -> String {
+            let header = Base64.urlEncode(Array(#"{"alg":"ES256","kid":"k"}"#.utf8))
+            let body = Base64.urlEncode(Array(try JSONSerialization.data(withJSONObject: payload)))
+            let signature = try signer.signature(for: Data("\(header).\(body)".utf8))
+            return "\(header).\(body).\(Base64.urlEncode(signature.rawRepresentation))"
+        }
+        enum Tamper: CaseIterable { case none, forged, otherNonce, unsigned, unsignedPartEdited }
+        for tamper in Tamper.allCases {
+            let server = ScriptedServer { request in
+                let nonce = request.value(forHTTPHeaderField: "X-Entitlements-Nonce") ?? ""
+                let genuine = ScriptedServer.entitlements("ann", ["premium"])
+                var reply = genuine
+                switch tamper {
+                case .none: reply["signedEntitlements"] = try? sign(["accountId": "ann", "nonce": nonce, "issuedAt": 1, "entitlements": genuine])
+                case .forged: reply["signedEntitlements"] = try? sign(["accountId": "ann", "nonce": nonce, "issuedAt": 1, "entitlements": genuine],
+                                                                       with: P256.Signing.PrivateKey())
+                case .otherNonce: reply["signedEntitlements"] = try? sign(["accountId": "ann", "nonce": "replayed-nonce-0123456789", "issuedAt": 1, "entitlements": genuine])
+                case .unsigned: break
+                case .unsignedPartEdited:
+                    // A proxy adds an entitlement to the readable part; the signature covers the server's original.
+                    reply["signedEntitlements"] = try? sign(["accountId": "ann", "nonce": nonce, "issuedAt": 1,
+                                                             "entitlements": ScriptedServer.entitlements("ann", [])])
+                }
+                return (200, reply)
+            }
+            let client = PurchaseClient(store: MemoryStore(), server: server.client(verifier: verifier), journal: try Self.journal(), accountId: "ann")
+            switch tamper {
+            case .none:
+                #expect(try await client.entitlements().has("premium"))
+                let nonce = try #require(server.requests.last?.value(forHTTPHeaderField: "X-Entitlements-Nonce"))
+                #expect(nonce.count >= 16)
+            case .unsignedPartEdited:
+                #expect(try await client.entitlements().has("premium") == false, "what is believed is what the server signed")
+            default:
+                do {
+                    _ = try await client.entitlements()
+                    Issue.record("\(tamper) was believed")
+                } catch let failure as PurchaseFailure {
+                    #expect(failure.code == .untrustedAnswer, "\(tamper)")
+                }
+                #expect(await client.currentEntitlements == nil, "\(tamper): nothing shown")
+            }
+        }
+    }
+
+    @Test("A grant answer that fails verification is not a grant: the transaction stays journaled and unfinished")
+    func untrustedGrantKeepsTransaction() async throws {
+        let key = P256.Signing.PrivateKey()
+        let server = ScriptedServer { request in
+            request.url?.path.hasSuffix("v1/orders") == true
+                ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                : (200, ["outcome": "granted", "entitlements": ScriptedServer.entitlements("ann", coins: 100)])
+        }
+        let store = MemoryStore()
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: store, server: server.client(verifier: try EntitlementsVerifier(publicKeyPEM: key.publicKey.pemRepresentation)),
+                                    journal: journal, accountId: "ann", retryDelays: [.seconds(60)])
+        guard case .paidPendingDelivery = await client.purchase("p.coins") else { Issue.record("an unsigned grant was believed"); return }
+        #expect(await store.finished.isEmpty)
+        #expect(try journal.entries().contains { $0.kind == .paid })
+    }
+}
