@@ -96,18 +96,30 @@ extension Ledger {
                             now: Date) async throws -> Result<SubmissionResult, LedgerError> {
         let catalog = catalog
         var attempt = 0
+        // First, the common case without reading: a transaction not stored yet, of a series nobody holds, for an order
+        // this process made (or none). The effects then carry those assumptions as preconditions, and a wrong guess
+        // costs one rolled-back statement before the facts are read.
+        var guess = speculativeFacts(submission, record)
         while true {
             do {
-                guard let row = try await fast.facts(LedgerSession.factsBinds(record, namedOrderId: submission.orderId)) else {
-                    throw LedgerError(.storage, "the facts query returned no row")
-                }
-                var facts = try LedgerSession.decodeFacts(row)
-                if LedgerSession.needsEntries(facts, record, catalog) {
-                    facts.entries = try await fast.entries(transactionId: record.transactionId).map(LedgerSession.decodeEntry)
+                var facts: TransactionFacts
+                if let guessed = guess {
+                    facts = guessed
+                } else {
+                    guard let row = try await fast.facts(LedgerSession.factsBinds(record, namedOrderId: submission.orderId)) else {
+                        throw LedgerError(.storage, "the facts query returned no row")
+                    }
+                    facts = try LedgerSession.decodeFacts(row)
+                    if LedgerSession.needsEntries(facts, record, catalog) {
+                        facts.entries = try await fast.entries(transactionId: record.transactionId).map(LedgerSession.decodeEntry)
+                    }
                 }
                 let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId, source: submission.source,
                                                           facts: facts, catalog: catalog, now: now)
                 var effects = decision.effects
+                if guess != nil {
+                    effects.insert(.requireSeriesUnbound(originalTransactionId: record.originalTransactionId), at: 0)
+                }
                 if let signals = submission.deviceSignals {
                     effects.append(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,
                                                        signals: Self.cleaned(signals), at: now))
@@ -125,14 +137,28 @@ extension Ledger {
                 }
                 return .success(SubmissionResult(outcome: outcome, transactionId: record.transactionId,
                                                  orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
-            } catch is LedgerRace where attempt < 8 {
-                attempt += 1
-            } catch let error as LedgerError where error.code != .storage {
-                throw error
+            } catch is LedgerRace where guess != nil || attempt < 8 {
+                if guess != nil { guess = nil } else { attempt += 1 }
             } catch {
                 throw Self.ledgerError(error)
             }
         }
+    }
+
+    /// The facts of a first submission, when nothing needs reading: no order, or one this process made (its account,
+    /// product and token never change); the transaction and its series presumed unstored and unbound — which the
+    /// effects then require. Nil when a read is needed.
+    func speculativeFacts(_ submission: PurchaseSubmission, _ record: PurchaseRecord) -> TransactionFacts? {
+        var facts = TransactionFacts()
+        if let orderId = submission.orderId {
+            guard let order = recentOrders.order(id: orderId) else { return nil }
+            facts.namedOrder = order
+        }
+        if let token = record.appAccountToken {
+            guard let order = recentOrders.order(token: token) else { return nil }
+            facts.tokenOrder = order
+        }
+        return facts
     }
 
     /// Attempts to present another account's transaction, most recent first.

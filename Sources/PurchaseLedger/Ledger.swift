@@ -13,6 +13,9 @@ public struct Ledger: Sendable {
     public let catalog: LedgerCatalog
     /// How long an unpaid order stays open.
     public var orderLifetime: TimeInterval = 24 * 3600
+    /// Orders this process created, by id and by `appAccountToken`: their account, product and token never change, so
+    /// a purchase for one needs no read of it before its effects are applied (PostgreSQL's one-round-trip path).
+    let recentOrders = RecentOrders(capacity: 50_000)
 
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
         self.store = store
@@ -64,6 +67,7 @@ extension Ledger {
         let order = Order(orderId: UUID().uuidString.lowercased(), accountId: accountId, productId: productId, appAccountToken: UUID(),
                           state: .created, transactionId: nil, createdAt: now, expiresAt: now.addingTimeInterval(orderLifetime))
         try await write { try $0.insertOrder(order, at: now) }
+        recentOrders.keep(order)
         return order
     }
 
@@ -80,4 +84,28 @@ extension Ledger {
     static func checkAccountId(_ accountId: String) throws {
         guard !accountId.isEmpty, accountId.utf8.count <= 128 else { throw LedgerError(.invalidInput, "account ids are 1 to 128 bytes") }
     }
+}
+
+/// Orders this process created, bounded; when full it starts again empty (a miss only costs a read).
+final class RecentOrders: @unchecked Sendable {
+    private let lock = NSLock()
+    private var byId: [String: Order] = [:]
+    private var byToken: [UUID: Order] = [:]
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func keep(_ order: Order) {
+        lock.withLock {
+            if byId.count >= capacity {
+                byId.removeAll(keepingCapacity: true)
+                byToken.removeAll(keepingCapacity: true)
+            }
+            byId[order.orderId] = order
+            byToken[order.appAccountToken] = order
+        }
+    }
+
+    func order(id: String) -> Order? { lock.withLock { byId[id] } }
+    func order(token: UUID) -> Order? { lock.withLock { byToken[token] } }
 }

@@ -29,6 +29,22 @@ struct LedgerStoreTests {
         #expect(try await ledger.conflicts().allSatisfy { $0.transactionId != paid.transactionId }, "not a conflict: it reached its owner")
     }
 
+    @Test("A series' first period presented after its renewal belongs to the renewal's account, whoever presents it", arguments: StoreKind.allCases)
+    func firstPeriodAfterRenewal(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let (owner, other) = (uniqueId("owner-"), uniqueId("other-"))
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: Date() - 600, expires: Date() - 300)
+        let renewal = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: Date() - 300,
+                                  expires: Date() + 300)
+        #expect(try await ledger.submit(.init(accountId: owner, transaction: renewal)).outcome == .granted)
+        await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
+            try await ledger.submit(.init(accountId: other, transaction: first))
+        }
+        #expect(try await ledger.submit(.init(accountId: owner, transaction: first)).outcome == .granted)
+        #expect(try await ledger.entitlements(accountId: owner).entitlement("pro") != nil)
+        #expect(try await ledger.entitlements(accountId: other).entitlement("pro") == nil)
+    }
+
     @Test("Operations queued together commit together, and one that fails rolls back alone", arguments: StoreKind.allCases)
     func groupedCommits(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -25,6 +25,9 @@ public enum LedgerEffect: Sendable, Hashable {
     case recordDeviceReport(transactionId: String, accountId: String, signals: [String], at: Date)
     case settleOrder(orderId: String, note: String, at: Date)
     case audit(actor: String, action: String, subject: String, detail: String, at: Date)
+    /// Not a change: a precondition. No period of the series may be bound to an account (the rules decided on a
+    /// transaction without reading its series); otherwise the operation is decided again from the facts.
+    case requireSeriesUnbound(originalTransactionId: String)
 }
 
 /// A movement of a consumable balance, unique by `key` (`grant:<transactionId>`, `adjust:<transactionId>:<n>`,

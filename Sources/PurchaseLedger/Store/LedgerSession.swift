@@ -314,6 +314,10 @@ struct LedgerSession {
         case .settleOrder(let orderId, let note, let now):
             try sql.execute("UPDATE orders SET state = 'settled', note = $1, updated_at = $2 WHERE order_id = $3 AND state = 'created'",
                             [.text(note), .of(now), .text(orderId)])
+        case .requireSeriesUnbound(let original):
+            if try sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL LIMIT 1", [.text(original)]) != nil {
+                throw LedgerRace()
+            }
         case .audit(let actor, let action, let subject, let detail, let now):
             try sql.execute("""
                 INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, $2, $3, $4, $5, $6)

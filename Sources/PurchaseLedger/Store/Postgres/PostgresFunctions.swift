@@ -63,6 +63,10 @@ enum PostgresFunctions {
               INSERT INTO conflicts (transaction_id, claimed_by, owner, first_seen, attempts)
               VALUES (e->>'tx', e->>'claimedBy', e->>'owner', (e->>'at')::bigint, 1)
               ON CONFLICT (transaction_id, claimed_by) DO UPDATE SET attempts = conflicts.attempts + 1;
+            WHEN 'requireSeriesUnbound' THEN
+              IF EXISTS (SELECT 1 FROM purchases WHERE original_transaction_id = e->>'original' AND account_id IS NOT NULL) THEN
+                RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
+              END IF;
             WHEN 'recordDeviceReport' THEN
               INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)
               VALUES (e->>'id', e->>'tx', e->>'account', e->>'signals', (e->>'at')::bigint);
@@ -149,6 +153,9 @@ enum PostgresFunctions {
                 object.set("account", .text(accountId))
                 object.set("signals", .text(signals.joined(separator: ",")))
                 object.set("at", .of(at))
+            case .requireSeriesUnbound(let original):
+                object.set("op", .text("requireSeriesUnbound"))
+                object.set("original", .text(original))
             case .updateSeriesStatus, .updateSeriesPeriod, .settleOrder, .audit:
                 throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
             }
