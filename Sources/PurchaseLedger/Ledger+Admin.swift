@@ -45,6 +45,7 @@ extension Ledger {
         return try await write { session in
             guard let order = try session.order(id: orderId) else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
             if let record {
+                try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: orderId, catalog: catalog)
                 let decision = try SubmissionRules.submit(record, uploader: order.accountId, orderId: orderId, source: "admin", facts: facts,
                                                           catalog: catalog, now: now)
@@ -103,11 +104,15 @@ extension Ledger {
         }
     }
 
-    /// Open orders created before `before`, oldest first: payments that may have happened without reaching the server.
-    public func openOrders(createdBefore before: Date, limit: Int = 100) async throws -> [Order] {
+    /// Open orders created before `before`: payments that may have happened without reaching the server.
+    /// Newest first, and only those created since `after`: abandoned carts pile up, and must not crowd out the orders
+    /// a recent payment may still be looking for.
+    public func openOrders(createdBefore before: Date, after: Date = .distantPast, limit: Int = 100) async throws -> [Order] {
         try await read { session in
-            try session.sql.rows("SELECT \(LedgerSession.orderColumns) FROM orders WHERE state = 'created' AND created_at < $1 ORDER BY created_at LIMIT $2",
-                                 [.of(before), .int(Int64(limit))]).map(LedgerSession.decodeOrder)
+            try session.sql.rows("""
+                SELECT \(LedgerSession.orderColumns) FROM orders WHERE state = 'created' AND created_at < $1 AND created_at >= $2
+                ORDER BY created_at DESC LIMIT $3
+                """, [.of(before), .of(after), .int(Int64(max(1, min(limit, 10_000))))]).map(LedgerSession.decodeOrder)
         }
     }
 

@@ -4,6 +4,7 @@ import Foundation
 extension Ledger {
     /// What `accountId` owns at `now`.
     public func entitlements(accountId: String, now: Date = Date()) async throws -> AccountEntitlements {
+        try Self.checkAccountId(accountId)
         let catalog = catalog
         if let fast = store.fastPath {
             do {
@@ -33,7 +34,8 @@ extension Ledger {
         guard amount > 0, amount <= 1_000_000_000_000 else { throw LedgerError(.invalidInput, "amount must be positive") }
         guard !idempotencyKey.isEmpty, idempotencyKey.utf8.count <= 200 else { throw LedgerError(.invalidInput, "idempotency keys are 1 to 200 bytes") }
         guard !currency.isEmpty, currency.utf8.count <= 64 else { throw LedgerError(.invalidInput, "currency names are 1 to 64 bytes") }
-        let key = "spend:\(accountId):\(idempotencyKey)"
+        // The account's length first, so that no account and key can spell another's ("a" + "b:c" vs "a:b" + "c").
+        let key = "spend:\(accountId.utf8.count):\(accountId):\(idempotencyKey)"
         return try await write { session in
             if let first = try session.balanceEntry(key: key) {
                 guard first.currency == currency, first.delta == -amount else {

@@ -50,6 +50,7 @@ extension Ledger {
         return try await write { session in
             guard try session.insertNotification(event, record: record, at: now) else { return .duplicate }
             guard let record else { return .applied }
+            try session.lockSeries(record.originalTransactionId)
             let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)
             try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
             if record.productType == .autoRenewableSubscription {

@@ -60,13 +60,13 @@ extension Ledger {
     }
 
     /// Records how a retry went: `granted` or `rejected` end it; `pending` schedules the next attempt at `retryAt`.
-    /// The audit entry, when given, commits with it.
+    /// A proof already ended stays as it ended (a slow replica cannot reopen it). The audit entry commits with it.
     public func updateProof(_ proofId: String, state: PendingProof.State, error: String?, retryAt: Date? = nil, audit: AuditEntry? = nil,
                             now: Date = Date()) async throws {
         try await write { session in
             try session.sql.execute("""
                 UPDATE pending_proofs SET state = $1, attempts = attempts + 1, last_error = $2, next_attempt_at = $3, updated_at = $4
-                WHERE proof_id = $5
+                WHERE proof_id = $5 AND state = 'pending'
                 """, [.text(state.rawValue), .of(error), .of(retryAt ?? now), .of(now), .text(proofId)])
             if let audit { try session.apply(.audit(actor: audit.actor, action: audit.action, subject: audit.subject, detail: audit.detail, at: now)) }
         }

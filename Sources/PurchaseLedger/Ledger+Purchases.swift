@@ -66,6 +66,7 @@ extension Ledger {
         }
         let results = try await write { session in
             try zip(submissions, records).map { submission, record -> Result<SubmissionResult, LedgerError> in
+                try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: submission.orderId, catalog: catalog)
                 let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,
                                                           source: submission.source, facts: facts, catalog: catalog, now: now)
@@ -117,9 +118,6 @@ extension Ledger {
                 let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId, source: submission.source,
                                                           facts: facts, catalog: catalog, now: now)
                 var effects = decision.effects
-                if guess != nil {
-                    effects.insert(.requireSeriesUnbound(originalTransactionId: record.originalTransactionId), at: 0)
-                }
                 if let signals = submission.deviceSignals {
                     effects.append(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,
                                                        signals: Self.cleaned(signals), at: now))
@@ -165,7 +163,7 @@ extension Ledger {
     public func conflicts(limit: Int = 100) async throws -> [(transactionId: String, claimedBy: String, owner: String, attempts: Int64)] {
         try await read { session in
             try session.sql.rows("SELECT transaction_id, claimed_by, owner, attempts FROM conflicts ORDER BY first_seen DESC LIMIT $1",
-                                 [.int(Int64(limit))]).map { (try $0.text(0), try $0.text(1), try $0.text(2), try $0.int(3)) }
+                                 [.int(Int64(max(1, min(limit, 10_000))))]).map { (try $0.text(0), try $0.text(1), try $0.text(2), try $0.int(3)) }
         }
     }
 

@@ -33,7 +33,8 @@ public struct Ledger: Sendable {
         var attempt = 0
         while true {
             do {
-                return try await store.write { try body(LedgerSession($0)) }
+                let postgres = store.kind == .postgres
+                return try await store.write { try body(LedgerSession($0, postgres: postgres)) }
             } catch is LedgerRace where attempt < 8 {
                 attempt += 1
             } catch {
@@ -83,6 +84,10 @@ extension Ledger {
 
     static func checkAccountId(_ accountId: String) throws {
         guard !accountId.isEmpty, accountId.utf8.count <= 128 else { throw LedgerError(.invalidInput, "account ids are 1 to 128 bytes") }
+        // A NUL or other control character could make two account ids compare equal somewhere down the line (C strings).
+        guard !accountId.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw LedgerError(.invalidInput, "account ids hold no control characters")
+        }
     }
 }
 

@@ -25,14 +25,16 @@ public enum LedgerEffect: Sendable, Hashable {
     case recordDeviceReport(transactionId: String, accountId: String, signals: [String], at: Date)
     case settleOrder(orderId: String, note: String, at: Date)
     case audit(actor: String, action: String, subject: String, detail: String, at: Date)
-    /// Not a change: a precondition. No period of the series may be bound to an account (the rules decided on a
-    /// transaction without reading its series); otherwise the operation is decided again from the facts.
-    case requireSeriesUnbound(originalTransactionId: String)
+    /// Binds the series' unbound periods whose token is none or this one to the account.
+    case claimSeries(originalTransactionId: String, accountId: String, appAccountToken: UUID?)
+    /// Not a change: a precondition, checked holding the series' lock. Otherwise the operation is decided again from
+    /// fresh facts.
+    case requireFacts(FactsGuard)
 }
 
 /// A movement of a consumable balance, unique by `key` (`grant:<transactionId>`, `adjust:<transactionId>:<n>`,
 /// `spend:<account>:<idempotencyKey>`).
-public struct BalanceMove: Sendable, Hashable {
+public struct BalanceMove: Sendable, Hashable, Codable {
     public var key: String
     public var accountId: String
     public var currency: String
@@ -50,21 +52,5 @@ public struct BalanceMove: Sendable, Hashable {
     }
 }
 
-/// A balance movement as stored.
-public struct BalanceEntry: Sendable, Hashable, Codable {
-    public var key: String
-    public var accountId: String
-    public var currency: String
-    public var delta: Int64
-    public var transactionId: String?
-    public var at: Date
-
-    public init(key: String, accountId: String, currency: String, delta: Int64, transactionId: String?, at: Date) {
-        self.key = key
-        self.accountId = accountId
-        self.currency = currency
-        self.delta = delta
-        self.transactionId = transactionId
-        self.at = at
-    }
-}
+/// A balance movement as stored: the same fields as the movement that made it.
+public typealias BalanceEntry = BalanceMove

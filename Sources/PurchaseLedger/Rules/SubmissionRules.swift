@@ -23,9 +23,40 @@ public struct TransactionFacts: Sendable, Hashable {
         self.entries = entries
     }
 
-    /// Who the transaction belongs to: whoever it (or its series) is bound to already; else the account whose order
-    /// its `appAccountToken` names, whoever uploads it; else nobody yet.
-    public var owner: String? { stored?.accountId ?? seriesOwner ?? tokenOrder?.accountId }
+    /// Who the transaction belongs to: whoever it is bound to already; else the account whose order its
+    /// `appAccountToken` names, whoever uploads it (a resubscription or upgrade paid through another account's order
+    /// is that account's, though the series began elsewhere); else whoever holds its series; else nobody yet.
+    public var owner: String? { stored?.accountId ?? tokenOrder?.accountId ?? seriesOwner }
+
+    /// The precondition a decision on these facts carries: the series' owner and the transaction's movements are
+    /// still what was read. Stores check it while holding the series' lock, so a racing replica's decision on the
+    /// same series is made again from fresh facts instead of binding one series to two accounts or settling a
+    /// balance twice.
+    func guardFor(_ record: PurchaseRecord) -> LedgerEffect {
+        .requireFacts(FactsGuard(originalTransactionId: record.originalTransactionId, transactionId: record.transactionId,
+                                 seriesOwner: stored?.accountId == nil ? .some(seriesOwner) : .none,
+                                 entryCount: stored == nil ? nil : entries.count, storedSignedDate: stored?.signedDate))
+    }
+}
+
+/// What a decision assumed about the series and the transaction's balance movements.
+public struct FactsGuard: Sendable, Hashable {
+    public var originalTransactionId: String
+    public var transactionId: String
+    /// When set, the account the series' earliest bound period belongs to (nil inside: none) must still be this.
+    public var seriesOwner: String??
+    /// When set, the transaction must still have this many balance movements.
+    public var entryCount: Int?
+    /// When set, the stored transaction must still be the news Apple signed at this date (no newer news since).
+    public var storedSignedDate: Date?
+
+    public init(originalTransactionId: String, transactionId: String, seriesOwner: String??, entryCount: Int?, storedSignedDate: Date?) {
+        self.originalTransactionId = originalTransactionId
+        self.transactionId = transactionId
+        self.seriesOwner = seriesOwner
+        self.entryCount = entryCount
+        self.storedSignedDate = storedSignedDate
+    }
 }
 
 /// A decision on one transaction: the effects, and what the submitter is told.
@@ -63,11 +94,13 @@ public enum SubmissionRules {
             // Paid for through an order of the owner's: it reaches its owner whoever uploads it.
             guard facts.tokenOrder?.accountId == owner else {
                 return SubmissionDecision(outcome: .refused(owner: owner),
-                                          effects: [.recordConflict(transactionId: record.transactionId, claimedBy: uploader, owner: owner, at: now)],
+                                          effects: [facts.guardFor(record),
+                                                    .recordConflict(transactionId: record.transactionId, claimedBy: uploader, owner: owner, at: now)],
                                           orderId: nil)
             }
         }
         var decision = bind(record, to: owner, source: source, facts: facts, catalog: catalog, now: now)
+        decision.effects.insert(facts.guardFor(record), at: 0)
         if owner != uploader { decision.outcome = .deliveredToOwner(owner) }
         return decision
     }
@@ -75,17 +108,17 @@ public enum SubmissionRules {
     /// Decides on a transaction a notification carries: bound to its owner when one is known, stored unbound
     /// otherwise (until an account presents it).
     public static func notified(_ record: PurchaseRecord, facts: TransactionFacts, catalog: LedgerCatalog, now: Date) -> [LedgerEffect] {
-        var effects: [LedgerEffect]
+        var effects: [LedgerEffect] = [facts.guardFor(record)]
         if let owner = facts.owner {
-            effects = bind(record, to: owner, source: "notification", facts: facts, catalog: catalog, now: now).effects
+            effects += bind(record, to: owner, source: "notification", facts: facts, catalog: catalog, now: now).effects
         } else if let stored = facts.stored {
-            effects = [.refreshPurchase(record)]
+            effects.append(.refreshPurchase(record))
             effects += ConsumableRules.settle(stored.merged(with: record), entries: facts.entries, catalog: catalog, now: now)
         } else {
             var unbound = record
             unbound.accountId = nil
             unbound.orderId = nil
-            effects = [.insertPurchase(unbound, source: "notification", at: now)]
+            effects.append(.insertPurchase(unbound, source: "notification", at: now))
         }
         if record.productType == .autoRenewableSubscription {
             effects.append(.updateSeriesPeriod(originalTransactionId: record.originalTransactionId, productId: record.productId,
@@ -106,6 +139,7 @@ public enum SubmissionRules {
             var effects: [LedgerEffect] = [.insertPurchase(bound, source: source, at: now)]
             if let order { effects.append(.fulfilOrder(orderId: order.orderId, transactionId: record.transactionId, at: now)) }
             effects += ConsumableRules.settle(bound, entries: [], catalog: catalog, now: now)
+            effects += claimSeries(record, owner)
             return SubmissionDecision(outcome: .granted, effects: effects, orderId: order?.orderId)
         }
         var effects: [LedgerEffect] = [.refreshPurchase(record)]
@@ -116,6 +150,7 @@ public enum SubmissionRules {
             current.orderId = order?.orderId
             effects.append(.claimPurchase(transactionId: record.transactionId, accountId: owner, orderId: order?.orderId))
             if let order { effects.append(.fulfilOrder(orderId: order.orderId, transactionId: record.transactionId, at: now)) }
+            effects += claimSeries(record, owner)
             outcome = .granted
         } else {
             if stored.orderId == nil, let order {
@@ -128,6 +163,15 @@ public enum SubmissionRules {
         }
         effects += ConsumableRules.settle(current, entries: facts.entries, catalog: catalog, now: now)
         return SubmissionDecision(outcome: outcome, effects: effects, orderId: current.orderId)
+    }
+}
+
+extension SubmissionRules {
+    /// Periods of the series that notifications stored before anyone held it (a renewal told of first) go with the
+    /// period now bound — unless their token names an order, which decides for them.
+    static func claimSeries(_ record: PurchaseRecord, _ owner: String) -> [LedgerEffect] {
+        guard record.productType == .autoRenewableSubscription else { return [] }
+        return [.claimSeries(originalTransactionId: record.originalTransactionId, accountId: owner, appAccountToken: record.appAccountToken)]
     }
 }
 

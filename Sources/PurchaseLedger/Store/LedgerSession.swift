@@ -6,8 +6,20 @@ import Foundation
 /// this type sees SQL.
 struct LedgerSession {
     let sql: any SQLExecutor
+    /// PostgreSQL runs operations concurrently (READ COMMITTED): decisions about one series take its lock first.
+    let postgres: Bool
 
-    init(_ sql: any SQLExecutor) { self.sql = sql }
+    init(_ sql: any SQLExecutor, postgres: Bool = false) {
+        self.sql = sql
+        self.postgres = postgres
+    }
+
+    /// Serialises operations on one subscription series (or one transaction) until this transaction ends. SQLite has
+    /// one writer: nothing to do.
+    func lockSeries(_ originalTransactionId: String) throws {
+        guard postgres else { return }
+        _ = try sql.rows("SELECT pg_advisory_xact_lock(hashtextextended($1, 727274))", [.text(originalTransactionId)])
+    }
 
     // MARK: Orders
 
@@ -314,9 +326,26 @@ struct LedgerSession {
         case .settleOrder(let orderId, let note, let now):
             try sql.execute("UPDATE orders SET state = 'settled', note = $1, updated_at = $2 WHERE order_id = $3 AND state = 'created'",
                             [.text(note), .of(now), .text(orderId)])
-        case .requireSeriesUnbound(let original):
-            if try sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL LIMIT 1", [.text(original)]) != nil {
-                throw LedgerRace()
+        case .claimSeries(let original, let accountId, let token):
+            try sql.execute("""
+                UPDATE purchases SET account_id = $1
+                WHERE original_transaction_id = $2 AND account_id IS NULL AND (app_account_token IS NULL OR app_account_token = $3)
+                """, [.text(accountId), .text(original), .of(token?.uuidString.lowercased())])
+        case .requireFacts(let facts):
+            try lockSeries(facts.originalTransactionId)
+            if case .some(let expected) = facts.seriesOwner {
+                let owner = try sql.first("""
+                    SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date LIMIT 1
+                    """, [.text(facts.originalTransactionId)])?.optionalText(0)
+                guard owner == expected else { throw LedgerRace() }
+            }
+            if let count = facts.entryCount {
+                let stored = try sql.first("SELECT COUNT(*) FROM balance_entries WHERE transaction_id = $1", [.text(facts.transactionId)])?.int(0) ?? 0
+                guard stored == Int64(count) else { throw LedgerRace() }
+            }
+            if let signed = facts.storedSignedDate {
+                let stored = try sql.first("SELECT signed_date FROM purchases WHERE transaction_id = $1", [.text(facts.transactionId)])?.optionalInt(0)
+                guard stored == Millis.of(signed) else { throw LedgerRace() }
             }
         case .audit(let actor, let action, let subject, let detail, let now):
             try sql.execute("""

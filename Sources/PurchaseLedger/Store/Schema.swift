@@ -1,8 +1,6 @@
 /// The ledger's tables, as numbered migrations applied in order on start. SQL common to SQLite and PostgreSQL:
 /// dates are milliseconds since 1970 (BIGINT), booleans 0/1, ids TEXT.
 enum Schema {
-    /// Marks a statement only PostgreSQL runs (the SQLite store applies effects itself, in process).
-    static let postgresOnly = "-- postgres only\n"
 
     static let migrations: [[String]] = [
         [
@@ -88,7 +86,6 @@ enum Schema {
             // What an account owns is read on every purchase; consumables (most rows, for some apps) do not count.
             "CREATE INDEX purchases_account_entitling ON purchases (account_id, product_type) WHERE product_type <> 'Consumable'",
         ],
-        [Schema.postgresOnly + PostgresFunctions.applyEffects],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two
@@ -101,14 +98,16 @@ enum Schema {
                 if postgres { _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", []) }
                 _ = try sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
                 guard try sql.rows("SELECT version FROM ledger_migrations WHERE version = $1", [.int(version)]).isEmpty else { return }
-                for statement in statements {
-                    if statement.hasPrefix(Schema.postgresOnly) {
-                        if postgres { _ = try sql.rows(String(statement.dropFirst(Schema.postgresOnly.count)), []) }
-                    } else {
-                        _ = try sql.rows(statement, [])
-                    }
-                }
+                for statement in statements { _ = try sql.rows(statement, []) }
                 _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(version), .int(Millis.now)])
+            }
+        }
+        // The effect interpreter is code, not schema: installed on every start, so a server always runs against the
+        // function its own version wrote (a migration would leave an older body in place).
+        if postgres {
+            try await store.write { sql in
+                _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", [])
+                _ = try sql.rows(PostgresFunctions.applyEffects, [])
             }
         }
     }

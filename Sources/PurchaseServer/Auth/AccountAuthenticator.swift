@@ -41,7 +41,8 @@ public struct AccountAuthenticator: Sendable {
         if let account = verified.account(for: token, now: Date()) { return account }
         guard let claims = try? await keys.verify(token, as: AccountClaims.self) else { return nil }
         let account = claims.sub.value
-        guard !account.isEmpty, account.utf8.count <= 128 else { return nil }
+        guard !account.isEmpty, account.utf8.count <= 128,
+              !account.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
         verified.keep(token, account: account, expires: claims.exp.value)
         return account
     }

@@ -77,6 +77,14 @@ public struct EntitlementSigner: Sendable {
 }
 
 extension PurchaseServer.Services {
+    /// Refuses a malformed nonce before anything is granted: a purchase must never be applied and then answered 400.
+    func checkEntitlementsNonce(_ request: Request) throws {
+        guard let nonce = request.headers[HTTPField.Name(EntitlementSigner.nonceHeader)!] else { return }
+        guard EntitlementSigner.validNonce(nonce) else {
+            throw APIError.badRequest("\(EntitlementSigner.nonceHeader) must be 16–128 base64url characters")
+        }
+    }
+
     /// The signature a reply carries when the request asked for one (a valid nonce header) and a signer is set.
     func signature(for entitlements: AccountEntitlements, _ request: Request) throws -> String? {
         guard let signer = entitlementSigner, let nonce = request.headers[HTTPField.Name(EntitlementSigner.nonceHeader)!] else { return nil }

@@ -108,6 +108,7 @@ struct AppRoutes {
 
         v1.post("restore") { request, _ in
             let account = try await authenticate(request)
+            try services.checkEntitlementsNonce(request)
             let body = try await request.decodeJSON(RestoreRequest.self, limit: services.maxBodyBytes)
             var transactions: [JWSTransactionDecodedPayload] = []
             do {
@@ -148,6 +149,7 @@ struct AppRoutes {
     /// `POST /v1/purchases`: verifies (or holds) the proof and submits what it proves; also names the outcome for metrics.
     func purchase(_ request: Request) async throws -> (Response, String) {
         let account = try await authenticate(request)
+        try services.checkEntitlementsNonce(request)
         let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
         let proof: ProofIntake.Proof
         switch (body.signedTransaction, body.receipt, body.transactionId) {

@@ -25,6 +25,18 @@ public struct Reconciler: Sendable {
         public var ordersRepaired = 0
     }
 
+    /// Whether retrying a held proof can never change its answer: Apple refused it, it does not verify, or it is
+    /// another account's. Everything else (Apple or the database unavailable, credentials to fix) is retried.
+    static func isFinal(_ error: any Error) -> Bool {
+        switch error {
+        case let error as AppStoreClientError: error.code == .rejected
+        case let error as APIError: error.refusalClass == .final
+        case is AppStoreError: true
+        case let error as LedgerError: error.code == .transactionBoundElsewhere
+        default: false
+        }
+    }
+
     /// The refusal to report when every transaction of a proof was refused; nil when any was granted.
     static func onlyRefusal(_ results: [Result<SubmissionResult, LedgerError>]) -> LedgerError? {
         var refusal: LedgerError?
@@ -55,14 +67,15 @@ public struct Reconciler: Sendable {
                     actor: "reconciler", action: "proof-granted", subject: proof.proofId,
                     detail: "\(transactions.count) transaction(s) for \(proof.accountId)"), now: now)
                 report.proofsGranted += 1
-            } catch let error as AppStoreClientError where error.code == .unavailable {
-                let wait = min(3600, 30 * pow(2, Double(min(proof.attempts, 7))))
-                try await services.ledger.updateProof(proof.proofId, state: .pending, error: error.message, retryAt: now.addingTimeInterval(wait), now: now)
-                report.proofsPostponed += 1
-            } catch {
+            } catch where Self.isFinal(error) {
                 try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", audit: .init(
                     actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(error)"), now: now)
                 report.proofsRejected += 1
+            } catch {
+                // Apple down, an expired API key, a database restarting: a paid purchase waits for the next attempt.
+                let wait = min(3600, 30 * pow(2, Double(min(proof.attempts, 7))))
+                try await services.ledger.updateProof(proof.proofId, state: .pending, error: "\(error)", retryAt: now.addingTimeInterval(wait), now: now)
+                report.proofsPostponed += 1
             }
         }
         report.subscriptionsRefreshed = try await refreshStaleSubscriptions(now: now)
@@ -105,7 +118,8 @@ extension Reconciler {
     /// and neither the app nor a notification told the server.
     func repairStaleOrders(now: Date) async throws -> Int {
         guard let serverAPI = services.verifier.apple.serverAPI else { return 0 }
-        let open = try await services.ledger.openOrders(createdBefore: now.addingTimeInterval(-600), limit: 100)
+        let open = try await services.ledger.openOrders(createdBefore: now.addingTimeInterval(-600), after: now.addingTimeInterval(-7 * 86_400),
+                                                        limit: 100)
         var repaired = 0
         for (account, orders) in Dictionary(grouping: open, by: \.accountId) {
             guard let handle = try await services.ledger.anyTransactionId(accountId: account) else { continue }
@@ -116,8 +130,9 @@ extension Reconciler {
                 for signed in page.signedTransactions ?? [] {
                     guard let transaction = try? await services.verifier.transaction(signed), let token = transaction.appAccountToken,
                           let order = byToken[token], order.productId == transaction.productId else { continue }
-                    let result = try await services.ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: transaction,
-                                                                        source: "reconcile"), now: now)
+                    // One order's refusal (another account's transaction) must not stop the repair of the others.
+                    guard let result = try? await services.ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: transaction,
+                                                                               source: "reconcile"), now: now) else { continue }
                     try await services.ledger.audit(actor: "reconciler", action: "order-repaired", subject: order.orderId,
                                                     detail: "transaction \(result.transactionId) (\(result.outcome.rawValue)) from the Server API history",
                                                     now: now)

@@ -5,9 +5,9 @@ import Foundation
 /// transaction of ten statements.
 ///
 /// `iapkit_apply` is an interpreter of ``LedgerEffect`` values, not a second copy of the rules: the decision is made in
-/// Swift. It applies the effects in order as one statement (atomic in autocommit) and raises `iapkit_race` when an
-/// effect's precondition no longer holds (another replica stored or claimed the transaction since the facts were
-/// read), which rolls everything back; the ledger then decides again from fresh facts.
+/// Swift. It applies the effects in order as one statement (atomic in autocommit). When an effect's precondition no
+/// longer holds (another replica stored or claimed the transaction, or changed the series, since the facts were
+/// read) it undoes what it applied and answers one row of kind `r`; the ledger then decides again from fresh facts.
 enum PostgresFunctions {
     static let raceState = "P0R01"
 
@@ -25,6 +25,8 @@ enum PostgresFunctions {
           r jsonb;
           n bigint;
         BEGIN
+          -- A lost race is answered as a row, not an error: the block's savepoint undoes every effect applied before it.
+          BEGIN
           FOR e IN SELECT value FROM jsonb_array_elements(effects) LOOP
             CASE e->>'op'
             WHEN 'insertPurchase' THEN
@@ -63,10 +65,24 @@ enum PostgresFunctions {
               INSERT INTO conflicts (transaction_id, claimed_by, owner, first_seen, attempts)
               VALUES (e->>'tx', e->>'claimedBy', e->>'owner', (e->>'at')::bigint, 1)
               ON CONFLICT (transaction_id, claimed_by) DO UPDATE SET attempts = conflicts.attempts + 1;
-            WHEN 'requireSeriesUnbound' THEN
-              IF EXISTS (SELECT 1 FROM purchases WHERE original_transaction_id = e->>'original' AND account_id IS NOT NULL) THEN
+            WHEN 'requireFacts' THEN
+              -- Held to the end of this statement's transaction: the same lock the held-transaction path takes.
+              PERFORM pg_advisory_xact_lock(hashtextextended(e->>'original', 727274));
+              IF e ? 'seriesOwner' AND (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = e->>'original'
+                    AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1) IS DISTINCT FROM (e->>'seriesOwner') THEN
                 RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
               END IF;
+              IF e ? 'entryCount' AND (SELECT COUNT(*) FROM balance_entries b WHERE b.transaction_id = e->>'tx') <> (e->>'entryCount')::bigint THEN
+                RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
+              END IF;
+              IF e ? 'storedSignedDate' AND (SELECT p.signed_date FROM purchases p WHERE p.transaction_id = e->>'tx')
+                    IS DISTINCT FROM (e->>'storedSignedDate')::bigint THEN
+                RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
+              END IF;
+            WHEN 'claimSeries' THEN
+              UPDATE purchases SET account_id = e->>'account'
+              WHERE original_transaction_id = e->>'original' AND account_id IS NULL
+                AND (app_account_token IS NULL OR app_account_token = e->>'token');
             WHEN 'recordDeviceReport' THEN
               INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)
               VALUES (e->>'id', e->>'tx', e->>'account', e->>'signals', (e->>'at')::bigint);
@@ -74,6 +90,11 @@ enum PostgresFunctions {
               RAISE EXCEPTION 'iapkit_apply: no effect %', e->>'op';
             END CASE;
           END LOOP;
+          EXCEPTION WHEN SQLSTATE 'P0R01' THEN
+            RETURN QUERY SELECT 'r'::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::bigint,
+                NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::bigint;
+            RETURN;
+          END;
           IF p_owner IS NOT NULL THEN
             RETURN QUERY
               SELECT 'p'::text, transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity,
@@ -153,9 +174,19 @@ enum PostgresFunctions {
                 object.set("account", .text(accountId))
                 object.set("signals", .text(signals.joined(separator: ",")))
                 object.set("at", .of(at))
-            case .requireSeriesUnbound(let original):
-                object.set("op", .text("requireSeriesUnbound"))
+            case .requireFacts(let facts):
+                object.set("op", .text("requireFacts"))
+                object.set("original", .text(facts.originalTransactionId))
+                object.set("tx", .text(facts.transactionId))
+                // Present with null: the series must have no owner; absent: not checked.
+                if case .some(let owner) = facts.seriesOwner { object.set("seriesOwner", .of(owner)) }
+                if let count = facts.entryCount { object.set("entryCount", .int(Int64(count))) }
+                if let signed = facts.storedSignedDate { object.set("storedSignedDate", .of(signed)) }
+            case .claimSeries(let original, let accountId, let token):
+                object.set("op", .text("claimSeries"))
                 object.set("original", .text(original))
+                object.set("account", .text(accountId))
+                object.set("token", .of(token?.uuidString.lowercased()))
             case .updateSeriesStatus, .updateSeriesPeriod, .settleOrder, .audit:
                 throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
             }

@@ -104,7 +104,9 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
     }
 
     func apply(_ effects: [LedgerEffect], owner: String?) async throws -> [SQLRow] {
-        try await run(Prepared<ApplyTag>(binds: [.text(try PostgresFunctions.json(effects)), .of(owner)]))
+        let rows = try await run(Prepared<ApplyTag>(binds: [.text(try PostgresFunctions.json(effects)), .of(owner)]))
+        if rows.first?.values.first == .text("r") { throw LedgerRace() }
+        return rows
     }
 
     /// Runs a statement prepared once per connection (no parse or analysis per purchase).

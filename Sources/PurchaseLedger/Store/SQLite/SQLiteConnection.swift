@@ -56,7 +56,10 @@ final class SQLiteConnection: SQLExecutor {
             let status: Int32 = switch value {
             case .null: sqlite3_bind_null(statement, index)
             case .int(let number): sqlite3_bind_int64(statement, index, number)
-            case .text(let text): sqlite3_bind_text(statement, index, text, -1, Self.transient)
+            // With its byte length: text is bound whole, a NUL inside it included, never cut at the first NUL.
+            case .text(let text): text.utf8CString.withUnsafeBufferPointer {
+                sqlite3_bind_text(statement, index, $0.baseAddress, Int32($0.count - 1), Self.transient)
+            }
             }
             guard status == SQLITE_OK else { throw failure(sql) }
         }
@@ -73,8 +76,9 @@ final class SQLiteConnection: SQLExecutor {
                 case SQLITE_NULL: values.append(.null)
                 case SQLITE_INTEGER: values.append(.int(sqlite3_column_int64(statement, column)))
                 default:
+                    let length = Int(sqlite3_column_bytes(statement, column))
                     let bytes = sqlite3_column_text(statement, column)
-                    values.append(bytes.map { .text(String(cString: $0)) } ?? .null)
+                    values.append(bytes.map { .text(String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)) } ?? .null)
                 }
             }
             result.append(SQLRow(values))

@@ -43,10 +43,11 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
         // An in-memory database has no second connection to read from.
         if inMemory { return try await write(body) }
         let reader = try checkOutReader()
-        defer { checkIn(reader) }
         try reader.exec("BEGIN")
-        defer { try? reader.exec("COMMIT") }
-        return try body(reader)
+        let result = Result { try body(reader) }
+        // A reader whose read transaction cannot end is not given back to the pool: its next BEGIN would fail.
+        if (try? reader.exec("COMMIT")) != nil { checkIn(reader) } else { reader.close() }
+        return try result.get()
     }
 
     public func close() async throws {

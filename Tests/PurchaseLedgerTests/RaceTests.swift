@@ -1,0 +1,165 @@
+import AppStoreFormats
+import Foundation
+@testable import PurchaseLedger
+import Testing
+
+/// Sequences an adversarial review found breaking the promise (each failed before its fix), kept as regressions.
+@Suite("Races and hostile ids: one series never split across accounts, no credit lost, no account aliased")
+struct RaceTests {
+    func attempt<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
+    }
+
+    @Test("An account id with a NUL is refused, and never reads or spends the account it would alias")
+    func nulAccount() async throws {
+        let ledger = try await makeLedger(.sqlite)
+        let victim = uniqueId("victim-")
+        let alias = victim + "\u{0}x"
+        _ = try await ledger.submit(.init(accountId: victim, transaction: transaction(Demo.coins, type: .consumable)))
+        await #expect(throws: LedgerError(.invalidInput, "")) { try await ledger.entitlements(accountId: alias) }
+        await #expect(throws: LedgerError(.invalidInput, "")) {
+            try await ledger.submit(.init(accountId: alias, transaction: transaction(Demo.coins, type: .consumable)))
+        }
+        await #expect(throws: LedgerError(.invalidInput, "")) {
+            try await ledger.spend(accountId: alias, currency: "coins", amount: 50, idempotencyKey: "k")
+        }
+        #expect(try await ledger.entitlements(accountId: victim).balances["coins"] == 100)
+        // Below the ledger, text with a NUL is stored and compared whole.
+        let store = try #require(ledger.store as? SQLiteLedgerStore)
+        let kept = try await store.write { sql in
+            _ = try sql.rows("INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, 'a', 'b', $2, 'd', 0)",
+                             [.text(uniqueId()), .text("with\u{0}nul")])
+            return try sql.rows("SELECT subject FROM audit_log WHERE subject = $1", [.text("with\u{0}nul")]).first?.values.first
+        }
+        #expect(kept == .text("with\u{0}nul"))
+    }
+
+    @Test("Two periods of one series decided at once for two accounts: the second is decided again and refused (PostgreSQL)")
+    func seriesSplitInterleaved() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let fast = try #require(ledger.store.fastPath)
+        let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
+        let now = Date()
+        let original = uniqueId()
+        let t1 = try PurchaseRecord(transaction(Demo.monthly, id: original, type: .autoRenewableSubscription, purchased: now - 3600, expires: now - 60))
+        let t2 = try PurchaseRecord(transaction(Demo.monthly, original: original, type: .autoRenewableSubscription, purchased: now - 60,
+                                                expires: now + 3600))
+        // Both decided on facts read before either is applied.
+        let f1 = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(t1, namedOrderId: nil))))
+        let f2 = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(t2, namedOrderId: nil))))
+        let d1 = try SubmissionRules.submit(t1, uploader: a, orderId: nil, source: "jws", facts: f1, catalog: ledger.catalog, now: now)
+        let d2 = try SubmissionRules.submit(t2, uploader: b, orderId: nil, source: "jws", facts: f2, catalog: ledger.catalog, now: now)
+        _ = try await fast.apply(d1.effects, owner: a)
+        await #expect(throws: LedgerRace.self) { try await fast.apply(d2.effects, owner: b) }
+        #expect(try await ledger.purchases(accountId: b).isEmpty)
+        await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
+            try await ledger.submit(.init(accountId: b, transaction: transaction(Demo.monthly, id: t2.transactionId, original: original,
+                                                                                  type: .autoRenewableSubscription, purchased: now - 60, expires: now + 3600)))
+        }
+    }
+
+    @Test("Two accounts submitting two periods of one series at once: never both granted", arguments: StoreKind.allCases)
+    func seriesSplitConcurrent(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        var split = 0
+        for _ in 0..<30 {
+            let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
+            let now = Date()
+            let original = uniqueId()
+            let t1 = transaction(Demo.monthly, id: original, type: .autoRenewableSubscription, purchased: now - 3600, expires: now - 60)
+            let t2 = transaction(Demo.monthly, original: original, type: .autoRenewableSubscription, purchased: now - 60, expires: now + 3600)
+            async let x = attempt { try await ledger.submit(.init(accountId: a, transaction: t1)) }
+            async let y = attempt { try await ledger.submit(.init(accountId: b, transaction: t2)) }
+            if case .success = await x, case .success = await y { split += 1 }
+        }
+        #expect(split == 0, "\(split) of 30 series were bound to two accounts")
+    }
+
+    @Test("A new period paid through B's own order belongs to B, though A holds the series", arguments: StoreKind.allCases)
+    func paidThroughOwnOrder(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
+        let now = Date()
+        let orderA = try await ledger.createOrder(accountId: a, productId: Demo.monthly)
+        let original = uniqueId()
+        _ = try await ledger.submit(.init(accountId: a, orderId: orderA.orderId, transaction: transaction(
+            Demo.monthly, id: original, type: .autoRenewableSubscription, purchased: now - 86_400 * 40, expires: now - 86_400 * 10,
+            token: orderA.appAccountToken)))
+        let orderB = try await ledger.createOrder(accountId: b, productId: Demo.yearly)
+        let paidByB = transaction(Demo.yearly, original: original, type: .autoRenewableSubscription, purchased: now - 10, expires: now + 86_400 * 365,
+                                  token: orderB.appAccountToken)
+        #expect(try await ledger.submit(.init(accountId: b, orderId: orderB.orderId, transaction: paidByB)).outcome == .granted)
+        #expect(try await ledger.entitlements(accountId: b).entitlement("pro")?.productId == Demo.yearly)
+        #expect(try await ledger.entitlements(accountId: a).entitlement("pro") == nil)
+        #expect(try await ledger.order(orderB.orderId)?.state == .granted)
+    }
+
+    @Test("A refund decided on stale facts while its reversal commits is decided again: the credit stands", arguments: StoreKind.allCases)
+    func refundRacesReversal(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let now = Date()
+        let paid = transaction(Demo.coins, type: .consumable, purchased: now - 600, signed: now - 600)
+        _ = try await ledger.submit(.init(accountId: account, transaction: paid))
+        var refunded = paid
+        refunded.signedDate = now - 300
+        refunded.revocationDate = now - 300
+        refunded.revocationReason = .refundedForOtherReason
+        var reversed = paid
+        reversed.signedDate = now - 100
+        let refundRecord = try PurchaseRecord(refunded)
+        let catalog = ledger.catalog
+        // The refund's facts are read first; the reversal commits before the refund's effects are applied.
+        let staleFacts = try await ledger.read { try $0.facts(for: refundRecord, namedOrderId: nil, catalog: catalog) }
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refundReversed, subtype: nil, signedDate: now - 100,
+                                                     signedPayload: "x", transaction: reversed), now: now)
+        await #expect(throws: LedgerRace.self) {
+            try await ledger.store.write { sql in
+                try LedgerSession(sql, postgres: kind == .postgres)
+                    .apply(SubmissionRules.notified(refundRecord, facts: staleFacts, catalog: catalog, now: now))
+            }
+        }
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refund, subtype: nil, signedDate: now - 300,
+                                                     signedPayload: "x", transaction: refunded), now: now)
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)
+    }
+
+    @Test("A refund and its reversal applied at once leave the credit standing", arguments: StoreKind.allCases)
+    func refundAndReversalConcurrent(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        var wrong = 0
+        for _ in 0..<30 {
+            let account = uniqueId("acct-")
+            let now = Date()
+            let paid = transaction(Demo.coins, type: .consumable, purchased: now - 600, signed: now - 600)
+            _ = try await ledger.submit(.init(accountId: account, transaction: paid))
+            var refunded = paid
+            refunded.signedDate = now - 300
+            refunded.revocationDate = now - 300
+            var reversed = paid
+            reversed.signedDate = now - 100
+            async let x = ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refund, subtype: nil, signedDate: now - 300,
+                                                         signedPayload: "x", transaction: refunded), now: now)
+            async let y = ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refundReversed, subtype: nil, signedDate: now - 100,
+                                                         signedPayload: "x", transaction: reversed), now: now)
+            _ = try await (x, y)
+            if try await ledger.entitlements(accountId: account).balances["coins"] != 100 { wrong += 1 }
+        }
+        #expect(wrong == 0, "\(wrong) of 30 refund-and-reversal pairs lost the credit")
+    }
+
+    @Test("A renewal notified before anyone held its series goes with the first period when an account presents it", arguments: StoreKind.allCases)
+    func renewalNotifiedFirst(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let now = Date()
+        let original = uniqueId()
+        let t1 = transaction(Demo.monthly, id: original, type: .autoRenewableSubscription, purchased: now - 3600, expires: now - 60)
+        let t2 = transaction(Demo.monthly, original: original, type: .autoRenewableSubscription, purchased: now - 60, expires: now + 3600)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .didRenew, subtype: nil, signedDate: now,
+                                                     signedPayload: "x", transaction: t2, status: .active), now: now)
+        let result = try await ledger.submit(.init(accountId: account, transaction: t1), now: now)
+        #expect(result.entitlements.entitlement("pro")?.transactionId == t2.transactionId)
+        #expect(try await ledger.transaction(t2.transactionId!)?.accountId == account)
+    }
+}
