@@ -212,16 +212,12 @@ final class PostgresJob<R: Sendable>: PostgresWork {
 /// Worker threads, each with its own connection, taking operations from one queue.
 final class PostgresWorkers: @unchecked Sendable {
     private let configuration: PostgresConnection.Configuration
-    private let condition = NSCondition()
-    private var queue: [any PostgresWork] = []
-    private var stopping = false
-    private var running: Int
-    private var doneWaiters: [CheckedContinuation<Void, Never>] = []
+    private let queue: JobQueue<any PostgresWork>
     private let logger: Logger
 
     init(configuration: PostgresConnection.Configuration, count: Int) {
         self.configuration = configuration
-        running = count
+        queue = JobQueue(threads: count)
         var logger = Logger(label: "iapkit.ledger.postgres")
         logger.logLevel = .warning
         self.logger = logger
@@ -233,43 +229,16 @@ final class PostgresWorkers: @unchecked Sendable {
     }
 
     func enqueue(_ job: any PostgresWork) {
-        condition.lock()
-        guard !stopping else {
-            condition.unlock()
-            job.fail(LedgerError(.storage, "the PostgreSQL store is closed"))
-            return
-        }
-        queue.append(job)
-        condition.signal()
-        condition.unlock()
+        if !queue.enqueue(job) { job.fail(LedgerError(.storage, "the PostgreSQL store is closed")) }
     }
 
-    func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
-    }
+    func stop() { queue.stop() }
 
-    func finished() async {
-        await withCheckedContinuation { continuation in
-            condition.lock()
-            if running == 0 { condition.unlock(); continuation.resume(); return }
-            doneWaiters.append(continuation)
-            condition.unlock()
-        }
-    }
-
-    private func next() -> (any PostgresWork)? {
-        condition.lock()
-        defer { condition.unlock() }
-        while queue.isEmpty && !stopping { condition.wait() }
-        return queue.isEmpty ? nil : queue.removeFirst()
-    }
+    func finished() async { await queue.finished() }
 
     private func work(id: Int) {
         var connection: PostgresConnection?
-        while let job = next() {
+        while let job = queue.take(upTo: 1).first {
             do {
                 if connection == nil || connection?.isClosed == true {
                     connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
@@ -282,12 +251,7 @@ final class PostgresWorkers: @unchecked Sendable {
             }
         }
         try? connection?.close().wait()
-        condition.lock()
-        running -= 1
-        let waiters = running == 0 ? doneWaiters : []
-        if running == 0 { doneWaiters = [] }
-        condition.unlock()
-        waiters.forEach { $0.resume() }
+        queue.threadEnded()
     }
 }
 

@@ -77,11 +77,7 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
 final class SQLiteWriter: @unchecked Sendable {
     private let connection: SQLiteConnection
     private let maximumGroup: Int
-    private let condition = NSCondition()
-    private var queue: [any SQLiteWrite] = []
-    private var stopping = false
-    private var done = false
-    private var doneWaiters: [CheckedContinuation<Void, Never>] = []
+    private let queue = JobQueue<any SQLiteWrite>(threads: 1)
 
     init(connection: SQLiteConnection, maximumGroup: Int) {
         self.connection = connection
@@ -92,55 +88,22 @@ final class SQLiteWriter: @unchecked Sendable {
     }
 
     func enqueue(_ job: any SQLiteWrite) {
-        condition.lock()
-        guard !stopping else {
-            condition.unlock()
-            job.deliver(commitError: LedgerError(.storage, "the SQLite store is closed"))
-            return
-        }
-        queue.append(job)
-        condition.signal()
-        condition.unlock()
+        if !queue.enqueue(job) { job.deliver(commitError: LedgerError(.storage, "the SQLite store is closed")) }
     }
 
     /// Lets the queue drain, then ends the thread.
-    func stop() {
-        condition.lock()
-        stopping = true
-        condition.signal()
-        condition.unlock()
-    }
+    func stop() { queue.stop() }
 
-    func finished() async {
-        await withCheckedContinuation { continuation in
-            condition.lock()
-            if done { condition.unlock(); continuation.resume(); return }
-            doneWaiters.append(continuation)
-            condition.unlock()
-        }
-    }
+    func finished() async { await queue.finished() }
 
     private func run() {
-        while let group = nextGroup() {
+        while true {
+            let group = queue.take(upTo: maximumGroup)
+            if group.isEmpty { break }
             commit(group)
         }
         connection.close()
-        condition.lock()
-        done = true
-        let waiters = doneWaiters
-        doneWaiters = []
-        condition.unlock()
-        waiters.forEach { $0.resume() }
-    }
-
-    private func nextGroup() -> [any SQLiteWrite]? {
-        condition.lock()
-        defer { condition.unlock() }
-        while queue.isEmpty && !stopping { condition.wait() }
-        if queue.isEmpty { return nil }
-        let group = Array(queue.prefix(maximumGroup))
-        queue.removeFirst(group.count)
-        return group
+        queue.threadEnded()
     }
 
     /// One transaction for the group, a savepoint per operation, one commit; then every answer.
