@@ -332,6 +332,9 @@ struct LedgerSession {
                 WHERE original_transaction_id = $2 AND account_id IS NULL AND (app_account_token IS NULL OR app_account_token = $3)
                 """, [.text(accountId), .text(original), .of(token?.uuidString.lowercased())])
         case .requireFacts(let facts):
+            // SQLite has one writer and every operation reads its facts inside its own transaction: they hold by
+            // construction. PostgreSQL's held transactions took the series' lock before reading them; checked anyway.
+            guard postgres else { return }
             try lockSeries(facts.originalTransactionId)
             if case .some(let expected) = facts.seriesOwner {
                 let owner = try sql.first("""

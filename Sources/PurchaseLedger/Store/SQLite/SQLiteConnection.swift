@@ -57,9 +57,7 @@ final class SQLiteConnection: SQLExecutor {
             case .null: sqlite3_bind_null(statement, index)
             case .int(let number): sqlite3_bind_int64(statement, index, number)
             // With its byte length: text is bound whole, a NUL inside it included, never cut at the first NUL.
-            case .text(let text): text.utf8CString.withUnsafeBufferPointer {
-                sqlite3_bind_text(statement, index, $0.baseAddress, Int32($0.count - 1), Self.transient)
-            }
+            case .text(let text): text.withCString { sqlite3_bind_text(statement, index, $0, Int32(text.utf8.count), Self.transient) }
             }
             guard status == SQLITE_OK else { throw failure(sql) }
         }
