@@ -305,11 +305,20 @@ public actor PurchaseClient {
     }
 
     /// Sends the app receipt to the server: for purchases made with StoreKit 1 or before the app adopted this flow.
-    /// Returns what the account owns afterwards, or nil when the store has no receipt or the server is holding it
-    /// for Apple. Call it behind a user's action: the StoreKit adapter may have to ask the customer to sign in.
+    /// Without a receipt on the device it sends the signed app transaction instead (no sign-in prompt). Returns what
+    /// the account owns afterwards, or nil when the store has neither or the server is holding the receipt for Apple.
     public func syncReceipt() async throws -> Entitlements? {
-        guard let receipt = try await store.receipt() else { return nil }
-        switch try await server.submit(receipt: receipt) {
+        let submission: PurchaseServerClient.Submission
+        if let receipt = try await store.receipt() {
+            submission = try await server.submit(receipt: receipt)
+        } else if let appTransaction = try await store.appTransaction() {
+            // No receipt on the device: the signed app transaction instead, never a store refresh (it prompts for a
+            // sign-in; Apple asks for that only behind the user's button).
+            submission = try await server.submit(appTransaction: appTransaction)
+        } else {
+            return nil
+        }
+        switch submission {
         case .granted(let entitlements), .deliveredToOwner(let entitlements):
             try publish(entitlements)
             return entitlements

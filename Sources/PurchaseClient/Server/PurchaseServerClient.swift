@@ -83,6 +83,14 @@ public struct PurchaseServerClient: Sendable {
         return try submission(status, data, nonce: nonce)
     }
 
+    /// Sends the signed app transaction (recorded for the account; it grants nothing by itself) and answers what the
+    /// account owns.
+    public func submit(appTransaction: String) async throws -> Submission {
+        let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
+        let (status, data) = try await send("POST", "v1/purchases", body: ["appTransaction": appTransaction], nonce: nonce)
+        return try submission(status, data, nonce: nonce)
+    }
+
     func submission(_ status: Int, _ data: Data, nonce: String?) throws -> Submission {
         switch status {
         case 200:

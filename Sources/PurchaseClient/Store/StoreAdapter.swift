@@ -109,8 +109,12 @@ public protocol StoreAdapter: Sendable {
     /// Transactions arriving outside a purchase call: Ask to Buy approvals, interrupted purchases completed,
     /// renewals, purchases on other devices (StoreKit's `Transaction.updates`).
     func updates() -> AsyncStream<StoreTransaction>
-    /// The app receipt (base64), refreshed from the store when missing; nil when there is none.
+    /// The app receipt (base64); nil when there is none. Never asks the store to refresh it (that prompts for a
+    /// sign-in: only behind the user's button).
     func receipt() async throws -> String?
+    /// The signed app transaction (StoreKit's `AppTransaction.shared.jwsRepresentation`): proof of the app's purchase
+    /// that needs no sign-in prompt; nil when the store has none.
+    func appTransaction() async throws -> String?
     /// Product ids the customer started buying on the App Store's product page (StoreKit's `PurchaseIntent.intents`).
     func promotedPurchases() -> AsyncStream<String>
     /// What the store itself says the customer owns now, read on the device without any server (StoreKit's
@@ -123,4 +127,6 @@ extension StoreAdapter {
     public func promotedPurchases() -> AsyncStream<String> { AsyncStream { $0.finish() } }
     /// Nothing, unless the store can say it offline.
     public func currentEntitlements() async throws -> [StoreTransaction] { [] }
+    /// None, unless the store signs one.
+    public func appTransaction() async throws -> String? { nil }
 }

@@ -147,7 +147,7 @@ public struct StoreKitStore: StoreAdapter {
 
     /// The signed app transaction (`AppTransaction.shared`'s JWS): proof of the app's purchase that, unlike the
     /// receipt, never needs a sign-in prompt to obtain.
-    public func appTransaction() async throws -> String {
+    public func appTransaction() async throws -> String? {
         try await AppTransaction.shared.jwsRepresentation
     }
 

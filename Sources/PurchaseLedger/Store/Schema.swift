@@ -86,6 +86,17 @@ enum Schema {
             // What an account owns is read on every purchase; consumables (most rows, for some apps) do not count.
             "CREATE INDEX purchases_account_entitling ON purchases (account_id, product_type) WHERE product_type <> 'Consumable'",
         ],
+        [
+            // Signed app transactions an account presented (proof the app itself was obtained, sent instead of asking
+            // the store for a receipt, which prompts for a sign-in).
+            """
+            CREATE TABLE app_transactions (
+                app_transaction_id TEXT NOT NULL, account_id TEXT NOT NULL, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
+                original_purchase_date BIGINT, original_application_version TEXT, first_seen BIGINT NOT NULL, last_seen BIGINT NOT NULL,
+                PRIMARY KEY (app_transaction_id, account_id))
+            """,
+            "CREATE INDEX app_transactions_account ON app_transactions (account_id)",
+        ],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two

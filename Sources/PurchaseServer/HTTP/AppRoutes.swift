@@ -23,6 +23,9 @@ struct AppRoutes {
         var receipt: String?
         /// A transaction id alone: looked up with the App Store Server API.
         var transactionId: String?
+        /// A signed app transaction (`AppTransaction.shared`'s JWS), which a device sends instead of asking the store for
+        /// a missing receipt (that prompts for a sign-in): recorded for the account; it grants nothing by itself.
+        var appTransaction: String?
         var orderId: String?
         /// Jailbreak heuristics the app ran (iOS): recorded with the transaction; the policy decides.
         var deviceIntegrity: DeviceIntegrityReport?
@@ -151,6 +154,16 @@ struct AppRoutes {
         let account = try await authenticate(request)
         try services.checkEntitlementsNonce(request)
         let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
+        if let appTransaction = body.appTransaction {
+            guard body.signedTransaction == nil, body.receipt == nil, body.transactionId == nil else {
+                throw APIError.badRequest("send exactly one of signedTransaction, receipt, transactionId and appTransaction")
+            }
+            let payload = try await proof { try await services.verifier.signedData.verifyAppTransaction(appTransaction).payload }
+            try await ledgerCall { try await services.ledger.recordAppTransaction(payload, accountId: account, now: services.now()) }
+            var reply = try await submit([], account: account, orderId: nil, source: "appTransaction")
+            reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
+            return (try JSONReply.encode(reply), "appTransaction")
+        }
         let proof: ProofIntake.Proof
         switch (body.signedTransaction, body.receipt, body.transactionId) {
         case (let jws?, nil, nil): proof = .signedTransaction(jws)
