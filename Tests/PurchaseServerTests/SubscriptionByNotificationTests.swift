@@ -31,38 +31,33 @@ struct SubscriptionByNotificationTests {
             #expect(try await pro(system, account)?.state == "active")
 
             // The free week, then renewals: each DID_RENEW keeps pro going.
-            try await advance(system, by: 180 + 300 + 300)
+            try await system.advance(by: 180 + 300 + 300)
             #expect(try await pro(system, account)?.state == "active")
             // Billing fails at the next renewal: grace period keeps pro; when grace ends, pro ends.
             _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": true])
-            try await advance(system, by: 301)
+            try await system.advance(by: 301)
             #expect(try await pro(system, account)?.state == "gracePeriod")
-            try await advance(system, by: 16 * 180.0 / 7)
+            try await system.advance(by: 16 * 180.0 / 7)
             #expect(try await pro(system, account) == nil, "billing retry without grace: not entitled")
             // Billing works again: recovered.
             _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": false])
-            try await advance(system, by: 0)
+            try await system.advance(by: 0)
             #expect(try await pro(system, account)?.state == "active")
             // Upgrade in the store: the server learns it from DID_CHANGE_RENEWAL_PREF / UPGRADE.
             _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.yearly])
-            try await advance(system, by: 0)
+            try await system.advance(by: 0)
             #expect(try await pro(system, account)?.productId == Self.yearly)
             // Auto-renew off: pro lasts until the year ends, then expires.
             _ = try await system.device(.post, "/sim/subscriptions/\(original)/autoRenew", ["enabled": false])
-            try await advance(system, by: 3000)
+            try await system.advance(by: 3000)
             #expect(try await pro(system, account)?.productId == Self.yearly)
-            try await advance(system, by: 601)
+            try await system.advance(by: 601)
             #expect(try await pro(system, account) == nil)
             let told = await system.engine.notifications().count
             #expect(try await system.services.ledger.notificationCount() >= told, "every notification stored once (others' too in a shared database)")
         }
     }
 
-    /// Advances the simulator's clock (and so the server's), delivering what fell due.
-    func advance(_ system: System, by seconds: Double) async throws {
-        _ = try await system.device(.post, "/sim/clock/advance", ["seconds": seconds])
-        _ = try await system.device(.post, "/sim/notifications/deliver")
-    }
 
     @Test("Renewals, grace, billing retry, recovery, upgrade and expiry from notifications", arguments: LedgerKind.allCases)
     func lifecycle(_ kind: LedgerKind) async throws {

@@ -43,10 +43,6 @@ struct SubscriptionTruthTests {
         return expected
     }
 
-    func advance(_ system: System, by seconds: Double) async throws {
-        _ = try await system.device(.post, "/sim/clock/advance", ["seconds": seconds])
-        _ = try await system.device(.post, "/sim/notifications/deliver")
-    }
 
     func walk(_ kind: LedgerKind, faults: NotificationFaults) async throws {
         try await System.run(kind, faults: faults) { system in
@@ -56,31 +52,31 @@ struct SubscriptionTruthTests {
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
             let original = try #require(purchase["transactionId"] as? String)
             #expect(try await agree(system, account, original, "bought")?.productId == Self.monthly)
-            try await advance(system, by: 180 + 301)
+            try await system.advance(by: 180 + 301)
             try await agree(system, account, original, "renewed")
 
             // Upgrade in the store: the monthly's own transaction never says isUpgraded in a notification.
             _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.yearly])
-            try await advance(system, by: 0)
+            try await system.advance(by: 0)
             #expect(try await agree(system, account, original, "upgraded")?.productId == Self.yearly)
             // Then cancelled: access lasts to the end of the paid period.
             _ = try await system.device(.post, "/sim/subscriptions/\(original)/autoRenew", ["enabled": false])
-            try await advance(system, by: 60)
+            try await system.advance(by: 60)
             #expect(try await agree(system, account, original, "auto-renew off")?.productId == Self.yearly)
             // A refund of the first (past) period, signed after everything else: the current period stands.
             _ = try await system.device(.post, "/sim/transactions/\(original)/refund")
-            try await advance(system, by: 60)
+            try await system.advance(by: 60)
             #expect(try await agree(system, account, original, "past period refunded")?.productId == Self.yearly)
             // Expiry.
-            try await advance(system, by: 3700)
+            try await system.advance(by: 3700)
             #expect(try await agree(system, account, original, "expired") == nil)
             // Resubscribe to the monthly, then downgrade is moot; refund the current period.
             let again = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.monthly])
-            try await advance(system, by: 0)
+            try await system.advance(by: 0)
             #expect(try await agree(system, account, original, "resubscribed")?.productId == Self.monthly)
             let current = try #require(again["transactionId"] as? String)
             _ = try await system.device(.post, "/sim/transactions/\(current)/refund")
-            try await advance(system, by: 0)
+            try await system.advance(by: 0)
             #expect(try await agree(system, account, original, "current period refunded") == nil)
         }
     }
@@ -103,14 +99,14 @@ struct SubscriptionTruthTests {
             _ = try await system.device(.post, "/sim/accounts", ["id": store])
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
             let original = try #require(purchase["transactionId"] as? String)
-            try await advance(system, by: 190)
+            try await system.advance(by: 190)
             #expect(try await agree(system, account, original, "paid monthly period")?.productId == Self.monthly)
             let upgrade = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.yearly])
-            try await advance(system, by: 0)
+            try await system.advance(by: 0)
             #expect(try await agree(system, account, original, "upgraded")?.productId == Self.yearly)
             let upgradeId = try #require(upgrade["transactionId"] as? String)
             _ = try await system.device(.post, "/sim/transactions/\(upgradeId)/refund")
-            try await advance(system, by: 10)
+            try await system.advance(by: 10)
             #expect(try await agree(system, account, original, "upgrade refunded") == nil,
                     "the monthly's nominal expiry is still ahead, but the series' latest period was refunded")
         }
@@ -125,9 +121,9 @@ struct SubscriptionTruthTests {
             let (_, purchase, _) = try await system.buy(Self.yearly, account: account, storeAccount: store)
             let original = try #require(purchase["transactionId"] as? String)
             _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.monthly])
-            try await advance(system, by: 60)
+            try await system.advance(by: 60)
             #expect(try await agree(system, account, original, "downgrade chosen")?.productId == Self.yearly)
-            try await advance(system, by: 3700)
+            try await system.advance(by: 3700)
             #expect(try await agree(system, account, original, "renewed as the monthly")?.productId == Self.monthly)
         }
     }

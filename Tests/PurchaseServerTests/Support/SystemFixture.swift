@@ -168,6 +168,12 @@ struct System {
         return (order, purchase, reply)
     }
 
+    /// Advances the simulator's clock (and so the server's), delivering the notifications that fell due.
+    func advance(by seconds: Double) async throws {
+        _ = try await device(.post, "/sim/clock/advance", ["seconds": seconds])
+        _ = try await device(.post, "/sim/notifications/deliver")
+    }
+
     /// The account's entitlements as the server answers them.
     func entitlements(_ account: String) async throws -> [String: Any] {
         try await call(.get, "/v1/entitlements", as: account).1
