@@ -2,8 +2,8 @@ import AppStoreFormats
 import Foundation
 
 /// The ledger's rows read and written through one connection: the facts the rules ask for, and the effects they
-/// decide on. Every statement is written here once, in the SQL that SQLite and PostgreSQL share; nothing above
-/// this type sees SQL.
+/// decide on, in the SQL that SQLite and PostgreSQL share. The operator's reads, held proofs and app transactions
+/// write their few statements in their own `Ledger+…` files through `sql`; no SQL type leaves `PurchaseLedger`.
 struct LedgerSession {
     let sql: any SQLExecutor
     /// PostgreSQL runs operations concurrently (READ COMMITTED): decisions about one series take its lock first.

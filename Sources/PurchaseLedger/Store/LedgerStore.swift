@@ -70,6 +70,7 @@ final class PendingAnswer<R: Sendable>: @unchecked Sendable {
 
     func deliver(commitError: (any Error)?) {
         if let commitError, case .success = result { continuation.resume(throwing: commitError); return }
-        continuation.resume(with: result ?? .failure(LedgerError(.storage, "the operation never ran")))
+        // An operation that never ran (its group failed to begin, or failed before its turn) gets the group's error.
+        continuation.resume(with: result ?? .failure(commitError ?? LedgerError(.storage, "the operation never ran")))
     }
 }
