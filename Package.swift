@@ -122,6 +122,26 @@ let package = Package(
             dependencies: ["AppStoreFormats"]
         ),
         .target(name: "IAPTestSupport", path: "Tests/Support"),
+        // The seeded history explorer: the real simulator, server, ledger and SDK in one process (docs/EXPLORER.md).
+        .target(
+            name: "HistoryExplorer",
+            dependencies: [
+                "StoreSimulator", "PurchaseServer", "PurchaseLedger", "PurchaseClient", "AppStoreTrust", "AppStoreFormats", "IAPTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/Explorer"
+        ),
+        .executableTarget(
+            name: "explore",
+            dependencies: ["HistoryExplorer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tests/ExplorerCommand"
+        ),
+        .testTarget(
+            name: "HistoryExplorerTests",
+            dependencies: ["HistoryExplorer"]
+        ),
         .testTarget(
             name: "StoreSimulatorTests",
             dependencies: [

@@ -174,7 +174,20 @@ public actor PurchaseClient {
     public func logIn(_ accountId: String) {
         guard accountId != self.accountId else { return }
         switchAccount(to: accountId)
-        Task { await self.retryDue() }
+        let previous = loginRetry
+        loginRetry = Task {
+            await previous?.value
+            await self.retryDue()
+        }
+    }
+
+    /// The upload a sign-in started in the background; kept so that a caller driving the client step by step (the
+    /// history explorer) can wait for it.
+    private var loginRetry: Task<Void, Never>?
+
+    /// Waits for the work ``logIn(_:)`` started in the background.
+    package func waitForBackgroundWork() async {
+        await loginRetry?.value
     }
 
     /// Signs the account out: its entitlements are cleared from memory and from the streams; its paid transactions
@@ -370,7 +383,7 @@ public actor PurchaseClient {
 
     /// Journals a paid transaction (first), then uploads it. `accountId` is the account that ordered it when known
     /// (a purchase), else the journal's intent for its token says it, else it is unknown.
-    func deliver(_ transaction: StoreTransaction, orderId: String?, accountId owner: String?) async -> PurchaseOutcome {
+    package func deliver(_ transaction: StoreTransaction, orderId: String?, accountId owner: String?) async -> PurchaseOutcome {
         let id = transaction.transactionId
         if let result = settled[id] { return outcome(result, id) }
         var entries: [JournalEntry] = []
@@ -576,7 +589,7 @@ public actor PurchaseClient {
 
     /// Uploads the paid transactions whose next attempt is due: the journal's, those the journal refused, and — when
     /// the journal cannot be read — the store's unfinished queue.
-    func retryDue() async {
+    package func retryDue() async {
         let now = Date()
         func due(_ entry: JournalEntry) -> Bool { isDue(entry, at: now) }
         let entries: [JournalEntry]

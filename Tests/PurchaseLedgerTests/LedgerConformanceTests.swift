@@ -75,6 +75,8 @@ struct LedgerConformanceTests {
         await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
             try await ledger.submit(.init(accountId: thief, transaction: renewal))
         }
+        #expect(try await ledger.transaction(renewal.transactionId!)?.accountId == owner, "kept for its owner before the thief's device may finish it")
+        #expect(try await ledger.entitlements(accountId: thief).entitlement("pro") == nil)
         // An order belongs to its account.
         let order = try await ledger.createOrder(accountId: owner, productId: Demo.premium)
         await #expect(throws: LedgerError(.orderAccountMismatch, "")) {

@@ -40,7 +40,9 @@ struct LedgerStoreTests {
         await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
             try await ledger.submit(.init(accountId: other, transaction: first))
         }
-        #expect(try await ledger.submit(.init(accountId: owner, transaction: first)).outcome == .granted)
+        // The refusal lets the other device finish it: the period is kept for the series' owner first.
+        #expect(try await ledger.transaction(first.transactionId!)?.accountId == owner)
+        #expect(try await ledger.submit(.init(accountId: owner, transaction: first)).outcome == .alreadyGranted)
         #expect(try await ledger.entitlements(accountId: owner).entitlement("pro") != nil)
         #expect(try await ledger.entitlements(accountId: other).entitlement("pro") == nil)
     }

@@ -153,7 +153,8 @@ struct SubmissionRulesTests {
         let again = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: "jws", facts: TransactionFacts(stored: stored),
                                                catalog: .demo, now: now)
         #expect(again.outcome == .alreadyGranted)
-        #expect(again.effects.dropFirst() == [.refreshPurchase(renewal)])
+        #expect(again.effects.dropFirst() == [.refreshPurchase(renewal), .updateSeriesPeriod(
+            originalTransactionId: "50", productId: Demo.monthly, purchaseDate: renewal.purchaseDate, expiresDate: renewal.expiresDate)])
         // Decided on the stored row as read: a newer write to it in between makes the store decide again.
         #expect(again.effects.first == .requireFacts(FactsGuard(originalTransactionId: "50", transactionId: "51", seriesOwner: nil, entryCount: 0,
                                                                  storedSignedDate: stored.signedDate)))

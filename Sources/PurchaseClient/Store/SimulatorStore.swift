@@ -10,7 +10,8 @@ public actor SimulatorStore: StoreAdapter {
     public let account: String
     public let device: String
     let pollInterval: Duration
-    let session: URLSession
+    /// Sends one request: URLSession, or whatever another HTTP stack (an in-process router in the history explorer) supplies.
+    let transport: @Sendable (URLRequest) async throws -> (Data, URLResponse)
     /// How the next purchase ends (the simulator's `outcome`): tests and demos choose; nil is success.
     private var nextOutcome: String?
     private let promoted = AsyncStream.makeStream(of: String.self)
@@ -23,7 +24,18 @@ public actor SimulatorStore: StoreAdapter {
         self.pollInterval = pollInterval
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 20
-        session = URLSession(configuration: configuration)
+        let session = URLSession(configuration: configuration)
+        transport = { request in try await session.uncancelledData(for: request) }
+    }
+
+    /// The simulator reached through `transport` instead of URLSession.
+    public init(baseURL: URL, account: String, device: String, pollInterval: Duration = .milliseconds(250),
+                transport: @escaping @Sendable (URLRequest) async throws -> (Data, URLResponse)) {
+        self.baseURL = baseURL
+        self.account = account
+        self.device = device
+        self.pollInterval = pollInterval
+        self.transport = transport
     }
 
     /// Makes the next purchase end in `outcome`: `userCancelled`, `failed`, `deferred` (Ask to Buy) or `interrupted`.
@@ -112,7 +124,7 @@ public actor SimulatorStore: StoreAdapter {
         var request = URLRequest(url: url)
         request.httpMethod = method
         if let body { request.httpBody = try JSONEncoder().encode(body) }
-        let (data, response) = try await session.uncancelledData(for: request)
+        let (data, response) = try await transport(request)
         guard let status = (response as? HTTPURLResponse)?.statusCode, (200..<300).contains(status) else {
             throw PurchaseFailure(.storeFailed, "the simulator answered \((response as? HTTPURLResponse)?.statusCode ?? 0) to \(url.path)")
         }

@@ -73,9 +73,14 @@ public struct SubscriptionRecord: Sendable, Hashable {
     public var autoRenew: Bool?
     public var autoRenewProductId: String?
     public var signedDate: Date
+    /// When the series' latest known period began, whoever holds it (another account of the app may, when it bought
+    /// the upgrade or the resubscription on the same Apple ID).
+    public var periodPurchaseDate: Date?
 
     public init(originalTransactionId: String, productId: String? = nil, status: SubscriptionStatus? = nil, expiresDate: Date? = nil,
-                gracePeriodExpiresDate: Date? = nil, autoRenew: Bool? = nil, autoRenewProductId: String? = nil, signedDate: Date) {
+                gracePeriodExpiresDate: Date? = nil, autoRenew: Bool? = nil, autoRenewProductId: String? = nil, signedDate: Date,
+                periodPurchaseDate: Date? = nil) {
+        self.periodPurchaseDate = periodPurchaseDate
         self.originalTransactionId = originalTransactionId
         self.productId = productId
         self.status = status

@@ -10,7 +10,8 @@ public enum EntitlementRules {
     ///   `now`) decides the product and the end; an upgrade therefore ends the earlier product at the upgrade's
     ///   purchase date, and a refund of a past period leaves the current one standing. The series' latest status
     ///   (signed no earlier than that period began) can end access early (`EXPIRED`, `REVOKED`) or extend it to the
-    ///   grace period's end (`BILLING_GRACE_PERIOD`);
+    ///   grace period's end (`BILLING_GRACE_PERIOD`). Periods are the account's own: when the series' latest period is
+    ///   another account's (an upgrade bought under another sign-in on the same Apple ID), this account's access ended;
     /// - non-renewing: the product's period from each unrevoked purchase, purchases stacking end to end.
     /// Several products granting one entitlement merge: lifetime wins, otherwise the latest end.
     public static func entitlements(purchases: [PurchaseRecord], subscriptions: [String: SubscriptionRecord],
@@ -64,6 +65,11 @@ public enum EntitlementRules {
         guard let latest = periods.last, let name = catalog.rule(for: latest.productId)?.entitlement else { return nil }
         // The latest period refunded, or superseded by an upgrade the ledger has not seen yet: no access from it.
         guard !latest.isRevoked(at: now), !latest.isUpgraded, var end = latest.expiresDate else { return nil }
+        // The series moved on to a period this account does not hold: another account of the app bought the upgrade or
+        // the resubscription on the same Apple ID, and Apple's one subscription per group is now that period.
+        if let next = status?.periodPurchaseDate, Millis.of(next) > Millis.of(latest.purchaseDate), Millis.of(next) <= Millis.of(now) {
+            return nil
+        }
         var state = Entitlement.State.active
         // Apple's dates are milliseconds; so are the stored ones, while `now` is finer: compare at Apple's resolution.
         if let status, let code = status.status, Millis.of(status.signedDate) <= Millis.of(now),

@@ -93,16 +93,29 @@ public enum SubmissionRules {
         if owner != uploader {
             // Paid for through an order of the owner's: it reaches its owner whoever uploads it.
             guard facts.tokenOrder?.accountId == owner else {
-                return SubmissionDecision(outcome: .refused(owner: owner),
-                                          effects: [facts.guardFor(record),
-                                                    .recordConflict(transactionId: record.transactionId, claimedBy: uploader, owner: owner, at: now)],
-                                          orderId: nil)
+                // Another account's (its series is theirs, or it was bound to them). The refusal lets the device finish
+                // the transaction, so what Apple signed is kept for its owner first: a period of the owner's series
+                // that only this upload brought is theirs from now on, not lost with the finish.
+                var effects: [LedgerEffect] = [facts.guardFor(record)]
+                if facts.stored?.accountId == nil {
+                    effects += bind(record, to: owner, source: source, facts: facts, catalog: catalog, now: now).effects + seriesPeriod(record)
+                }
+                effects.append(.recordConflict(transactionId: record.transactionId, claimedBy: uploader, owner: owner, at: now))
+                return SubmissionDecision(outcome: .refused(owner: owner), effects: effects, orderId: nil)
             }
         }
         var decision = bind(record, to: owner, source: source, facts: facts, catalog: catalog, now: now)
         decision.effects.insert(facts.guardFor(record), at: 0)
+        decision.effects += seriesPeriod(record)
         if owner != uploader { decision.outcome = .deliveredToOwner(owner) }
         return decision
+    }
+
+    /// A subscription period moves its series on when it is the latest (whoever holds it, however it came).
+    static func seriesPeriod(_ record: PurchaseRecord) -> [LedgerEffect] {
+        guard record.productType == .autoRenewableSubscription else { return [] }
+        return [.updateSeriesPeriod(originalTransactionId: record.originalTransactionId, productId: record.productId,
+                                    purchaseDate: record.purchaseDate, expiresDate: record.expiresDate)]
     }
 
     /// Decides on a transaction a notification carries: bound to its owner when one is known, stored unbound
@@ -120,11 +133,7 @@ public enum SubmissionRules {
             unbound.orderId = nil
             effects.append(.insertPurchase(unbound, source: "notification", at: now))
         }
-        if record.productType == .autoRenewableSubscription {
-            effects.append(.updateSeriesPeriod(originalTransactionId: record.originalTransactionId, productId: record.productId,
-                                               purchaseDate: record.purchaseDate, expiresDate: record.expiresDate))
-        }
-        return effects
+        return effects + seriesPeriod(record)
     }
 
     /// Binds `record` to `owner` and grants it — once: a transaction stored bound already grants nothing more.

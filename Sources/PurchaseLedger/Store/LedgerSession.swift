@@ -222,7 +222,8 @@ struct LedgerSession {
                 let record = SubscriptionRecord(
                     originalTransactionId: try rest.text(0), productId: rest.optionalText(1), status: rest.optionalInt(7).map { SubscriptionStatus(rawValue: Int($0)) },
                     expiresDate: rest.optionalInt(8).map(Millis.date), gracePeriodExpiresDate: rest.optionalInt(9).map(Millis.date),
-                    autoRenew: rest.optionalInt(10).map { $0 != 0 }, autoRenewProductId: rest.optionalText(2), signedDate: Millis.date(try rest.int(15)))
+                    autoRenew: rest.optionalInt(10).map { $0 != 0 }, autoRenewProductId: rest.optionalText(2), signedDate: Millis.date(try rest.int(15)),
+                    periodPurchaseDate: rest.optionalInt(11).map(Millis.date))
                 series[record.originalTransactionId] = record
             default:
                 balances[try rest.text(0)] = try rest.int(7)
@@ -238,7 +239,7 @@ struct LedgerSession {
         SELECT 'p', \(purchaseColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable'
         UNION ALL
         SELECT 's', original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
-            grace_period_expires_date, auto_renew, NULL, NULL, NULL, NULL, signed_date
+            grace_period_expires_date, auto_renew, period_purchase_date, NULL, NULL, NULL, signed_date
         FROM subscriptions WHERE original_transaction_id IN (
             SELECT original_transaction_id FROM purchases WHERE account_id = $1 AND product_type = 'Auto-Renewable Subscription')
         UNION ALL

@@ -15,7 +15,9 @@ extension StoreEngine {
     /// (unless an offer is redeemed: it applies from the next renewal), an upgrade (or same-length crossgrade) replaces
     /// it now, a downgrade (or crossgrade to another length) waits for the next renewal. A redeemed offer turns the
     /// notification into OFFER_REDEEMED. Nil when the purchase is an ordinary first purchase or resubscription.
-    func changeSubscriptionIfSameGroup(account: String, productId: String, offer request: OfferRequest?) throws -> PurchaseResult? {
+    /// The change carries the purchase's `appAccountToken` as Apple's does: an upgrade's transaction at once, a
+    /// downgrade's from the renewal that makes it.
+    func changeSubscriptionIfSameGroup(account: String, productId: String, appAccountToken: UUID? = nil, offer request: OfferRequest?) throws -> PurchaseResult? {
         guard let product = catalog.product(productId), product.type == .autoRenewableSubscription, let group = product.subscriptionGroupIdentifier,
               var series = state.subscriptions.values.first(where: {
                   $0.account == account && $0.group == group && $0.sharedFrom == nil && $0.phase != .expired && $0.phase != .revoked
@@ -41,6 +43,7 @@ extension StoreEngine {
             || ((product.groupLevel ?? 0) == (current.groupLevel ?? 0) && product.period == current.period)
         if immediate {
             state.transactions[series.latestTransactionId]?.payload.isUpgraded = true
+            if let appAccountToken { series.nextAppAccountToken = appAccountToken }
             let id = try mintSeriesTransaction(&series, productId: productId, at: now, reason: .purchase, offer: offer)
             series.autoRenewProductId = productId
             series.phase = .active
@@ -51,6 +54,7 @@ extension StoreEngine {
         }
         series.autoRenewProductId = productId
         if let offer { series.nextOffer = offer }
+        if let appAccountToken { series.nextAppAccountToken = appAccountToken }
         state.subscriptions[series.originalTransactionId] = series
         try notify(offer == nil ? .didChangeRenewalPref : .offerRedeemed, .downgrade, subscription: series.originalTransactionId, at: now)
         try persist()
@@ -88,7 +92,8 @@ extension StoreEngine {
         series.nextOffer = nil
         if let offer { (length, series.nextOffer) = apply(offer, to: &payload) }
         payload.expiresDate = start.addingTimeInterval(length)
-        payload.appAccountToken = state.transactions[series.latestTransactionId]?.payload.appAccountToken
+        payload.appAccountToken = series.nextAppAccountToken ?? state.transactions[series.latestTransactionId]?.payload.appAccountToken
+        series.nextAppAccountToken = nil
         series.priceIncreaseConsented = nil
         state.transactions[id] = .init(payload: payload, account: series.account, unfinishedOn: account.devices)
         state.transactionOrder.append(id)

@@ -33,7 +33,7 @@ public actor StoreEngine {
     }
 
     public init(catalog: SimulatorCatalog, minter: Minter, environment: AppStoreEnvironment = .sandbox,
-                rate: RenewalRate = .sandbox, gracePeriodEnabled: Bool = true, dataDirectory: URL? = nil) throws {
+                rate: RenewalRate = .sandbox, gracePeriodEnabled: Bool = true, dataDirectory: URL? = nil, frozenClock: Date? = nil) throws {
         self.catalog = catalog
         self.gracePeriodEnabled = gracePeriodEnabled
         self.minter = minter
@@ -47,7 +47,7 @@ public actor StoreEngine {
         } else {
             state = StoreState()
         }
-        clock = VirtualClock(offset: state.clockAdvance)
+        clock = VirtualClock(offset: state.clockAdvance, frozenAt: frozenClock)
     }
 
     // MARK: Accounts
@@ -103,14 +103,15 @@ public actor StoreEngine {
         case .success where account.askToBuy:
             return try askForApproval(request)
         case .success:
-            if let change = try changeSubscriptionIfSameGroup(account: accountId, productId: productId, offer: offer) { return change }
+            if let change = try changeSubscriptionIfSameGroup(account: accountId, productId: productId, appAccountToken: appAccountToken, offer: offer) { return change }
             let id = try complete(request)
             return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: accountId))
         }
     }
 
     private func askForApproval(_ request: StoreState.PendingPurchase) throws -> PurchaseResult {
-        let requestId = UUID().uuidString
+        // Minted in order, so requests sort by age and a replayed history names the same ones.
+        let requestId = "request-" + state.mintId()
         state.pendingPurchases[requestId] = request
         try persist()
         return .pending(requestId: requestId)
@@ -121,6 +122,15 @@ public actor StoreEngine {
     /// - Returns: the new transaction id, or nil when no such request is waiting.
     public func approve(_ requestId: String) throws -> String? {
         guard let pending = state.pendingPurchases.removeValue(forKey: requestId) else { return nil }
+        // Approved later, it is bought as it would be now: in a group the customer already subscribes to, as an upgrade
+        // or a downgrade of that subscription (the same product again buys nothing).
+        state.accounts[pending.account]?.devices.insert(pending.device)
+        if let change = try changeSubscriptionIfSameGroup(account: pending.account, productId: pending.productId,
+                                                          appAccountToken: pending.appAccountToken, offer: pending.offer) {
+            try persist()
+            if case .purchased(_, let id, _) = change { return id }
+            return nil
+        }
         return try complete(pending)
     }
 

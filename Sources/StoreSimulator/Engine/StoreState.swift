@@ -46,6 +46,8 @@ struct StoreState: Codable, Sendable {
         var nextOffer: ScheduledOffer?
         /// A family member's access: the purchaser's original transaction id. Such a series follows the purchaser's.
         var sharedFrom: String?
+        /// The token a subscription change was bought with: the next transaction of the series carries it.
+        var nextAppAccountToken: UUID?
 
         enum Phase: String, Codable, Sendable { case active, gracePeriod, billingRetry, expired, revoked }
 

@@ -5,11 +5,16 @@ import Foundation
 public final class VirtualClock: @unchecked Sendable {
     private let lock = NSLock()
     private var offset: TimeInterval
+    /// Set for a clock that stands still between advances (the history explorer: a replay sees the same times).
+    private let frozenAt: Date?
 
-    public init(offset: TimeInterval = 0) { self.offset = offset }
+    public init(offset: TimeInterval = 0, frozenAt: Date? = nil) {
+        self.offset = offset
+        self.frozenAt = frozenAt
+    }
 
     /// The simulated current time.
-    public var now: Date { lock.withLock { Date().addingTimeInterval(offset) } }
+    public var now: Date { lock.withLock { (frozenAt ?? Date()).addingTimeInterval(offset) } }
 
     /// Moves simulated time forward (never backward: Apple's clock does not run back).
     public func advance(by seconds: TimeInterval) {

@@ -83,6 +83,12 @@ enum PostgresFunctions {
               UPDATE purchases SET account_id = e->>'account'
               WHERE original_transaction_id = e->>'original' AND account_id IS NULL
                 AND (app_account_token IS NULL OR app_account_token = e->>'token');
+            WHEN 'updateSeriesPeriod' THEN
+              INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, signed_date, period_purchase_date)
+              VALUES (e->>'original', e->>'product', NULL, (e->>'expires')::bigint, 0, (e->>'purchased')::bigint)
+              ON CONFLICT (original_transaction_id) DO UPDATE SET product_id = excluded.product_id, expires_date = excluded.expires_date,
+                  period_purchase_date = excluded.period_purchase_date
+              WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date <= excluded.period_purchase_date;
             WHEN 'recordDeviceReport' THEN
               INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)
               VALUES (e->>'id', e->>'tx', e->>'account', e->>'signals', (e->>'at')::bigint);
@@ -102,7 +108,7 @@ enum PostgresFunctions {
               FROM purchases WHERE account_id = p_owner AND product_type <> 'Consumable'
               UNION ALL
               SELECT 's'::text, original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
-                  grace_period_expires_date, auto_renew, NULL, NULL, NULL, NULL, signed_date
+                  grace_period_expires_date, auto_renew, period_purchase_date, NULL, NULL, NULL, signed_date
               FROM subscriptions WHERE original_transaction_id IN (
                   SELECT original_transaction_id FROM purchases WHERE account_id = p_owner AND product_type = 'Auto-Renewable Subscription')
               UNION ALL
@@ -187,7 +193,13 @@ enum PostgresFunctions {
                 object.set("original", .text(original))
                 object.set("account", .text(accountId))
                 object.set("token", .of(token?.uuidString.lowercased()))
-            case .updateSeriesStatus, .updateSeriesPeriod, .settleOrder, .audit:
+            case .updateSeriesPeriod(let original, let productId, let purchaseDate, let expiresDate):
+                object.set("op", .text("updateSeriesPeriod"))
+                object.set("original", .text(original))
+                object.set("product", .text(productId))
+                object.set("purchased", .of(purchaseDate))
+                object.set("expires", .of(expiresDate))
+            case .updateSeriesStatus, .settleOrder, .audit:
                 throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
             }
             out += object.closed

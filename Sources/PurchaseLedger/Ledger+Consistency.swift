@@ -1,0 +1,69 @@
+import AppStoreFormats
+import Foundation
+
+extension Ledger {
+    /// One way the ledger disagrees with itself.
+    public struct Inconsistency: Sendable, Hashable, CustomStringConvertible {
+        /// A stable name for the check that failed.
+        public var check: String
+        public var detail: String
+        public var description: String { "\(check): \(detail)" }
+    }
+
+    /// The ledger's own checks, read in one snapshot: each balance equals the sum of its movements; every movement
+    /// tied to a transaction is that transaction's, bound to the same account, and a consumable's net credit is its
+    /// quantity's worth while it stands and nothing once refunded (granted exactly once); every granted order names a
+    /// transaction bound to the order's account. Empty when all hold. For operators (`GET /admin/consistency`) and
+    /// for the history explorer after every history.
+    public func inconsistencies(limit: Int = 100) async throws -> [Inconsistency] {
+        let catalog = catalog
+        return try await read { session in
+            var found: [Inconsistency] = []
+            let sql = session.sql
+            // Balances against the sum of their movements (either side may be missing).
+            for row in try sql.rows("""
+                SELECT a, c, SUM(stored), SUM(moved) FROM (
+                    SELECT account_id AS a, currency AS c, amount AS stored, 0 AS moved FROM balances
+                    UNION ALL SELECT account_id, currency, 0, delta FROM balance_entries) AS both_sides
+                GROUP BY a, c HAVING SUM(stored) <> SUM(moved) LIMIT $1
+                """, [.int(Int64(limit))]) {
+                found.append(.init(check: "balance-equals-movements",
+                                   detail: "\(try row.text(0)) \(try row.text(1)): balance \(row.optionalInt(2) ?? 0), movements \(row.optionalInt(3) ?? 0)"))
+            }
+            // Movements tied to a transaction: the transaction's own account.
+            for row in try sql.rows("""
+                SELECT e.entry_key, e.account_id, p.account_id FROM balance_entries e LEFT JOIN purchases p ON p.transaction_id = e.transaction_id
+                WHERE e.transaction_id IS NOT NULL AND (p.transaction_id IS NULL OR p.account_id IS NULL OR p.account_id <> e.account_id) LIMIT $1
+                """, [.int(Int64(limit))]) {
+                found.append(.init(check: "movement-has-proof",
+                                   detail: "\(try row.text(0)) credits \(try row.text(1)); its transaction is \(row.optionalText(2).map { "bound to \($0)" } ?? "missing or unbound")"))
+            }
+            // Consumables: the net credit follows the transaction's state, and one grant entry at most.
+            for row in try sql.rows("""
+                SELECT p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date,
+                       COALESCE(SUM(e.delta), 0), COALESCE(SUM(CASE WHEN e.entry_key LIKE 'grant:%' THEN 1 ELSE 0 END), 0)
+                FROM purchases p LEFT JOIN balance_entries e ON e.transaction_id = p.transaction_id
+                WHERE p.product_type = $1 AND p.account_id IS NOT NULL
+                GROUP BY p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date LIMIT $2
+                """, [.text(ProductType.consumable.rawValue), .int(Int64(limit * 100))]) {
+                let transactionId = try row.text(0)
+                guard let rule = catalog.rule(for: try row.text(2)), let amount = rule.amount else { continue }
+                let expected = row.optionalInt(4) == nil ? amount * (try row.int(3)) : 0
+                let (net, grants) = (row.optionalInt(5) ?? 0, row.optionalInt(6) ?? 0)
+                if net != expected || grants > 1 {
+                    found.append(.init(check: "consumable-credited-once",
+                                       detail: "\(transactionId) for \(try row.text(1)): net credit \(net), expected \(expected), \(grants) grant entries"))
+                }
+            }
+            // Granted orders: their transaction exists and is the order's account's.
+            for row in try sql.rows("""
+                SELECT o.order_id, o.account_id, o.transaction_id, p.account_id FROM orders o LEFT JOIN purchases p ON p.transaction_id = o.transaction_id
+                WHERE o.state = 'granted' AND (p.transaction_id IS NULL OR p.account_id IS NULL OR p.account_id <> o.account_id) LIMIT $1
+                """, [.int(Int64(limit))]) {
+                found.append(.init(check: "granted-order-has-its-transaction",
+                                   detail: "order \(try row.text(0)) of \(try row.text(1)) names \(row.optionalText(2) ?? "no transaction"), bound to \(row.optionalText(3) ?? "nobody")"))
+            }
+            return Array(found.prefix(limit))
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import AppStoreFormats
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PurchaseClient
+import PurchaseLedger
+import StoreSimulator
+
+extension HistoryRun {
+    /// Runs `steps`, checking what can be checked after each, then brings the world to rest and checks everything.
+    func run(_ steps: [Step]) async -> (violations: [Violation], checks: [Int: Int]) {
+        for (index, step) in steps.enumerated() {
+            currentStepIndex = index
+            // Real time passes between events: without it, two signatures of one transaction could carry the same
+            // signedDate, which Apple's millisecond clock makes all but impossible.
+            try? await engine.advanceClock(by: 1)
+            do { try await perform(step) } catch {
+                record(0, "the step itself failed: \(error)")
+            }
+            if case .deliver(.inOrder) = step { await checkpoint() }
+            if !violations.isEmpty { break }
+        }
+        currentStepIndex = nil
+        if violations.isEmpty {
+            do {
+                try await quiesce()
+                await checkAtRest()
+            } catch {
+                record(0, "bringing the world to rest failed: \(error)", atEnd: true)
+            }
+        }
+        return (violations, checks)
+    }
+
+    func perform(_ step: Step) async throws {
+        switch step {
+        case .buy(let index, let product, let end, let crash):
+            let device = devices[index]
+            guard !device.dead.value, let client = device.client, let store = device.store else { return }
+            await store.setNextOutcome(end == .success ? nil : end.rawValue)
+            if let crash {
+                await client.setCheckpointObserver { [dead = device.dead] point in if point == crash { dead.value = true } }
+            }
+            _ = await client.purchase(product.productId)
+            await client.setCheckpointObserver(nil)
+        case .launch(let index):
+            await launch(devices[index])
+            await checkJournalAfterLaunch(devices[index])
+        case .reinstall(let index):
+            let device = devices[index]
+            await device.client?.stop()
+            device.dead.value = true
+            try? FileManager.default.removeItem(at: device.journalDirectory)
+            await launch(device)
+            await checkJournalAfterLaunch(device)
+        case .signIn(let index, let account):
+            let device = devices[index]
+            device.signedIn.value = Self.appAccounts[account]
+            guard !device.dead.value, let client = device.client else { return }
+            await client.logIn(Self.appAccounts[account])
+            await client.waitForBackgroundWork()
+        case .retry(let index):
+            guard !devices[index].dead.value, let client = devices[index].client else { return }
+            await client.retryDue()
+        case .updates(let index):
+            let device = devices[index]
+            guard !device.dead.value, let client = device.client, let store = device.store else { return }
+            for transaction in (try? await store.unfinished()) ?? [] {
+                _ = await client.deliver(transaction, orderId: nil, accountId: nil)
+            }
+        case .restore(let index):
+            guard !devices[index].dead.value, let client = devices[index].client else { return }
+            _ = try? await client.restore()
+        case .spend(let index, let amount):
+            guard !devices[index].dead.value, let client = devices[index].client else { return }
+            _ = try? await client.server.spend(currency: "coins", amount: Int64(amount), idempotencyKey: UUID().uuidString)
+        case .network(let index, let up):
+            devices[index].offline.value = !up
+        case .journal(let index, let fails):
+            devices[index].journalRefuses.value = fails
+        case .answerRequest(let pick, let approve):
+            let requests = await engine.recordedRequests()
+            guard !requests.isEmpty else { return }
+            let request = requests[pick % requests.count]
+            if approve { _ = try await engine.approve(request.requestId) } else { _ = try await engine.decline(request.requestId) }
+        case .refund(let pick):
+            let charged = await engine.recordedTransactions().filter { $0.sharedFrom == nil && $0.payload.revocationDate == nil }
+            guard !charged.isEmpty, let id = charged[pick % charged.count].payload.transactionId else { return }
+            _ = try await engine.refund(id)
+        case .reverseRefund(let pick):
+            let refunded = await engine.recordedTransactions().filter { $0.sharedFrom == nil && $0.payload.revocationDate != nil }
+            guard !refunded.isEmpty, let id = refunded[pick % refunded.count].payload.transactionId else { return }
+            _ = try await engine.reverseRefund(id)
+        case .autoRenew(let pick, let on):
+            let series = await engine.recordedSeries().filter { $0.sharedFrom == nil }
+            guard !series.isEmpty else { return }
+            _ = try await engine.setAutoRenew(originalTransactionId: series[pick % series.count].originalTransactionId, enabled: on)
+        case .billing(let account, let fails):
+            _ = try await engine.setBillingFails(account: Self.storeAccounts[account], fails)
+        case .family(let share):
+            _ = try await engine.setFamily(organizer: Self.storeAccounts[0], members: share ? [Self.storeAccounts[1]] : [])
+        case .advance(let seconds):
+            try await engine.advanceClock(by: TimeInterval(seconds))
+        case .deliver(let fault):
+            try await deliverNotifications(fault)
+        case .serverRestart:
+            try await redeploy(bundleId: serverBundleId)
+        case .serverMisconfigured(let wrong):
+            try await redeploy(bundleId: wrong ? "com.example.another-app" : Self.bundleId)
+        }
+    }
+
+    /// Delivers the notifications due now as `fault` says; each attempt is recorded as Apple records it (a failed
+    /// one is retried on Apple's schedule).
+    func deliverNotifications(_ fault: DeliveryFault) async throws {
+        var due = try await engine.dueNotifications()
+        switch fault {
+        case .inOrder, .duplicated, .lost: break
+        case .reversed: due.reverse()
+        case .partial: due = Array(due.prefix(due.count / 2))
+        }
+        let failures = Dictionary(await engine.undeliveredNotifications().map { ($0.uuid, $0.failedAttempts) }, uniquingKeysWith: { a, _ in a })
+        for notification in due {
+            // Lost for good only after Apple's last retry; that loss is the reconciler's to repair, not explored here.
+            if fault == .lost, failures[notification.uuid, default: 0] < StoreEngine.retryScheduleHours.count {
+                try await engine.recordAttempt(notification.uuid, result: .noResponse)
+                continue
+            }
+            var result = await post(notification.signedPayload)
+            if fault == .duplicated, result == .success { result = await post(notification.signedPayload) }
+            try await engine.recordAttempt(notification.uuid, result: result)
+        }
+    }
+
+    func post(_ signedPayload: String) async -> SendAttemptResult {
+        guard let http = server.http else { return .noResponse }
+        var request = URLRequest(url: URL(string: "http://server/v1/notifications/appstore")!)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = try? JSONSerialization.data(withJSONObject: ["signedPayload": signedPayload])
+        guard let (data, response) = try? await http.send(request) else { return .noResponse }
+        if ProcessInfo.processInfo.environment["IAPKIT_EXPLORE_TRACE"] != nil {
+            print("notification → \((response as? HTTPURLResponse)?.statusCode ?? 0) \(String(decoding: data, as: UTF8.self))")
+        }
+        return (200...206).contains((response as? HTTPURLResponse)?.statusCode ?? 0) ? .success : .unsuccessfulHTTPResponseCode
+    }
+
+    /// The end of the history: the operator fixes the server, every app is launched online with a writable disk, each
+    /// account with a payment waiting on a device signs in there, and Apple's retries of undelivered notifications
+    /// arrive. What Apple charged must have reached its owner by then.
+    func quiesce() async throws {
+        if !serverConfigured { try await redeploy(bundleId: Self.bundleId) }
+        for device in devices {
+            device.offline.value = false
+            device.journalRefuses.value = false
+            await launch(device)
+        }
+        for device in devices {
+            let waiting = Set(((try? FileJournal(directory: device.journalDirectory).entries()) ?? [])
+                .filter { $0.kind == .paid }.compactMap(\.accountId)).subtracting([device.signedIn.value ?? ""])
+            for account in waiting.sorted() {
+                device.signedIn.value = account
+                await device.client?.logIn(account)
+                await device.client?.waitForBackgroundWork()
+            }
+        }
+        try await deliverEverything()
+        // Renewals minted meanwhile reach the devices' queues: the apps take them as StoreKit hands them over.
+        for device in devices { try await perform(.updates(device: device.index)) }
+        try await deliverEverything()
+    }
+
+    /// Delivers every notification Apple would still send (a due one now, a failed one at its retry).
+    func deliverEverything() async throws {
+        let all = await engine.undeliveredNotifications()
+        if ProcessInfo.processInfo.environment["IAPKIT_EXPLORE_TRACE"] != nil { print("quiesce: \(all.count) undelivered; \(await engine.notifications().map { "\($0.type.rawValue) \($0.transactionId ?? "") \($0.attempts.count)" })") }
+        for notification in all {
+            try await engine.recordAttempt(notification.uuid, result: await post(notification.signedPayload))
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import AppStoreFormats
+import AppStoreTrust
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PurchaseClient
+import PurchaseLedger
+import PurchaseServer
+import StoreSimulator
+
+/// A broken promise, with the step after which it was seen.
+public struct Violation: Sendable, Hashable, CustomStringConvertible {
+    /// The invariant (1–5, as docs/EXPLORER.md numbers them).
+    public var invariant: Int
+    /// The step index (0-based) after which it was seen; nil for the checks after the whole history.
+    public var step: Int?
+    public var detail: String
+    public var description: String { "invariant \(invariant)" + (step.map { " after step \($0 + 1)" } ?? " at the end") + ": \(detail)" }
+}
+
+/// What one history did and found.
+public struct HistoryResult: Sendable {
+    public var seed: UInt64?
+    public var steps: [Step]
+    public var violations: [Violation]
+    /// Checks performed, by invariant.
+    public var checks: [Int: Int]
+    public var seconds: Double
+}
+
+/// What every history shares in one process: the simulator's certificate authority (RSA keys are slow to make), the
+/// Server API key, and a directory on tmpfs for ledgers and journals.
+public final class ExplorerEnvironment: Sendable {
+    let authority: CertificateAuthority
+    let roots: TrustRoots
+    let apiKey = P256.Signing.PrivateKey()
+    let root: URL
+    let secret = String(repeating: "explorer-", count: 4)
+
+    public init() throws {
+        authority = try CertificateAuthority.create()
+        var roots = TrustRoots()
+        try roots.add(certificateData: authority.jws.rootDER, source: "simulator JWS root")
+        try roots.add(certificateData: authority.receipts.rootDER, source: "simulator receipt root")
+        self.roots = roots
+        let shm = URL(fileURLWithPath: "/dev/shm")
+        let base = FileManager.default.fileExists(atPath: shm.path) ? shm : FileManager.default.temporaryDirectory
+        root = base.appendingPathComponent("iapkit-explorer-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: root) }
+}
+
+/// One history against the real components in one process: the simulator's engine and routes, the purchase server's
+/// routes over a real SQLite ledger, and `PurchaseClient`s with real journals — every HTTP request through the real
+/// routers in process, the App Store's clock frozen between the history's own advances.
+final class HistoryRun: @unchecked Sendable {
+    static let bundleId = "com.example.iapkit"
+    static let appAccounts = (0..<HistoryGenerator.appAccounts).map { "account-\($0)" }
+    static let storeAccounts = (0..<HistoryGenerator.storeAccounts).map { "store-\($0)" }
+
+    let environment: ExplorerEnvironment
+    let directory: URL
+    let engine: StoreEngine
+    let simulator: InProcessHTTP
+    let server = ServerSlot()
+    let ownership = Ownership()
+    let devices: [ExploredDevice]
+    private let found = Locked<[Violation]>([])
+    private let performed = Locked<[Int: Int]>([:])
+    private let tokens = Locked<[String: String]>([:])
+    private let currentStep = Locked<Int?>(nil)
+    /// The bundle id the server is deployed with now.
+    private(set) var serverBundleId = HistoryRun.bundleId
+    var serverConfigured: Bool { serverBundleId == Self.bundleId }
+    var currentStepIndex: Int? {
+        get { currentStep.value }
+        set { currentStep.value = newValue }
+    }
+
+    init(environment: ExplorerEnvironment) async throws {
+        self.environment = environment
+        let directory = environment.root.appendingPathComponent(UUID().uuidString)
+        self.directory = directory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: environment.authority),
+                                 frozenClock: Date(timeIntervalSince1970: (Date().timeIntervalSince1970 / 60).rounded(.down) * 60))
+        for account in Self.storeAccounts { try await engine.createAccount(account) }
+        let authenticator = APIAuthenticator(keyId: "EXPLORER01", issuerId: "explorer", publicKey: environment.apiKey.publicKey, bundleId: Self.bundleId)
+        simulator = InProcessHTTP(SimulatorServer.router(.init(engine: engine, authenticator: authenticator)))
+        // Two devices share the first Apple ID (a household), each with its own app user; the third is someone else's.
+        let root = directory
+        devices = [(0, 0), (1, 0), (2, 1)].map { index, store in
+            ExploredDevice(index: index, storeAccount: HistoryRun.storeAccounts[store], appAccount: HistoryRun.appAccounts[index], root: root)
+        }
+        _ = server.replace(try await makeServices(bundleId: Self.bundleId))
+        for device in devices { await launch(device) }
+    }
+
+    func close() async {
+        for device in devices { await device.client?.stop() }
+        if let old = server.replace(nil) { try? await old.ledger.store.close() }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    var violations: [Violation] { found.value }
+    var checks: [Int: Int] { performed.value }
+
+    func record(_ invariant: Int, _ detail: String, atEnd: Bool = false) {
+        let step = atEnd ? nil : currentStep.value
+        found.update { $0.append(Violation(invariant: invariant, step: step, detail: detail)) }
+    }
+
+    func checked(_ invariant: Int, _ count: Int = 1) { performed.update { $0[invariant, default: 0] += count } }
+
+    // MARK: The purchase server
+
+    func makeServices(bundleId: String) async throws -> PurchaseServer.Services {
+        var configuration = ServerConfiguration()
+        configuration.database = "sqlite://" + directory.appendingPathComponent("ledger.sqlite").path
+        configuration.auth.hs256Secret = environment.secret
+        configuration.bundleId = bundleId
+        let store = try await Ledger.openStore(url: configuration.databaseURL)
+        let ledger = Ledger(store: store, catalog: configuration.catalog)
+        try await ledger.migrate()
+        let clock = await engine.clock
+        return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: environment.roots, configuration: configuration),
+                                       authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
+    }
+
+    /// Stops the server and starts it again over the same ledger file, configured for `bundleId`.
+    func redeploy(bundleId: String) async throws {
+        if let old = server.replace(nil) { try await old.ledger.store.close() }
+        _ = server.replace(try await makeServices(bundleId: bundleId))
+        serverBundleId = bundleId
+    }
+
+    var ledger: Ledger { server.services!.ledger }
+
+    func token(for account: String) async throws -> String {
+        if let token = tokens.value[account] { return token }
+        let token = try await AccountAuthenticator.issueToken(account: account, secret: environment.secret)
+        tokens.update { $0[account] = token }
+        return token
+    }
+
+    func account(bearer header: String?) -> String? {
+        guard let header, header.hasPrefix("Bearer ") else { return nil }
+        let token = String(header.dropFirst(7))
+        return tokens.value.first { $0.value == token }?.key
+    }
+
+    // MARK: The app
+
+    /// Starts the app's process on `device` (the journal and the store's queue are as the last process left them) and
+    /// resumes its unfinished work, as `start()` does at launch.
+    func launch(_ device: ExploredDevice) async {
+        await device.client?.stop()
+        device.dead.value = false
+        let simulator = simulator
+        let store = SimulatorStore(baseURL: URL(string: "http://simulator")!, account: device.storeAccount, device: device.name) { [self] request in
+            if device.dead.value { throw InjectedFault(description: "the app's process is gone") }
+            if request.httpMethod == "POST", let path = request.url?.path, path.hasPrefix("/sim/transactions/"), path.hasSuffix("/finish") {
+                await checkFinish(transactionId: path.split(separator: "/")[2].description, device: device)
+            }
+            return try await simulator.send(request)
+        }
+        let serverClient = PurchaseServerClient(baseURL: URL(string: "http://server")!, token: { [self] in
+            guard let account = device.signedIn.value else { throw InjectedFault(description: "nobody is signed in") }
+            return try await token(for: account)
+        }, transport: { [self] request in
+            if device.dead.value { throw InjectedFault(description: "the app's process is gone") }
+            if device.offline.value { throw InjectedFault(description: "the network is down") }
+            guard let http = server.http else { throw InjectedFault(description: "the purchase server is down") }
+            let (data, response) = try await http.send(request)
+            observe(request, (response as? HTTPURLResponse)?.statusCode ?? 0, data)
+            return (data, response)
+        })
+        let journal: any PurchaseJournal
+        do { journal = FaultyJournal(inner: try FileJournal(directory: device.journalDirectory), device: device) } catch {
+            record(4, "the journal directory cannot be made: \(error)")
+            return
+        }
+        device.store = store
+        device.client = PurchaseClient(store: store, server: serverClient, journal: journal, accountId: device.signedIn.value, retryDelays: [.zero])
+        _ = await device.client?.resume()
+    }
+
+    /// Learns from the app's traffic who ordered what (an order's token is its account's) and whose uploads of
+    /// transactions were accepted, as the oracle of ownership.
+    func observe(_ request: URLRequest, _ status: Int, _ data: Data) {
+        guard let path = request.url?.path, let account = account(bearer: request.value(forHTTPHeaderField: "Authorization")) else { return }
+        let body = request.httpBody.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
+        switch (path, status) {
+        case ("/v1/orders", 200...201):
+            if let reply = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let token = (reply["appAccountToken"] as? String).flatMap({ UUID(uuidString: $0) }) {
+                ownership.ordered(token, by: account)
+            }
+        case ("/v1/purchases", 200):
+            if let jws = body["signedTransaction"] as? String, let transaction = try? StoreTransaction(signedTransaction: jws) {
+                ownership.presented(transaction, by: account)
+            }
+        case ("/v1/restore", 200):
+            for jws in body["signedTransactions"] as? [String] ?? [] {
+                if let transaction = try? StoreTransaction(signedTransaction: jws) { ownership.presented(transaction, by: account) }
+            }
+        case (_, 200) where path.hasPrefix("/v1/consumables/"):
+            if let amount = body["amount"] as? Int { ownership.spent(Int64(amount), by: account) }
+        default: break
+        }
+    }
+}

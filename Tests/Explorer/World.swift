@@ -1,0 +1,121 @@
+import AppStoreFormats
+import AppStoreTrust
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PurchaseClient
+import PurchaseLedger
+import PurchaseServer
+import StoreSimulator
+
+/// A value shared between the explorer and the closures it hands the SDK.
+final class Locked<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+    @discardableResult
+    func update<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&stored) } }
+}
+
+/// The device or process is gone, the network is down, the disk is full: what the SDK sees from a fault.
+struct InjectedFault: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Who the App Store's transactions belong to, as the explorer saw the app and the server agree on it: each order's
+/// account (by `appAccountToken`), and the first account whose upload of a transaction without one was accepted.
+final class Ownership: @unchecked Sendable {
+    private let lock = NSLock()
+    private var orders: [UUID: String] = [:]
+    private var presenters: [String: String] = [:]
+    private(set) var spent: [String: Int64] = [:]
+
+    func ordered(_ token: UUID, by account: String) { lock.withLock { orders[token] = account } }
+    func presented(_ transaction: StoreTransaction, by account: String) {
+        lock.withLock {
+            for key in [transaction.transactionId, transaction.originalTransactionId].compactMap({ $0 }) where presenters[key] == nil {
+                presenters[key] = account
+            }
+        }
+    }
+    func spent(_ amount: Int64, by account: String) { lock.withLock { spent[account, default: 0] += amount } }
+    func spentTotals() -> [String: Int64] { lock.withLock { spent } }
+
+    /// The account a transaction belongs to: its token's order, else the first accepted presenter of its series (a
+    /// subscription's periods go with the series), else of the transaction itself.
+    func owner(of payload: JWSTransactionDecodedPayload) -> String? {
+        lock.withLock {
+            if let token = payload.appAccountToken, let account = orders[token] { return account }
+            return payload.originalTransactionId.flatMap { presenters[$0] } ?? payload.transactionId.flatMap { presenters[$0] }
+        }
+    }
+}
+
+/// The purchase server, replaceable (a restart, a bad deploy) while the history runs.
+final class ServerSlot: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: (http: InProcessHTTP, services: PurchaseServer.Services)?
+    var http: InProcessHTTP? { lock.withLock { current?.http } }
+    var services: PurchaseServer.Services? { lock.withLock { current?.services } }
+    func replace(_ services: PurchaseServer.Services?) -> PurchaseServer.Services? {
+        lock.withLock {
+            let old = current?.services
+            current = services.map { (InProcessHTTP(PurchaseServer.router($0)), $0) }
+            return old
+        }
+    }
+}
+
+/// One install of the app on one device: its journal directory outlives the process, the process does not.
+final class ExploredDevice: @unchecked Sendable {
+    let index: Int
+    let name: String
+    let storeAccount: String
+    let journalDirectory: URL
+    let signedIn: Locked<String?>
+    /// The app's process died: nothing it does reaches anything any more.
+    let dead = Locked(false)
+    let offline = Locked(false)
+    let journalRefuses = Locked(false)
+    var client: PurchaseClient?
+    var store: SimulatorStore?
+
+    init(index: Int, storeAccount: String, appAccount: String, root: URL) {
+        self.index = index
+        name = "device-\(index)"
+        self.storeAccount = storeAccount
+        journalDirectory = root.appendingPathComponent("journal-\(index)")
+        signedIn = Locked(appAccount)
+    }
+}
+
+/// A journal on disk that fails when the disk is full or the process is gone.
+struct FaultyJournal: PurchaseJournal {
+    let inner: FileJournal
+    let device: ExploredDevice
+
+    func write(_ entry: JournalEntry) throws {
+        try check()
+        try inner.write(entry)
+    }
+
+    func remove(key: String) throws {
+        try check()
+        try inner.remove(key: key)
+    }
+
+    func entries() throws -> [JournalEntry] {
+        if device.dead.value { throw InjectedFault(description: "the app's process is gone") }
+        return try inner.entries()
+    }
+
+    private func check() throws {
+        if device.dead.value { throw InjectedFault(description: "the app's process is gone") }
+        if device.journalRefuses.value { throw InjectedFault(description: "no space left on device") }
+    }
+}
