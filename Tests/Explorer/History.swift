@@ -51,8 +51,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
     case retry(device: Int)
     /// StoreKit's updates stream hands the app its unfinished transactions (approvals, renewals).
     case updates(device: Int)
-    /// The user taps Restore Purchases.
-    case restore(device: Int)
+    /// The user taps Restore Purchases; the app dies after the store restored, before the server heard, when `crash`.
+    case restore(device: Int, crash: Bool)
     /// The app spends coins through the server.
     case spend(device: Int, amount: Int)
     /// The device's network goes down or comes back.
@@ -89,7 +89,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .signIn(let device, let account): "device \(device): app account \(account) signs in"
         case .retry(let device): "device \(device): retry timer"
         case .updates(let device): "device \(device): StoreKit updates"
-        case .restore(let device): "device \(device): restore purchases"
+        case .restore(let device, let crash): "device \(device): restore purchases" + (crash ? ", app dies duringRestore" : "")
         case .spend(let device, let amount): "device \(device): spends \(amount) coins"
         case .network(let device, let up): "device \(device): network \(up ? "back" : "down")"
         case .journal(let device, let fails): "device \(device): journal \(fails ? "refuses writes" : "writable again")"
@@ -115,7 +115,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .signIn: "signIn"
         case .retry: "retry"
         case .updates: "updates"
-        case .restore: "restore"
+        case .restore(_, let crash): crash ? "restore/crash duringRestore" : "restore"
         case .spend: "spend"
         case .network(_, let up): up ? "network up" : "network down"
         case .journal(_, let fails): fails ? "journal fails" : "journal recovers"
@@ -166,7 +166,7 @@ public struct HistoryGenerator: Sendable {
         case 34..<38: return .signIn(device: device, account: Int.random(in: 0..<Self.appAccounts, using: &random))
         case 38..<42: return .retry(device: device)
         case 42..<45: return .updates(device: device)
-        case 45..<47: return .restore(device: device)
+        case 45..<47: return .restore(device: device, crash: roll == 46)
         case 47..<50: return .spend(device: device, amount: [10, 50, 100, 250].randomElement(using: &random)!)
         case 50..<53: return .network(device: device, up: Bool.random(using: &random))
         case 53..<55: return .journal(device: device, fails: Bool.random(using: &random))

@@ -69,9 +69,14 @@ extension HistoryRun {
             for transaction in (try? await store.unfinished()) ?? [] {
                 _ = await client.deliver(transaction, orderId: nil, accountId: nil)
             }
-        case .restore(let index):
-            guard !devices[index].dead.value, let client = devices[index].client else { return }
+        case .restore(let index, let crash):
+            let device = devices[index]
+            guard !device.dead.value, let client = device.client else { return }
+            if crash {
+                await client.setCheckpointObserver { [dead = device.dead] point in if point == .duringRestore { dead.value = true } }
+            }
             _ = try? await client.restore()
+            await client.setCheckpointObserver(nil)
         case .spend(let index, let amount):
             guard !devices[index].dead.value, let client = devices[index].client else { return }
             _ = try? await client.server.spend(currency: "coins", amount: Int64(amount), idempotencyKey: UUID().uuidString)
@@ -173,9 +178,7 @@ extension HistoryRun {
 
     /// Delivers every notification Apple would still send (a due one now, a failed one at its retry).
     func deliverEverything() async throws {
-        let all = await engine.undeliveredNotifications()
-        if ProcessInfo.processInfo.environment["IAPKIT_EXPLORE_TRACE"] != nil { print("quiesce: \(all.count) undelivered; \(await engine.notifications().map { "\($0.type.rawValue) \($0.transactionId ?? "") \($0.attempts.count)" })") }
-        for notification in all {
+        for notification in await engine.undeliveredNotifications() {
             try await engine.recordAttempt(notification.uuid, result: await post(notification.signedPayload))
         }
     }

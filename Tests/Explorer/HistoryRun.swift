@@ -8,6 +8,7 @@ import FoundationNetworking
 import PurchaseClient
 import PurchaseLedger
 import PurchaseServer
+import NIOEmbedded
 import StoreSimulator
 
 /// A broken promise, with the step after which it was seen.
@@ -38,8 +39,11 @@ public final class ExplorerEnvironment: Sendable {
     let apiKey = P256.Signing.PrivateKey()
     let root: URL
     let secret = String(repeating: "explorer-", count: 4)
+    /// Set for histories on PostgreSQL: the server this URL names gets a database per history, dropped after it.
+    public let postgresURL: String?
 
-    public init() throws {
+    public init(postgresURL: String? = nil) throws {
+        self.postgresURL = postgresURL
         authority = try CertificateAuthority.create()
         var roots = TrustRoots()
         try roots.add(certificateData: authority.jws.rootDER, source: "simulator JWS root")
@@ -47,6 +51,12 @@ public final class ExplorerEnvironment: Sendable {
         self.roots = roots
         let shm = URL(fileURLWithPath: "/dev/shm")
         let base = FileManager.default.fileExists(atPath: shm.path) ? shm : FileManager.default.temporaryDirectory
+        // Directories left by explorers that exited without cleaning up (a test process keeps its environment to the end).
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? [] where name.hasPrefix("iapkit-explorer-") {
+            if let pid = name.split(separator: "-").dropFirst(2).first.flatMap({ Int32($0) }), kill(pid, 0) != 0 {
+                try? FileManager.default.removeItem(at: base.appendingPathComponent(name))
+            }
+        }
         root = base.appendingPathComponent("iapkit-explorer-\(getpid())-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     }
@@ -66,7 +76,9 @@ final class HistoryRun: @unchecked Sendable {
     let directory: URL
     let engine: StoreEngine
     let simulator: InProcessHTTP
-    let server = ServerSlot()
+    let server: ServerSlot
+    /// The channel every in-process request's context names (see ``InProcessHTTP``); closed with the history.
+    let channel = NIOAsyncTestingChannel()
     let ownership = Ownership()
     let devices: [ExploredDevice]
     private let found = Locked<[Violation]>([])
@@ -90,7 +102,8 @@ final class HistoryRun: @unchecked Sendable {
                                  frozenClock: Date(timeIntervalSince1970: (Date().timeIntervalSince1970 / 60).rounded(.down) * 60))
         for account in Self.storeAccounts { try await engine.createAccount(account) }
         let authenticator = APIAuthenticator(keyId: "EXPLORER01", issuerId: "explorer", publicKey: environment.apiKey.publicKey, bundleId: Self.bundleId)
-        simulator = InProcessHTTP(SimulatorServer.router(.init(engine: engine, authenticator: authenticator)))
+        simulator = InProcessHTTP(SimulatorServer.router(.init(engine: engine, authenticator: authenticator)), channel: channel)
+        server = ServerSlot(channel: channel)
         // Two devices share the first Apple ID (a household), each with its own app user; the third is someone else's.
         let root = directory
         devices = [(0, 0), (1, 0), (2, 1)].map { index, store in
@@ -101,9 +114,30 @@ final class HistoryRun: @unchecked Sendable {
     }
 
     func close() async {
-        for device in devices { await device.client?.stop() }
+        for device in devices {
+            await device.client?.stop()
+            // The SDK's closures hold this history (its transports): let go of them, or every world stays in memory.
+            device.client = nil
+            device.store = nil
+        }
         if let old = server.replace(nil) { try? await old.ledger.store.close() }
+        if let database, let url = environment.postgresURL { try? PostgresDatabases.run("DROP DATABASE IF EXISTS \(database)", on: url) }
+        _ = try? await channel.finish()
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// This history's own PostgreSQL database, when it runs on PostgreSQL.
+    private(set) var database: String?
+
+    /// Where this history's ledger lives: a SQLite file on tmpfs, or a database of its own on PostgreSQL.
+    func databaseURL() throws -> String {
+        guard let url = environment.postgresURL else { return "sqlite://" + directory.appendingPathComponent("ledger.sqlite").path }
+        if database == nil {
+            let name = "iapkit_explore_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
+            try PostgresDatabases.run("CREATE DATABASE \(name)", on: url)
+            database = name
+        }
+        return try PostgresDatabases.url(url, database: database!)
     }
 
     var violations: [Violation] { found.value }
@@ -120,7 +154,7 @@ final class HistoryRun: @unchecked Sendable {
 
     func makeServices(bundleId: String) async throws -> PurchaseServer.Services {
         var configuration = ServerConfiguration()
-        configuration.database = "sqlite://" + directory.appendingPathComponent("ledger.sqlite").path
+        configuration.database = try databaseURL()
         configuration.auth.hs256Secret = environment.secret
         configuration.bundleId = bundleId
         let store = try await Ledger.openStore(url: configuration.databaseURL)

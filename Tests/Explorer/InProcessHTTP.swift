@@ -14,8 +14,13 @@ import NIOEmbedded
 struct InProcessHTTP: Sendable {
     private let respond: @Sendable (Request, BasicRequestContext) async throws -> Response
     private let logger: Logger
+    /// What the request contexts name as their channel. One per history, closed with it: a channel and its pipeline
+    /// hold each other until the channel is closed. NIOAsyncTestingChannel, unlike EmbeddedChannel, may be used from
+    /// whatever thread a request resumes on.
+    private let channel: NIOAsyncTestingChannel
 
-    init(_ router: Router<BasicRequestContext>) {
+    init(_ router: Router<BasicRequestContext>, channel: NIOAsyncTestingChannel) {
+        self.channel = channel
         let responder = router.buildResponder()
         respond = { try await responder.respond(to: $0, context: $1) }
         var logger = Logger(label: "iapkit.explorer")
@@ -34,7 +39,7 @@ struct InProcessHTTP: Sendable {
         let head = HTTPRequest(method: HTTPRequest.Method(request.httpMethod ?? "GET") ?? .get, scheme: "http", authority: "localhost",
                                path: path, headerFields: fields)
         let body = request.httpBody.map { ByteBuffer(bytes: $0) } ?? ByteBuffer()
-        let context = BasicRequestContext(source: .init(channel: EmbeddedChannel(), logger: logger))
+        let context = BasicRequestContext(source: .init(channel: channel, logger: logger))
         let response: Response
         do { response = try await respond(Request(head: head, body: RequestBody(buffer: body)), context) } catch let error as HTTPResponseError {
             response = try error.response(from: Request(head: head, body: RequestBody(buffer: ByteBuffer())), context: context)

@@ -7,6 +7,7 @@ import FoundationNetworking
 import PurchaseClient
 import PurchaseLedger
 import PurchaseServer
+import NIOEmbedded
 import StoreSimulator
 
 /// A value shared between the explorer and the closures it hands the SDK.
@@ -59,13 +60,15 @@ final class Ownership: @unchecked Sendable {
 /// The purchase server, replaceable (a restart, a bad deploy) while the history runs.
 final class ServerSlot: @unchecked Sendable {
     private let lock = NSLock()
+    private let channel: NIOAsyncTestingChannel
+    init(channel: NIOAsyncTestingChannel) { self.channel = channel }
     private var current: (http: InProcessHTTP, services: PurchaseServer.Services)?
     var http: InProcessHTTP? { lock.withLock { current?.http } }
     var services: PurchaseServer.Services? { lock.withLock { current?.services } }
     func replace(_ services: PurchaseServer.Services?) -> PurchaseServer.Services? {
         lock.withLock {
             let old = current?.services
-            current = services.map { (InProcessHTTP(PurchaseServer.router($0)), $0) }
+            current = services.map { (InProcessHTTP(PurchaseServer.router($0), channel: channel), $0) }
             return old
         }
     }

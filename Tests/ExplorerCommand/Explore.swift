@@ -27,8 +27,21 @@ struct Explore: AsyncParsableCommand {
     @Flag(help: "Shrink a failing history to the fewest steps that still fail.")
     var shrink = false
 
+    @Option(help: "Before the campaign, time this many empty histories (the world built, brought to rest, checked and torn down) as its baseline.")
+    var baseline: Int = 0
+
+    @Flag(help: "Keep each history's ledger in a PostgreSQL database of its own on the server IAPKIT_POSTGRES_URL names.")
+    var postgres = false
+
     func run() async throws {
-        let explorer = Explorer(environment: try ExplorerEnvironment())
+        var postgresURL: String?
+        if postgres {
+            guard let url = ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"] else {
+                throw ValidationError("--postgres needs IAPKIT_POSTGRES_URL (scripts/explore starts a throwaway PostgreSQL when it is unset)")
+            }
+            postgresURL = url
+        }
+        let explorer = Explorer(environment: try ExplorerEnvironment(postgresURL: postgresURL))
         if let seed {
             var result = await explorer.run(seed: seed)
             print(result.readable)
@@ -39,6 +52,15 @@ struct Explore: AsyncParsableCommand {
             }
             if !result.violations.isEmpty { throw ExitCode(1) }
             return
+        }
+        if baseline > 0 {
+            var empty = explorer
+            empty.generator.minSteps = 0
+            empty.generator.maxSteps = 0
+            let report = await empty.campaign(first: first, histories: baseline, parallel: parallel)
+            print(String(format: "baseline: %d empty histories in %.1f s: %.1f histories/s (%.1f ms each, %d at a time)%@", report.histories,
+                         report.seconds, report.historiesPerSecond, 1000 * report.seconds / Double(max(report.histories, 1)) * Double(parallel),
+                         parallel, report.failures.isEmpty ? "" : ", \(report.failures.count) failing"))
         }
         let report = await explorer.campaign(first: first, histories: histories, seconds: minutes * 60, parallel: parallel) { report in
             print(String(format: "%6d histories, %7d steps, %6.1f s, %6.1f histories/s, %d failing", report.histories, report.steps,
