@@ -20,9 +20,10 @@ extension Ledger {
         return try await read { session in
             var found: [Inconsistency] = []
             let sql = session.sql
-            // Balances against the sum of their movements (either side may be missing).
+            // Balances against the sum of their movements (either side may be missing). Sums are cast back to BIGINT:
+            // PostgreSQL sums BIGINT as NUMERIC.
             for row in try sql.rows("""
-                SELECT a, c, SUM(stored), SUM(moved) FROM (
+                SELECT a, c, CAST(SUM(stored) AS BIGINT), CAST(SUM(moved) AS BIGINT) FROM (
                     SELECT account_id AS a, currency AS c, amount AS stored, 0 AS moved FROM balances
                     UNION ALL SELECT account_id, currency, 0, delta FROM balance_entries) AS both_sides
                 GROUP BY a, c HAVING SUM(stored) <> SUM(moved) LIMIT $1
@@ -41,7 +42,7 @@ extension Ledger {
             // Consumables: the net credit follows the transaction's state, and one grant entry at most.
             for row in try sql.rows("""
                 SELECT p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date,
-                       COALESCE(SUM(e.delta), 0), COALESCE(SUM(CASE WHEN e.entry_key LIKE 'grant:%' THEN 1 ELSE 0 END), 0)
+                       CAST(COALESCE(SUM(e.delta), 0) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN e.entry_key LIKE 'grant:%' THEN 1 ELSE 0 END), 0) AS BIGINT)
                 FROM purchases p LEFT JOIN balance_entries e ON e.transaction_id = p.transaction_id
                 WHERE p.product_type = $1 AND p.account_id IS NOT NULL
                 GROUP BY p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date LIMIT $2
