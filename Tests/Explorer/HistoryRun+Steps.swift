@@ -143,7 +143,8 @@ extension HistoryRun {
         var request = URLRequest(url: URL(string: "http://server/v1/notifications/appstore")!)
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = try? JSONSerialization.data(withJSONObject: ["signedPayload": signedPayload])
+        // A JWS is base64url and dots: nothing to escape (and JSONSerialization escapes slowly, character by character).
+        request.httpBody = Data(("{\"signedPayload\":\"" + signedPayload + "\"}").utf8)
         guard let (data, response) = try? await http.send(request) else { return .noResponse }
         if ProcessInfo.processInfo.environment["IAPKIT_EXPLORE_TRACE"] != nil {
             print("notification → \((response as? HTTPURLResponse)?.statusCode ?? 0) \(String(decoding: data, as: UTF8.self))")

@@ -50,8 +50,8 @@ struct HistoryExplorerTests {
             return
         }
         let explorer = Explorer(environment: try ExplorerEnvironment(postgresURL: url))
-        let report = await explorer.campaign(first: 1, histories: 24)
-        #expect(report.histories == 24)
+        let report = await explorer.campaign(first: 1, histories: 16)
+        #expect(report.histories == 16)
         for failure in report.failures.prefix(3) {
             Issue.record("\(failure.readable)\nreplay: scripts/explore --postgres --seed \(failure.seed ?? 0) --shrink")
         }

@@ -16,23 +16,31 @@ public enum Base64 {
 
     /// Decodes base64 or base64url text; `nil` when it is not exactly that.
     public static func decode<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
-        var end = text.endIndex
+        // Over a buffer with an index loop: the same code specialised or not (debug builds iterate a generic
+        // collection through the runtime, byte by byte).
+        if let decoded = text.withContiguousStorageIfAvailable({ decode(buffer: $0) }) { return decoded }
+        return Array(text).withUnsafeBufferPointer { decode(buffer: $0) }
+    }
+
+    private static func decode(buffer text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var end = text.count
         var padding = 0
-        while end > text.startIndex, padding < 2 {
-            let before = text.index(end, offsetBy: -1)
-            guard text[before] == UInt8(ascii: "=") else { break }
-            end = before
+        while end > 0, padding < 2 {
+            guard text[end - 1] == UInt8(ascii: "=") else { break }
+            end -= 1
             padding += 1
         }
-        let body = text[text.startIndex..<end]
-        let count = body.count
+        let count = end
         if padding > 0, (count + padding) % 4 != 0 { return nil }
         if count % 4 == 1 { return nil }
         var output = [UInt8]()
         output.reserveCapacity(count * 3 / 4)
         var accumulator: UInt32 = 0
         var bits = 0
-        for byte in body {
+        var index = 0
+        while index < count {
+            let byte = text[index]
+            index += 1
             let value = table[Int(byte)]
             guard value != 0xFF else { return nil }
             accumulator = accumulator << 6 | UInt32(value)
