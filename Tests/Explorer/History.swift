@@ -176,7 +176,7 @@ public struct HistoryGenerator: Sendable {
         case 65..<67: return .autoRenew(pick: pick, on: Bool.random(using: &random))
         case 67..<69: return .billing(storeAccount: Int.random(in: 0..<Self.storeAccounts, using: &random), fails: Bool.random(using: &random))
         case 69..<71: return .family(share: roll != 70)
-        case 71..<79: return .advance(seconds: [30, 120, 300, 900, 3_600, 4 * 3_600, 86_400].randomElement(using: &random)!)
+        case 71..<79: return .advance(seconds: [30, 120, 300, 900, 3_600, 4 * 3_600, 86_400, 31 * 86_400].randomElement(using: &random)!)
         case 79..<92: return .deliver(DeliveryFault.allCases.randomElement(using: &random)!)
         case 92..<95: return .serverRestart
         default: return .serverMisconfigured(roll < 98)

@@ -106,7 +106,7 @@ extension HistoryRun {
             }
             for device in devices where transaction.unfinishedOn.contains(device.name) && device.storeAccount == transaction.account {
                 // Unfinished at rest is right only for what nobody may take: a refunded transaction nobody owns.
-                if owner == nil && (transaction.sharedFrom != nil || transaction.payload.revocationDate != nil) { continue }
+                if owner == nil && transaction.payload.revocationDate != nil { continue }
                 record(1, "\(id) (\(transaction.payload.productId ?? "?")) is still unfinished on \(device.name) at rest (owner \(owner ?? "unknown"), ledger: \(stored.map { $0.accountId ?? "unbound" } ?? "absent"))", atEnd: true)
             }
         }
@@ -129,15 +129,20 @@ extension HistoryRun {
             checked(3)
             var names: Set<String> = []
             var coins: Int64 = 0
-            for transaction in transactions where ownership.owner(of: transaction.payload) == account && transaction.payload.revocationDate == nil {
+            var seasonEnd: Date?
+            let owned = transactions.filter { ownership.owner(of: $0.payload) == account && $0.payload.revocationDate == nil }
+            for transaction in owned.sorted(by: { ($0.payload.purchaseDate ?? .distantPast) < ($1.payload.purchaseDate ?? .distantPast) }) {
                 switch transaction.payload.productId {
                 case ExploredProduct.coins.productId: coins += 100 * Int64(transaction.payload.quantity ?? 1)
                 case ExploredProduct.premium.productId: names.insert("premium")
                 case ExploredProduct.season.productId:
-                    if let bought = transaction.payload.purchaseDate, bought.addingTimeInterval(30 * 86_400) > now { names.insert("season") }
+                    // The app's rule for its non-renewing pass: 30 days from purchase, passes bought early stacking end to end.
+                    guard let bought = transaction.payload.purchaseDate else { continue }
+                    seasonEnd = max(bought, seasonEnd ?? bought).addingTimeInterval(30 * 86_400 * Double(transaction.payload.quantity ?? 1))
                 default: break
                 }
             }
+            if let seasonEnd, seasonEnd > now { names.insert("season") }
             for item in series {
                 guard let latest = byId[item.latestTransactionId], ownership.owner(of: latest.payload) == account,
                       latest.payload.revocationDate == nil, item.status == .active || item.status == .billingGracePeriod else { continue }
@@ -151,6 +156,13 @@ extension HistoryRun {
             }
             let grantedNames = Set(granted.entitlements.map(\.name))
             if grantedNames != names {
+                if ProcessInfo.processInfo.environment["IAPKIT_EXPLORE_TRACE"] != nil {
+                    print("now \(now)")
+                    for item in series { print("apple series \(item)") }
+                    for transaction in transactions { print("apple \(transaction.payload.transactionId ?? "") \(transaction.payload.productId ?? "") bought \(transaction.payload.purchaseDate!) expires \(String(describing: transaction.payload.expiresDate)) revoked \(String(describing: transaction.payload.revocationDate)) owner \(ownership.owner(of: transaction.payload) ?? "-")") }
+                    for purchase in (try? await services.ledger.purchases(accountId: account)) ?? [] { print("ledger \(purchase)") }
+                    for item in Set(transactions.compactMap(\.payload.originalTransactionId)) { print("ledger series \(String(describing: try? await services.ledger.series(originalTransactionId: item)?.status))") }
+                }
                 record(3, "\(account) is granted \(grantedNames.sorted()), the App Store's record gives \(names.sorted())", atEnd: true)
             }
             if granted.balances["coins", default: 0] != coins {

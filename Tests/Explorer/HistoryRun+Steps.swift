@@ -78,8 +78,25 @@ extension HistoryRun {
             _ = try? await client.restore()
             await client.setCheckpointObserver(nil)
         case .spend(let index, let amount):
-            guard !devices[index].dead.value, let client = devices[index].client else { return }
-            _ = try? await client.server.spend(currency: "coins", amount: Int64(amount), idempotencyKey: UUID().uuidString)
+            let device = devices[index]
+            guard !device.dead.value, let client = device.client, let account = device.signedIn.value else { return }
+            // A spend of the same amount as the device's last is that spend retried (its answer lost): the same key.
+            let key: String
+            if let last = device.lastSpend, last.amount == amount { key = last.key } else { key = UUID().uuidString }
+            device.lastSpend = (key, amount)
+            let before = ownership.spentTotals()[account, default: 0]
+            guard (try? await client.server.spend(currency: "coins", amount: Int64(amount), idempotencyKey: key)) != nil else { return }
+            // Never more than Apple ever charged the account for, less what it spent before. (Refunds are left out of
+            // this bound: until their notification arrives the server cannot know of them; at rest the balance must
+            // equal Apple's record to the coin.)
+            let credited = await engine.recordedTransactions().filter {
+                $0.payload.productId == ExploredProduct.coins.productId && ownership.owner(of: $0.payload) == account
+            }.reduce(Int64(0)) { $0 + 100 * Int64($1.payload.quantity ?? 1) }
+            checked(3)
+            if key != device.lastSpendAccepted, Int64(amount) > credited - before {
+                record(3, "\(account) was allowed to spend \(amount) coins; Apple charged it for \(credited), less \(before) spent")
+            }
+            device.lastSpendAccepted = key
         case .network(let index, let up):
             devices[index].offline.value = !up
         case .journal(let index, let fails):

@@ -233,16 +233,17 @@ final class HistoryRun: @unchecked Sendable {
             if let reply = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let token = (reply["appAccountToken"] as? String).flatMap({ UUID(uuidString: $0) }) {
                 ownership.ordered(token, by: account)
             }
-        case ("/v1/purchases", 200):
+        case ("/v1/purchases", 200), ("/v1/purchases", 409):
+            // Accepted, or refused as another account's: either way the server verified it and heard who presented it.
             if let jws = body["signedTransaction"] as? String, let transaction = try? StoreTransaction(signedTransaction: jws) {
                 ownership.presented(transaction, by: account)
             }
-        case ("/v1/restore", 200):
+        case ("/v1/restore", 200), ("/v1/restore", 409):
             for jws in body["signedTransactions"] as? [String] ?? [] {
                 if let transaction = try? StoreTransaction(signedTransaction: jws) { ownership.presented(transaction, by: account) }
             }
         case (_, 200) where path.hasPrefix("/v1/consumables/"):
-            if let amount = body["amount"] as? Int { ownership.spent(Int64(amount), by: account) }
+            if let amount = body["amount"] as? Int, let key = body["idempotencyKey"] as? String { ownership.spent(Int64(amount), by: account, key: key) }
         default: break
         }
     }

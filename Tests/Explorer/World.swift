@@ -35,6 +35,7 @@ final class Ownership: @unchecked Sendable {
     private var orders: [UUID: String] = [:]
     private var presenters: [String: String] = [:]
     private(set) var spent: [String: Int64] = [:]
+    private var spendKeys: Set<String> = []
 
     func ordered(_ token: UUID, by account: String) { lock.withLock { orders[token] = account } }
     func presented(_ transaction: StoreTransaction, by account: String) {
@@ -44,7 +45,10 @@ final class Ownership: @unchecked Sendable {
             }
         }
     }
-    func spent(_ amount: Int64, by account: String) { lock.withLock { spent[account, default: 0] += amount } }
+    /// A spend the server accepted, counted once per idempotency key (a retried spend is the same spend).
+    func spent(_ amount: Int64, by account: String, key: String) {
+        lock.withLock { if spendKeys.insert(key).inserted { spent[account, default: 0] += amount } }
+    }
     func spentTotals() -> [String: Int64] { lock.withLock { spent } }
 
     /// The account a transaction belongs to: its token's order, else the first accepted presenter of its series (a
@@ -87,6 +91,9 @@ final class ExploredDevice: @unchecked Sendable {
     let journalRefuses = Locked(false)
     var client: PurchaseClient?
     var store: SimulatorStore?
+    /// The last spend sent (its idempotency key and amount), and the last key the server accepted.
+    var lastSpend: (key: String, amount: Int)?
+    var lastSpendAccepted: String?
 
     init(index: Int, storeAccount: String, appAccount: String, root: URL) {
         self.index = index

@@ -32,6 +32,10 @@ struct HistoryExplorerTests {
                .buy(device: 2, product: .monthly, end: .success, crash: .afterJournal), .advance(seconds: 14_400), .reinstall(device: 2),
                .signIn(device: 2, account: 0), .buy(device: 1, product: .yearly, end: .deferred, crash: .duringUpload),
                .answerRequest(pick: 17, approve: true)]),
+        // A refund of a past period (the upgraded monthly) during the yearly's grace period: its notification carried
+        // no status, and the ledger took that as the series' latest status — ending the grace period it knew of.
+        (10253, [.billing(storeAccount: 0, fails: true), .buy(device: 1, product: .monthly, end: .success, crash: .afterPayment),
+                 .buy(device: 0, product: .yearly, end: .success, crash: nil), .advance(seconds: 3600), .refund(pick: 18)]),
     ]
 
     @Test("The histories the explorer found failing hold now, as found and as shrunk", arguments: regressions.map(\.seed))

@@ -214,5 +214,12 @@ struct LedgerConformanceTests {
         let inGrace = try #require(try await ledger.entitlements(accountId: account, now: now).entitlement("pro"))
         #expect(inGrace.state == .gracePeriod)
         #expect(try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(601)).entitlement("pro") == nil)
+        // Later news of one transaction that says nothing of the series (no status, no renewal info) keeps the grace
+        // period (found by the history explorer, seed 10253).
+        var later = sub
+        later.signedDate = now.addingTimeInterval(1)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .consumptionRequest, subtype: nil, signedDate: now.addingTimeInterval(1),
+                                                      signedPayload: "x", transaction: later), now: now.addingTimeInterval(2))
+        #expect(try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(2)).entitlement("pro")?.state == .gracePeriod)
     }
 }

@@ -26,6 +26,14 @@ extension StoreEngine {
         }
         var data = notificationData()
         data.signedTransactionInfo = try sign(payload, at: time)
+        if let original = payload.originalTransactionId, let series = state.subscriptions[original] {
+            // A past period (a refund of it): the transaction is that period's, the renewal info and status the
+            // series' as they stand, as Apple sends them with every subscription notification.
+            var renewal = renewalInfo(series)
+            renewal.signedDate = time
+            data.signedRenewalInfo = try minter.sign(renewal)
+            data.status = series.status
+        }
         try record(type, subtype, data: data, transactionId: transactionId, at: time)
     }
 

@@ -113,7 +113,7 @@ extension StoreEngine {
             let due = state.subscriptions.values.compactMap { series -> (Date, String)? in
                 guard let time = nextEvent(series), time <= now else { return nil }
                 return (time, series.originalTransactionId)
-            }.min { $0.0 < $1.0 }
+            }.min { ($0.0, $0.1) < ($1.0, $1.1) }  // ties by id: the same order in every process (a replay mints the same ids)
             guard let (time, id) = due, var series = state.subscriptions[id] else { return }
             try handleEvent(&series, at: time)
             state.subscriptions[id] = series
@@ -183,7 +183,8 @@ extension StoreEngine {
     func recoverBilling(account: String) throws {
         try processSubscriptions()
         let now = clock.now
-        for var series in state.subscriptions.values where series.account == account && series.sharedFrom == nil && (series.phase == .gracePeriod || series.phase == .billingRetry) {
+        for var series in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId })
+        where series.account == account && series.sharedFrom == nil && (series.phase == .gracePeriod || series.phase == .billingRetry) {
             _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: now, reason: .renewal, offer: series.nextOffer)
             series.phase = .active
             state.subscriptions[series.originalTransactionId] = series
