@@ -80,10 +80,11 @@ extension HistoryRun {
         case .spend(let index, let amount):
             let device = devices[index]
             guard !device.dead.value, let client = device.client, let account = device.signedIn.value else { return }
-            // A spend of the same amount as the device's last is that spend retried (its answer lost): the same key.
+            // A spend of the same amount by the same account as the device's last is that spend retried (its answer
+            // lost): the same key.
             let key: String
-            if let last = device.lastSpend, last.amount == amount { key = last.key } else { key = UUID().uuidString }
-            device.lastSpend = (key, amount)
+            if let last = device.lastSpend, last.amount == amount, last.account == account { key = last.key } else { key = UUID().uuidString }
+            device.lastSpend = (key, amount, account)
             let before = ownership.spentTotals()[account, default: 0]
             guard (try? await client.server.spend(currency: "coins", amount: Int64(amount), idempotencyKey: key)) != nil else { return }
             // Never more than Apple ever charged the account for, less what it spent before. (Refunds are left out of

@@ -47,7 +47,8 @@ final class Ownership: @unchecked Sendable {
     }
     /// A spend the server accepted, counted once per idempotency key (a retried spend is the same spend).
     func spent(_ amount: Int64, by account: String, key: String) {
-        lock.withLock { if spendKeys.insert(key).inserted { spent[account, default: 0] += amount } }
+        // Keys are the account's own: the ledger keys a spend by account and key.
+        lock.withLock { if spendKeys.insert(account + "\u{0}" + key).inserted { spent[account, default: 0] += amount } }
     }
     func spentTotals() -> [String: Int64] { lock.withLock { spent } }
 
@@ -92,7 +93,7 @@ final class ExploredDevice: @unchecked Sendable {
     var client: PurchaseClient?
     var store: SimulatorStore?
     /// The last spend sent (its idempotency key and amount), and the last key the server accepted.
-    var lastSpend: (key: String, amount: Int)?
+    var lastSpend: (key: String, amount: Int, account: String)?
     var lastSpendAccepted: String?
 
     init(index: Int, storeAccount: String, appAccount: String, root: URL) {
