@@ -71,9 +71,14 @@ struct IAPServeProcessTests {
                 probe: "http://127.0.0.1:\(port)/health", environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret]))
         }
         let account = "replica-\(UUID().uuidString.prefix(8))"
-        let (_, order) = try await Self.request("http://127.0.0.1:\(ports[0])/v1/orders", method: "POST",
-                                                body: #"{"productId":"com.example.iapkit.coins.100"}"#, account: account)
-        let token = try #require(order["appAccountToken"] as? String)
+        // The ports were free when picked; a process of another test taking one in between would answer instead.
+        for port in ports {
+            let (_, health) = try await Self.request("http://127.0.0.1:\(port)/health")
+            #expect(health["store"] as? String == "postgres", "port \(port) is answered by another server: \(health)")
+        }
+        let (orderStatus, order) = try await Self.request("http://127.0.0.1:\(ports[0])/v1/orders", method: "POST",
+                                                          body: #"{"productId":"com.example.iapkit.coins.100"}"#, account: account)
+        let token = try #require(order["appAccountToken"] as? String, "the order was answered \(orderStatus): \(order)")
         _ = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/accounts", method: "POST", body: #"{"id":"store"}"#)
         let (_, bought) = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/purchases", method: "POST",
                                                  body: #"{"account":"store","device":"d","productId":"com.example.iapkit.coins.100","appAccountToken":"\#(token)"}"#)

@@ -166,4 +166,20 @@ struct LedgerStoreTests {
         let kinds = Set(try await ledger.timeline(accountId: account).map(\.kind))
         #expect(kinds == [.order, .transaction, .revocation, .balance, .notification, .deviceReport, .audit])
     }
+
+    @Test("The ledger's own checks: none fails on what the ledger wrote; a balance edited behind its back is named", arguments: StoreKind.allCases)
+    func inconsistencies(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("checked-")
+        let order = try await ledger.createOrder(accountId: account, productId: Demo.coins)
+        _ = try await ledger.submit(.init(accountId: account, orderId: order.orderId,
+                                          transaction: transaction(Demo.coins, type: .consumable, token: order.appAccountToken)))
+        _ = try await ledger.spend(accountId: account, currency: "coins", amount: 30, idempotencyKey: "k1")
+        #expect(try await ledger.inconsistencies().allSatisfy { !$0.detail.contains(account) })
+        _ = try await ledger.store.write { sql in
+            try sql.rows("UPDATE balances SET amount = amount + 5 WHERE account_id = $1", [.text(account)])
+        }
+        let found = try await ledger.inconsistencies(limit: 10_000).filter { $0.detail.contains(account) }
+        #expect(found.map(\.check) == ["balance-equals-movements"], "\(found)")
+    }
 }

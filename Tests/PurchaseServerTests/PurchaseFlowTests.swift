@@ -40,6 +40,12 @@ struct PurchaseFlowTests {
             owned = try await system.entitlements(account)
             #expect(owned.balance("coins") == 0, "the refund claws the coins back")
             #expect(owned.entitlementNames.isEmpty, "refunds revoke premium, the season pass and pro")
+            // The operator's view of the ledger's own checks; the rows this test wrote pass them.
+            let (status, consistency) = try await system.admin(.get, "/admin/consistency")
+            #expect(status == .ok)
+            let problems = consistency["inconsistencies"] as? [[String: Any]] ?? []
+            #expect(!problems.contains { ($0["detail"] as? String ?? "").contains(account) }, "\(problems)")
+            #expect(kind == .postgres || consistency["consistent"] as? Bool == true, "\(consistency)")
         }
     }
 }

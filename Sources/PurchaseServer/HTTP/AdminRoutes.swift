@@ -91,6 +91,14 @@ struct AdminRoutes {
             try authorize(request)
             return try JSONReply.encode(["entries": try await ledgerCall { try await services.ledger.auditLog() }])
         }
+
+        admin.get("consistency") { request, _ in
+            try authorize(request)
+            struct Item: Encodable { var check: String; var detail: String }
+            struct Reply: Encodable { var consistent: Bool; var inconsistencies: [Item] }
+            let found = try await ledgerCall { try await services.ledger.inconsistencies() }
+            return try JSONReply.encode(Reply(consistent: found.isEmpty, inconsistencies: found.map { Item(check: $0.check, detail: $0.detail) }))
+        }
         addRecordRoutes(to: admin)
     }
 
