@@ -126,7 +126,7 @@ let package = Package(
         .target(
             name: "HistoryExplorer",
             dependencies: [
-                "StoreSimulator", "PurchaseServer", "PurchaseLedger", "PurchaseClient", "AppStoreTrust", "AppStoreFormats", "IAPTestSupport",
+                "StoreSimulator", "PurchaseServer", "PurchaseLedger", "PurchaseClient", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "IAPTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// The App Store Server API, authenticated with an ES256 token made from the app's In-App Purchase key, as Apple
 /// describes it: header `kid`, claims `iss` `iat` `exp` (a few minutes) `aud` `appstoreconnect-v1` `bid`.
@@ -74,13 +75,30 @@ public struct ServerAPIClient: Sendable {
         try await get("/inApps/v1/lookup/\(try Self.pathSegment(orderId))", as: OrderLookupResponse.self)
     }
 
+    /// Get Notification History: one page (at most 20) of the notifications Apple sent, or tried to send, between the
+    /// request's dates — how a server recovers the ones its endpoint never answered.
+    public func notificationHistory(_ query: NotificationHistoryRequest, paginationToken: String? = nil) async throws -> NotificationHistoryResponse {
+        var path = "/inApps/v1/notifications/history"
+        if let paginationToken { path += "?paginationToken=\(paginationToken.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
+        let body = try AppStoreJSON.encoder().encode(query)
+        return try await call(.POST, path, body: Array(body), as: NotificationHistoryResponse.self)
+    }
+
     func get<T: Decodable>(_ path: String, as type: T.Type) async throws -> T {
+        try await call(.GET, path, body: nil, as: type)
+    }
+
+    func call<T: Decodable>(_ method: HTTPMethod, _ path: String, body: [UInt8]?, as type: T.Type) async throws -> T {
         let url = baseURL + path
         let answer = try await transport.send { [self] in
             var request = HTTPClientRequest(url: url)
-            request.method = .GET
+            request.method = method
             request.headers.add(name: "Authorization", value: "Bearer \(try token())")
             request.headers.add(name: "Accept", value: "application/json")
+            if let body {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(bytes: body))
+            }
             return request
         }
         switch answer.status {

@@ -123,6 +123,36 @@ extension Ledger {
                                   [.text(accountId)])?.optionalText(0)
         }
     }
+
+    /// Which of `uuids` the ledger has stored already (a notification is stored once, by its `notificationUUID`).
+    public func knownNotifications(_ uuids: [String]) async throws -> Set<String> {
+        guard !uuids.isEmpty else { return [] }
+        let chunk = Array(uuids.prefix(100))
+        let placeholders = chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
+        let known = try await read { session in
+            try session.sql.rows("SELECT notification_uuid FROM notifications WHERE notification_uuid IN (\(placeholders))", chunk.map { .text($0) })
+                .map { try $0.text(0) }
+        }
+        return Set(known).union(try await knownNotifications(Array(uuids.dropFirst(100))))
+    }
+
+    /// Where a job that reads Apple's records in time order stopped (e.g. the notification history); nil before its
+    /// first pass.
+    public func cursor(_ name: String) async throws -> Date? {
+        try await read { session in
+            try session.sql.first("SELECT value FROM reconciler_cursors WHERE name = $1", [.text(name)])?.optionalInt(0).map(Millis.date)
+        }
+    }
+
+    /// Moves the cursor `name` to `date`, never back: two replicas finishing passes out of order keep the later one.
+    public func advanceCursor(_ name: String, to date: Date) async throws {
+        try await write { session in
+            try session.sql.execute("""
+                INSERT INTO reconciler_cursors (name, value) VALUES ($1, $2)
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE reconciler_cursors.value < excluded.value
+                """, [.text(name), .of(date)])
+        }
+    }
 }
 
 // MARK: What the ledger knows, for the operator

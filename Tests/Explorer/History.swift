@@ -34,6 +34,8 @@ public enum DeliveryFault: String, CaseIterable, Sendable, Codable {
     case lost
     /// Only the first half now; the rest wait for a later delivery.
     case partial
+    /// None, and Apple gives up on them as after its last retry: only the reconciler can still learn of them.
+    case abandoned
 }
 
 /// One event of a history. Choices among things that exist only at run time (which transaction to refund, which
@@ -79,6 +81,10 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
     case serverRestart
     /// The purchase server is deployed with the wrong bundle id, or fixed.
     case serverMisconfigured(Bool)
+    /// Apple's servers start answering the purchase server this way (an outage, errors, slowness, or up again).
+    case apple(AppleFault)
+    /// The server's reconciliation job runs once (held proofs, Apple's notification history, stale series and orders).
+    case reconcile
 
     public var description: String {
         switch self {
@@ -103,6 +109,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .deliver(let fault): "deliver notifications (\(fault.rawValue))"
         case .serverRestart: "purchase server restarts"
         case .serverMisconfigured(let wrong): wrong ? "purchase server deployed with the wrong bundle id" : "purchase server configuration fixed"
+        case .apple(let fault): "Apple's servers: \(fault.rawValue)"
+        case .reconcile: "the reconciliation job runs"
         }
     }
 
@@ -129,6 +137,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .deliver(let fault): "deliver/\(fault.rawValue)"
         case .serverRestart: "server restart"
         case .serverMisconfigured(let wrong): wrong ? "server misconfigured" : "server fixed"
+        case .apple(let fault): "apple/\(fault.rawValue)"
+        case .reconcile: "reconcile"
         }
     }
 }
@@ -147,7 +157,23 @@ public struct HistoryGenerator: Sendable {
     public func history(seed: UInt64) -> [Step] {
         var random = SeededGenerator(state: seed &* 0x2545_F491_4F6C_DD1D &+ 1)
         let count = Int.random(in: minSteps...maxSteps, using: &random)
-        return (0..<count).map { _ in step(using: &random) }
+        // Apple's side and the reconciler are drawn from a stream of their own, inserted between the others: a seed
+        // keeps the steps it had before they were added, so a seed in an old report still names most of its history.
+        var apple = SeededGenerator(state: seed &* 0x9E37_79B9_7F4A_7C15 &+ 0x5851_F42D)
+        return (0..<count).flatMap { _ in [step(using: &random)] + (appleStep(using: &apple).map { [$0] } ?? []) }
+    }
+
+    /// Apple's outages, the reconciler, notifications Apple gave up on: after about one step in eight.
+    func appleStep(using random: inout SeededGenerator) -> Step? {
+        switch Int.random(in: 0..<100, using: &random) {
+        case 0: .apple(.slow)
+        case 1: .apple(.down)
+        case 2: .apple(.serverError)
+        case 3..<6: .apple(.up)
+        case 6..<10: .reconcile
+        case 10..<13: .deliver(.abandoned)
+        default: nil
+        }
     }
 
     /// Weighted: purchases and the app's own recovery most; faults often enough that most histories meet several.
@@ -177,7 +203,7 @@ public struct HistoryGenerator: Sendable {
         case 67..<69: return .billing(storeAccount: Int.random(in: 0..<Self.storeAccounts, using: &random), fails: Bool.random(using: &random))
         case 69..<71: return .family(share: roll != 70)
         case 71..<79: return .advance(seconds: [30, 120, 300, 900, 3_600, 4 * 3_600, 86_400, 31 * 86_400].randomElement(using: &random)!)
-        case 79..<92: return .deliver(DeliveryFault.allCases.randomElement(using: &random)!)
+        case 79..<92: return .deliver([DeliveryFault.inOrder, .reversed, .duplicated, .lost, .partial].randomElement(using: &random)!)
         case 92..<95: return .serverRestart
         default: return .serverMisconfigured(roll < 98)
         }

@@ -5,6 +5,7 @@ import FoundationNetworking
 #endif
 import PurchaseClient
 import PurchaseLedger
+import PurchaseServer
 import StoreSimulator
 
 extension HistoryRun {
@@ -131,6 +132,10 @@ extension HistoryRun {
             try await redeploy(bundleId: serverBundleId)
         case .serverMisconfigured(let wrong):
             try await redeploy(bundleId: wrong ? "com.example.another-app" : Self.bundleId)
+        case .apple(let fault):
+            appleFault.value = fault
+        case .reconcile:
+            try await reconcile()
         }
     }
 
@@ -139,13 +144,17 @@ extension HistoryRun {
     func deliverNotifications(_ fault: DeliveryFault) async throws {
         var due = try await engine.dueNotifications()
         switch fault {
-        case .inOrder, .duplicated, .lost: break
+        case .inOrder, .duplicated, .lost, .abandoned: break
         case .reversed: due.reverse()
         case .partial: due = Array(due.prefix(due.count / 2))
         }
         let failures = Dictionary(await engine.undeliveredNotifications().map { ($0.uuid, $0.failedAttempts) }, uniquingKeysWith: { a, _ in a })
         for notification in due {
-            // Lost for good only after Apple's last retry; that loss is the reconciler's to repair, not explored here.
+            if fault == .abandoned {
+                try await engine.recordAttempt(notification.uuid, result: .noResponse, retries: false)
+                continue
+            }
+            // `lost` loses an attempt Apple will retry; `abandoned` is the loss for good, after the last one.
             if fault == .lost, failures[notification.uuid, default: 0] < StoreEngine.retryScheduleHours.count {
                 try await engine.recordAttempt(notification.uuid, result: .noResponse)
                 continue
@@ -175,6 +184,7 @@ extension HistoryRun {
     /// arrive. What Apple charged must have reached its owner by then.
     func quiesce() async throws {
         if !serverConfigured { try await redeploy(bundleId: Self.bundleId) }
+        appleFault.value = .up
         for device in devices {
             device.offline.value = false
             device.journalRefuses.value = false
@@ -190,9 +200,24 @@ extension HistoryRun {
             }
         }
         try await deliverEverything()
+        // Notifications Apple gave up on are the reconciler's to recover; it runs as it would on its timer.
+        try await reconcile()
         // Renewals minted meanwhile reach the devices' queues: the apps take them as StoreKit hands them over.
         for device in devices { try await perform(.updates(device: device.index)) }
         try await deliverEverything()
+        try await reconcile()
+    }
+
+    /// One pass of the server's reconciliation job at the App Store's time. With Apple up and the server configured,
+    /// a pass must read Apple's notification history to the present; a loaded machine may let one call time out, so
+    /// the job's timer is allowed two more passes before that is a failure of its own.
+    func reconcile() async throws {
+        for attempt in 1...3 {
+            guard let services = server.services else { return }
+            let report = try await Reconciler(services: services).runOnce()
+            guard let stalled = report.notificationHistoryStalled, appleFault.value == .up, serverConfigured else { return }
+            if attempt == 3 { record(0, "the reconciler stopped reading Apple's notification history: \(stalled)") }
+        }
     }
 
     /// Delivers every notification Apple would still send (a due one now, a failed one at its retry).

@@ -1,3 +1,4 @@
+import AppStoreClient
 import AppStoreFormats
 import AppStoreTrust
 import Crypto
@@ -80,6 +81,9 @@ final class HistoryRun: @unchecked Sendable {
     /// The channel every in-process request's context names (see ``InProcessHTTP``); closed with the history.
     let channel = NIOAsyncTestingChannel()
     let ownership = Ownership()
+    /// How Apple answers the purchase server now, and where the server reaches Apple (``AppleSwitchboard``).
+    let appleFault = Locked<AppleFault>(.up)
+    private(set) var appleURL = ""
     let devices: [ExploredDevice]
     private let found = Locked<[Violation]>([])
     private let performed = Locked<[Int: Int]>([:])
@@ -109,7 +113,11 @@ final class HistoryRun: @unchecked Sendable {
         devices = [(0, 0), (1, 0), (2, 1)].map { index, store in
             ExploredDevice(index: index, storeAccount: HistoryRun.storeAccounts[store], appAccount: HistoryRun.appAccounts[index], root: root)
         }
+        appleURL = try await AppleSwitchboard.shared.connect(directory.lastPathComponent, to: simulator, fault: appleFault)
         _ = server.replace(try await makeServices(bundleId: Self.bundleId))
+        // The server has been running (and reconciling) since before the history began: Apple's notification history
+        // is read from now on, not from 180 days back.
+        try await ledger.advanceCursor("appstore-notification-history", to: await engine.clock.now)
         for device in devices { await launch(device) }
     }
 
@@ -120,6 +128,7 @@ final class HistoryRun: @unchecked Sendable {
             device.client = nil
             device.store = nil
         }
+        AppleSwitchboard.shared.disconnect(directory.lastPathComponent)
         if let old = server.replace(nil) { try? await old.ledger.store.close() }
         if let database, let url = environment.postgresURL { try? PostgresDatabases.run("DROP DATABASE IF EXISTS \(database)", on: url) }
         _ = try? await channel.finish()
@@ -161,7 +170,12 @@ final class HistoryRun: @unchecked Sendable {
         let ledger = Ledger(store: store, catalog: configuration.catalog)
         try await ledger.migrate()
         let clock = await engine.clock
-        return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: environment.roots, configuration: configuration),
+        // Apple as the server is told to reach it: the Server API with this deployment's bundle id (a wrong one is refused
+        // by Apple too), attempts cut short so that an outage costs the history milliseconds.
+        let policy = RetryPolicy(attempts: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(2), timeout: .milliseconds(40))
+        let apple = AppleAccess(serverAPI: ServerAPIClient(baseURL: appleURL, credentials: .init(keyId: "EXPLORER01", issuerId: "explorer", bundleId: bundleId,
+                                                                                                 privateKey: environment.apiKey), policy: policy))
+        return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: environment.roots, configuration: configuration, apple: apple),
                                        authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
     }
 

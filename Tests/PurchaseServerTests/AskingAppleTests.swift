@@ -89,12 +89,49 @@ struct AskingAppleTests {
             #expect(try await system.entitlements("vic").entitlementNames == ["pro"])
             // The free week ends and the store renews, but no notification reaches the server.
             try await system.engine.advanceClock(by: 200)
+            // Apple's notification history unavailable: this pass must repair on its own (the history would carry the
+            // notification that was never delivered).
+            _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
+                                                                                     "errorStatus": 500]]])
             #expect(try await system.entitlements("vic").entitlementNames.isEmpty)
             let (_, report) = try await system.admin(.post, "/admin/reconcile")
             #expect(report["subscriptionsRefreshed"] as? Int == 1)
             #expect(try await system.entitlements("vic").entitlementNames == ["pro"])
             // Nothing changed since: a second run stores nothing new.
             #expect(try await system.admin(.post, "/admin/reconcile").1["subscriptionsRefreshed"] as? Int == 0)
+        }
+    }
+
+    @Test("A refund notification Apple gave up on is read back from Apple's notification history; while Apple is down the reader stops and resumes")
+    func abandonedNotificationRecovered() async throws {
+        try await System.run(.init(deliver: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-xan"])
+            let (_, purchase, _) = try await system.buy(Self.premium, account: "xan", storeAccount: "store-xan")
+            let id = try #require(purchase["transactionId"] as? String)
+            #expect(try await system.entitlements("xan").entitlementNames == ["premium"])
+            // Apple refunds it; the notification never reaches the server (no webhook delivery here).
+            _ = try await system.device(.post, "/sim/transactions/\(id)/refund")
+            try await system.engine.advanceClock(by: 60)
+            #expect(try await system.entitlements("xan").entitlementNames == ["premium"], "the server has not heard yet")
+
+            // Apple down: the history cannot be read; nothing is skipped, the report says why.
+            _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
+                                                                                     "errorStatus": 503]]])
+            let (_, down) = try await system.admin(.post, "/admin/reconcile")
+            #expect(down["notificationsRecovered"] as? Int == 0)
+            #expect((down["notificationHistoryStalled"] as? String)?.contains("notification history") == true, "\(down)")
+            #expect(try await system.entitlements("xan").entitlementNames == ["premium"])
+
+            // Apple back: the refund is applied once, audited, and a second pass finds nothing new.
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            let (_, back) = try await system.admin(.post, "/admin/reconcile")
+            // Two were never delivered: the purchase's ONE_TIME_CHARGE and the REFUND.
+            #expect(back["notificationsRecovered"] as? Int == 2, "\(back)")
+            #expect(back["notificationHistoryStalled"] == nil)
+            #expect(try await system.entitlements("xan").entitlementNames.isEmpty, "the refund ended the entitlement")
+            #expect(try await system.admin(.post, "/admin/reconcile").1["notificationsRecovered"] as? Int == 0)
+            let audit = try await system.admin(.get, "/admin/audit").1["entries"] as? [[String: Any]] ?? []
+            #expect(audit.contains { $0["action"] as? String == "notification-recovered" && ($0["detail"] as? String)?.hasPrefix("REFUND") == true })
         }
     }
 
@@ -135,6 +172,10 @@ struct AskingAppleTests {
             _ = try await system.buy("com.example.iapkit.coins.100", account: "xia", storeAccount: "store-xia")
             let (order, _, _) = try await system.buy(Self.premium, account: "xia", storeAccount: "store-xia", submit: false)
             #expect(try await system.entitlements("xia").entitlementNames.isEmpty)
+            // Apple's notification history unavailable: this pass must repair on its own (the history would carry the
+            // notification that was never delivered).
+            _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
+                                                                                     "errorStatus": 500]]])
             try await system.engine.advanceClock(by: 601)
             let (_, report) = try await system.admin(.post, "/admin/reconcile")
             #expect(report["ordersRepaired"] as? Int == 1)

@@ -97,6 +97,10 @@ enum Schema {
             """,
             "CREATE INDEX app_transactions_account ON app_transactions (account_id)",
         ],
+        [
+            // How far the reconciler has read Apple's notification history (milliseconds since 1970).
+            "CREATE TABLE reconciler_cursors (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+        ],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two

@@ -50,7 +50,7 @@ public struct ServerMetrics: Sendable {
     func reconciled(_ report: Reconciler.Report) {
         for (what, count) in [("proof_granted", report.proofsGranted), ("proof_rejected", report.proofsRejected),
                               ("proof_postponed", report.proofsPostponed), ("subscription_refreshed", report.subscriptionsRefreshed),
-                              ("order_repaired", report.ordersRepaired)] where count > 0 {
+                              ("order_repaired", report.ordersRepaired), ("notification_recovered", report.notificationsRecovered)] where count > 0 {
             registry.makeCounter(descriptor: Self.reconciled, labels: [("what", what)]).increment(by: Int64(count))
         }
     }

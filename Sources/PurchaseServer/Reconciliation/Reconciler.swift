@@ -5,8 +5,9 @@ import Logging
 import PurchaseLedger
 import ServiceLifecycle
 
-/// The reconciliation job: retries proofs held while Apple was unavailable, and asks the Server API about
-/// subscriptions whose last known period ended without news (a missed notification). Every repair is audited.
+/// The reconciliation job: retries proofs held while Apple was unavailable, reads Apple's notification history for
+/// notifications the endpoint never applied, and asks the Server API about subscriptions whose last known period ended
+/// without news. Every repair is audited.
 /// Safe on several replicas at once: held proofs are leased, and every grant goes through the ledger's exactly-once
 /// binding.
 public struct Reconciler: Sendable {
@@ -23,6 +24,11 @@ public struct Reconciler: Sendable {
         public var proofsPostponed = 0
         public var subscriptionsRefreshed = 0
         public var ordersRepaired = 0
+        /// Notifications read from Apple's notification history that the endpoint had never applied.
+        public var notificationsRecovered = 0
+        /// Why the notification history could not be read to the present (Apple unavailable, a payload that does not
+        /// verify here); the next pass reads it again from where this one stopped.
+        public var notificationHistoryStalled: String?
     }
 
     /// Whether retrying a held proof can never change its answer: Apple refused it, it does not verify, or it is
@@ -78,6 +84,7 @@ public struct Reconciler: Sendable {
                 report.proofsPostponed += 1
             }
         }
+        (report.notificationsRecovered, report.notificationHistoryStalled) = try await recoverNotifications(now: now)
         report.subscriptionsRefreshed = try await refreshStaleSubscriptions(now: now)
         report.ordersRepaired = try await repairStaleOrders(now: now)
         services.metrics.reconciled(report)
@@ -162,6 +169,7 @@ public struct ReconciliationService: Service {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 let report = try await reconciler.runOnce()
+                if let stalled = report.notificationHistoryStalled { logger.warning("notification history not read to the present: \(stalled)") }
                 if report != Reconciler.Report() { logger.info("reconciled", metadata: ["report": "\(report)"]) }
             } catch {
                 logger.error("reconciliation failed: \(error)")
