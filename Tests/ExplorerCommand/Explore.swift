@@ -22,7 +22,7 @@ struct Explore: AsyncParsableCommand {
     var first: UInt64 = 1
 
     @Option(help: "Histories run at once.")
-    var parallel: Int = 2
+    var parallel: Int = 4
 
     @Flag(help: "Shrink a failing history to the fewest steps that still fail.")
     var shrink = false
