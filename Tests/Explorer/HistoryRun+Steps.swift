@@ -209,14 +209,14 @@ extension HistoryRun {
     }
 
     /// One pass of the server's reconciliation job at the App Store's time. With Apple up and the server configured,
-    /// a pass must read Apple's notification history to the present; a loaded machine may let one call time out, so
-    /// the job's timer is allowed two more passes before that is a failure of its own.
+    /// a pass must read Apple's notification history to the present; a loaded machine may let a call time out, so
+    /// the job's timer is allowed four more passes before that is a failure of its own.
     func reconcile() async throws {
-        for attempt in 1...3 {
+        for attempt in 1...5 {
             guard let services = server.services else { return }
             let report = try await Reconciler(services: services).runOnce()
             guard let stalled = report.notificationHistoryStalled, appleFault.value == .up, serverConfigured else { return }
-            if attempt == 3 { record(0, "the reconciler stopped reading Apple's notification history: \(stalled)") }
+            if attempt == 5 { record(0, "the reconciler stopped reading Apple's notification history: \(stalled)") }
         }
     }
 

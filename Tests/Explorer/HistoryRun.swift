@@ -171,13 +171,16 @@ final class HistoryRun: @unchecked Sendable {
         try await ledger.migrate()
         let clock = await engine.clock
         // Apple as the server is told to reach it: the Server API with this deployment's bundle id (a wrong one is refused
-        // by Apple too), attempts cut short so that an outage costs the history milliseconds.
-        let policy = RetryPolicy(attempts: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(2), timeout: .milliseconds(40))
+        // by Apple too).
         let apple = AppleAccess(serverAPI: ServerAPIClient(baseURL: appleURL, credentials: .init(keyId: "EXPLORER01", issuerId: "explorer", bundleId: bundleId,
-                                                                                                 privateKey: environment.apiKey), policy: policy))
+                                                                                                 privateKey: environment.apiKey), policy: Self.applePolicy))
         return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: environment.roots, configuration: configuration, apple: apple),
                                        authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
     }
+
+    /// Two attempts with no real wait between them, so that an outage costs a history milliseconds; a timeout with room
+    /// for a debug build's answers on a loaded machine (a slow answer takes longer: ``AppleSwitchboard/slowAnswer``).
+    static let applePolicy = RetryPolicy(attempts: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(2), timeout: .milliseconds(400))
 
     /// Stops the server and starts it again over the same ledger file, configured for `bundleId`.
     func redeploy(bundleId: String) async throws {
