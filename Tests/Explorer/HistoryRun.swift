@@ -117,7 +117,7 @@ final class HistoryRun: @unchecked Sendable {
         _ = server.replace(try await makeServices(bundleId: Self.bundleId))
         // The server has been running (and reconciling) since before the history began: Apple's notification history
         // is read from now on, not from 180 days back.
-        try await ledger.advanceCursor("appstore-notification-history", to: await engine.clock.now)
+        try await ledger.advanceCursor(Reconciler.notificationHistoryCursor(baseURL: appleURL, bundleId: Self.bundleId), to: await engine.clock.now)
         for device in devices { await launch(device) }
     }
 

@@ -4,8 +4,17 @@ import Foundation
 import PurchaseLedger
 
 extension Reconciler {
-    /// The cursor in the ledger: everything Apple sent before it has been read from the notification history.
-    static let notificationHistoryCursor = "appstore-notification-history"
+    /// The cursor in the ledger: everything Apple sent before it has been read from the notification history. One per
+    /// Apple host and app: a replica pointed at the sandbox, or deployed with another bundle id, reads another
+    /// history and must not move production's cursor.
+    public static func notificationHistoryCursor(baseURL: String, bundleId: String) -> String {
+        "appstore-notification-history \(baseURL) \(bundleId)"
+    }
+    /// When the stored cursor is ahead of this server's clock (a replica whose clock ran fast wrote it), read this far
+    /// back instead of skipping until the clock catches up.
+    static let notificationHistoryAheadWindow: TimeInterval = 3 * 86_400
+    /// Apple's sandbox keeps less history than production: after `startDateTooFarInPast`, a first pass starts here.
+    static let notificationHistoryShallowDepth: TimeInterval = 29 * 86_400
     /// Apple keeps 180 days of notification history; a day of margin keeps the first query inside it.
     static let notificationHistoryDepth: TimeInterval = 179 * 86_400
     /// Read again behind the cursor: a notification is listed from its first attempt, which Apple may record a little
@@ -26,8 +35,14 @@ extension Reconciler {
     /// it again: until the configuration is fixed, nothing behind the cursor is skipped. Apple unavailable: the same.
     func recoverNotifications(now: Date, pageBudget: Int = 100) async throws -> (recovered: Int, stalled: String?) {
         guard let serverAPI = services.verifier.apple.serverAPI else { return (0, nil) }
+        let cursorName = Self.notificationHistoryCursor(baseURL: serverAPI.baseURL, bundleId: serverAPI.credentials.bundleId)
         let floor = now.addingTimeInterval(-Self.notificationHistoryDepth)
-        let cursor = try await services.ledger.cursor(Self.notificationHistoryCursor) ?? floor
+        var cursor = try await services.ledger.cursor(cursorName) ?? floor
+        var ahead: String?
+        if cursor > now {
+            ahead = "the stored cursor is ahead of this server's clock (\(cursor)); the last \(Int(Self.notificationHistoryAheadWindow / 86_400)) days read"
+            cursor = now.addingTimeInterval(-Self.notificationHistoryAheadWindow)
+        }
         var start = max(floor, cursor.addingTimeInterval(-Self.notificationHistoryOverlap))
         var recovered = 0, pages = 0
         while start < now, pages < pageBudget {
@@ -36,9 +51,16 @@ extension Reconciler {
             query.startDate = start
             query.endDate = end
             var token: String?
-            repeat {
+            while true {
                 let page: NotificationHistoryResponse
                 do { page = try await serverAPI.notificationHistory(query, paginationToken: token) } catch let error as AppStoreClientError {
+                    // A history shallower than production's (the sandbox's): start again where Apple keeps it.
+                    if error.apiErrorCode == .startDateTooFarInPast, token == nil, start < now.addingTimeInterval(-Self.notificationHistoryShallowDepth) {
+                        start = now.addingTimeInterval(-Self.notificationHistoryShallowDepth)
+                        query.startDate = start
+                        query.endDate = min(now, start.addingTimeInterval(Self.notificationHistorySlice))
+                        continue
+                    }
                     return (recovered, "Apple's notification history: \(error)")
                 }
                 pages += 1
@@ -59,12 +81,13 @@ extension Reconciler {
                                                         now: now)
                     }
                 }
-                token = page.hasMore == true ? page.paginationToken : nil
-            } while token != nil
-            try await services.ledger.advanceCursor(Self.notificationHistoryCursor, to: end)
-            start = end
+                guard page.hasMore == true, let next = page.paginationToken else { break }
+                token = next
+            }
+            try await services.ledger.advanceCursor(cursorName, to: query.endDate ?? end)
+            start = query.endDate ?? end
         }
-        return (recovered, nil)
+        return (recovered, ahead)
     }
 
     private struct UUIDOnly: Decodable { var notificationUUID: String? }
