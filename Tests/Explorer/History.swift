@@ -38,6 +38,24 @@ public enum DeliveryFault: String, CaseIterable, Sendable, Codable {
     case abandoned
 }
 
+/// The SDK's own recovery work, inside which the app can die too.
+public enum Recovery: Hashable, Sendable {
+    /// The retry timer's uploads.
+    case retry
+    /// StoreKit's updates stream (renewals, approvals) journaled and uploaded.
+    case updates
+    /// The upload a sign-in starts, for this account.
+    case signIn(account: Int)
+
+    var name: String {
+        switch self {
+        case .retry: "retry"
+        case .updates: "updates"
+        case .signIn(let account): "sign-in of app account \(account)"
+        }
+    }
+}
+
 /// One event of a history. Choices among things that exist only at run time (which transaction to refund, which
 /// request to approve) are indexes taken modulo what exists then, so a shrunk history still means something.
 public enum Step: Hashable, Sendable, CustomStringConvertible {
@@ -85,6 +103,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
     case apple(AppleFault)
     /// The server's reconciliation job runs once (held proofs, Apple's notification history, stale series and orders).
     case reconcile
+    /// The app dies at `checkpoint` inside its own recovery work (a retry, StoreKit's updates, a sign-in's upload).
+    case dieInside(device: Int, recovery: Recovery, checkpoint: PurchaseClient.Checkpoint)
 
     public var description: String {
         switch self {
@@ -111,6 +131,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .serverMisconfigured(let wrong): wrong ? "purchase server deployed with the wrong bundle id" : "purchase server configuration fixed"
         case .apple(let fault): "Apple's servers: \(fault.rawValue)"
         case .reconcile: "the reconciliation job runs"
+        case .dieInside(let device, let recovery, let checkpoint): "device \(device): \(recovery.name), app dies \(checkpoint.rawValue)"
         }
     }
 
@@ -139,6 +160,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .serverMisconfigured(let wrong): wrong ? "server misconfigured" : "server fixed"
         case .apple(let fault): "apple/\(fault.rawValue)"
         case .reconcile: "reconcile"
+        case .dieInside(_, let recovery, let checkpoint):
+            "die inside \(recovery.name.hasPrefix("sign-in") ? "sign-in" : recovery.name)/\(checkpoint.rawValue)"
         }
     }
 }
@@ -163,7 +186,8 @@ public struct HistoryGenerator: Sendable {
         return (0..<count).flatMap { _ in [step(using: &random)] + (appleStep(using: &apple).map { [$0] } ?? []) }
     }
 
-    /// Apple's outages, the reconciler, notifications Apple gave up on: after about one step in eight.
+    /// Apple's outages, the reconciler, notifications Apple gave up on, the app dying inside its own recovery: after
+    /// about one step in six.
     func appleStep(using random: inout SeededGenerator) -> Step? {
         switch Int.random(in: 0..<100, using: &random) {
         case 0: .apple(.slow)
@@ -172,6 +196,10 @@ public struct HistoryGenerator: Sendable {
         case 3..<6: .apple(.up)
         case 6..<10: .reconcile
         case 10..<13: .deliver(.abandoned)
+        case 13..<17:
+            .dieInside(device: Int.random(in: 0..<Self.devices, using: &random),
+                       recovery: [Recovery.retry, .updates, .signIn(account: Int.random(in: 0..<Self.appAccounts, using: &random))].randomElement(using: &random)!,
+                       checkpoint: [PurchaseClient.Checkpoint.afterJournal, .duringUpload, .afterGrant].randomElement(using: &random)!)
         default: nil
         }
     }

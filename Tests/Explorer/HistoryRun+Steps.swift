@@ -136,6 +136,16 @@ extension HistoryRun {
             appleFault.value = fault
         case .reconcile:
             try await reconcile()
+        case .dieInside(let index, let recovery, let checkpoint):
+            let device = devices[index]
+            guard !device.dead.value, let client = device.client else { return }
+            await client.setCheckpointObserver { [dead = device.dead] point in if point == checkpoint { dead.value = true } }
+            switch recovery {
+            case .retry: try await perform(.retry(device: index))
+            case .updates: try await perform(.updates(device: index))
+            case .signIn(let account): try await perform(.signIn(device: index, account: account))
+            }
+            await client.setCheckpointObserver(nil)
         }
     }
 
