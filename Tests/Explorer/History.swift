@@ -49,9 +49,17 @@ public enum Recovery: Hashable, Sendable {
 
     var name: String {
         switch self {
+        case .signIn(let account): "sign-in of app account \(account)"
+        default: kind
+        }
+    }
+
+    /// For coverage counts: the kind without its account.
+    var kind: String {
+        switch self {
         case .retry: "retry"
         case .updates: "updates"
-        case .signIn(let account): "sign-in of app account \(account)"
+        case .signIn: "sign-in"
         }
     }
 }
@@ -161,7 +169,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .apple(let fault): "apple/\(fault.rawValue)"
         case .reconcile: "reconcile"
         case .dieInside(_, let recovery, let checkpoint):
-            "die inside \(recovery.name.hasPrefix("sign-in") ? "sign-in" : recovery.name)/\(checkpoint.rawValue)"
+            "die inside \(recovery.kind)/\(checkpoint.rawValue)"
         }
     }
 }

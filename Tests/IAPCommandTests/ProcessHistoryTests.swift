@@ -31,6 +31,15 @@ struct ProcessHistoryTests {
         /// Restore Purchases.
         case restore(device: Int)
 
+        /// Whether the step kills a process (the app at a checkpoint or with SIGKILL, or `iap serve`).
+        var kills: Bool {
+            switch self {
+            case .buy(_, _, let crash): crash != nil
+            case .buyAppKilled, .buyServerKilled, .launchWhileServerDown: true
+            case .launch, .signIn, .restore: false
+            }
+        }
+
         var description: String {
             switch self {
             case .buy(let device, let product, let crash): "\(ProcessHistoryTests.devices[device]) buys \(product)" + (crash.map { ", the app exits \($0)" } ?? "")
@@ -86,8 +95,7 @@ struct ProcessHistoryTests {
             let steps = Self.history(seed: seed)
             let (problems, count) = try await Self.run(steps, seed: seed, world: &world)
             charged += count
-            kills += steps.filter { if case .buy(_, _, nil) = $0 { false } else if case .buy = $0 { true } else if case .buyAppKilled = $0 { true }
-                else if case .buyServerKilled = $0 { true } else if case .launchWhileServerDown = $0 { true } else { false } }.count
+            kills += steps.filter(\.kills).count
             if !problems.isEmpty {
                 failures.append("seed \(seed):\n" + steps.enumerated().map { "  \($0.offset + 1). \($0.element)" }.joined(separator: "\n")
                                 + "\n  found:\n" + problems.map { "    - \($0)" }.joined(separator: "\n"))
@@ -112,7 +120,7 @@ struct ProcessHistoryTests {
         var actors = Actors(seed: seed)
         try await world.createStoreAccount("h\(seed)")
         for step in steps { try await perform(step, actors: &actors, world: &world) }
-        return try await quiesceAndCheck(actors, world: &world)
+        return try await quiesceAndCheck(actors, world: world)
     }
 
     static func app(_ command: String, _ device: Int, _ actors: Actors, world: World, account: String? = nil,
@@ -165,14 +173,14 @@ struct ProcessHistoryTests {
     /// Every app launched until no journal holds a paid entry (each account with one waiting signs in on that device),
     /// then the checks: the simulator's own record of what it charged against the ledger, the devices' queues, the
     /// balances each account is told, and the ledger's own consistency checks.
-    static func quiesceAndCheck(_ actors: Actors, world: inout World) async throws -> (problems: [String], charged: Int) {
+    static func quiesceAndCheck(_ actors: Actors, world: World) async throws -> (problems: [String], charged: Int) {
         var problems: [String] = []
         for device in devices.indices {
             var account = actors.account(actors.signedIn[device])
             for _ in 0..<4 {
                 let launched = try await app("resume", device, actors, world: world, account: account)
                 let waiting = (launched.line["journaled"] as? [String] ?? []).compactMap { $0.split(separator: ":").last.map(String.init) }
-                guard let next = waiting.first(where: { $0 != account }) ?? (waiting.isEmpty ? nil : account) else { break }
+                guard let next = waiting.first(where: { $0 != account }) ?? waiting.first else { break }
                 account = next
             }
             let last = try await app("resume", device, actors, world: world, account: account)

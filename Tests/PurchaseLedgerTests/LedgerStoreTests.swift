@@ -182,4 +182,25 @@ struct LedgerStoreTests {
         let found = try await ledger.inconsistencies(limit: 10_000).filter { $0.detail.contains(account) }
         #expect(found.map(\.check) == ["balance-equals-movements"], "\(found)")
     }
+
+    @Test("The reconciler's cursor never moves back, and the ledger names the notifications it holds (more than one chunk of ids)",
+          arguments: StoreKind.allCases)
+    func cursorAndKnownNotifications(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let name = uniqueId("cursor-")
+        let now = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded() / 1000)
+        #expect(try await ledger.cursor(name) == nil)
+        try await ledger.advanceCursor(name, to: now)
+        try await ledger.advanceCursor(name, to: now.addingTimeInterval(-60))
+        #expect(try await ledger.cursor(name) == now, "a replica finishing an older pass later does not move it back")
+        try await ledger.advanceCursor(name, to: now.addingTimeInterval(60))
+        #expect(try await ledger.cursor(name) == now.addingTimeInterval(60))
+        #expect(try await ledger.cursor(uniqueId("other-")) == nil, "cursors are kept apart by name")
+
+        let stored = uniqueId("stored-")
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: stored, type: .test, subtype: nil, signedDate: now, signedPayload: "x"), now: now)
+        let unknown = (0..<150).map { _ in uniqueId("unknown-") }
+        #expect(try await ledger.knownNotifications(unknown + [stored]) == [stored])
+        #expect(try await ledger.knownNotifications([]) == [])
+    }
 }
