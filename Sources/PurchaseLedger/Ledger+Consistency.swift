@@ -12,7 +12,7 @@ extension Ledger {
 
     /// The ledger's own checks, read in one snapshot: each balance equals the sum of its movements; every movement
     /// tied to a transaction is that transaction's, bound to the same account, and a consumable's net credit is its
-    /// quantity's worth while it stands and nothing once refunded (granted exactly once); every granted order names a
+    /// quantity's worth while it stands, less what a refund took back (granted exactly once); every granted order names a
     /// transaction bound to the order's account. Empty when all hold. For operators (`GET /admin/consistency`) and
     /// for the history explorer after every history.
     public func inconsistencies(limit: Int = 100) async throws -> [Inconsistency] {
@@ -42,14 +42,22 @@ extension Ledger {
             // Consumables: the net credit follows the transaction's state, and one grant entry at most.
             for row in try sql.rows("""
                 SELECT p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date,
-                       CAST(COALESCE(SUM(e.delta), 0) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN e.entry_key LIKE 'grant:%' THEN 1 ELSE 0 END), 0) AS BIGINT)
+                       CAST(COALESCE(SUM(e.delta), 0) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN e.entry_key LIKE 'grant:%' THEN 1 ELSE 0 END), 0) AS BIGINT),
+                       p.revocation_type, p.revocation_percentage
                 FROM purchases p LEFT JOIN balance_entries e ON e.transaction_id = p.transaction_id
                 WHERE p.product_type = $1 AND p.account_id IS NOT NULL
-                GROUP BY p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date LIMIT $2
+                GROUP BY p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date, p.revocation_type, p.revocation_percentage
+                LIMIT $2
                 """, [.text(ProductType.consumable.rawValue), .int(Int64(limit * 100))]) {
                 let transactionId = try row.text(0)
                 guard let rule = catalog.rule(for: try row.text(2)), let amount = rule.amount else { continue }
-                let expected = row.optionalInt(4) == nil ? amount * (try row.int(3)) : 0
+                var payload = JWSTransactionDecodedPayload()
+                (payload.transactionId, payload.productId, payload.type) = (transactionId, try row.text(2), .consumable)
+                (payload.quantity, payload.purchaseDate) = (Int(clamping: try row.int(3)), Date(timeIntervalSince1970: 0))
+                payload.revocationDate = row.optionalInt(4).map(Millis.date)
+                payload.revocationType = row.optionalText(7).map(RevocationType.init(rawValue:))
+                payload.revocationPercentage = row.optionalInt(8).map { Int(clamping: $0) }
+                let expected = ConsumableRules.standingCredit(of: try PurchaseRecord(payload), amount: amount)
                 let (net, grants) = (row.optionalInt(5) ?? 0, row.optionalInt(6) ?? 0)
                 if net != expected || grants > 1 {
                     found.append(.init(check: "consumable-credited-once",

@@ -25,6 +25,26 @@ struct JSONFormatTests {
         #expect(encoded == #"{"purchaseDate":1697679936050,"quantity":1,"signedDate":1739161772561}"#)
     }
 
+    @Test("UUIDs are written in lower case as Apple writes them, and read in either case")
+    func uuidsLowerCase() throws {
+        let token = try #require(UUID(uuidString: "7E3FB20B-4CDB-47CC-936D-99D65F608138"))
+        var payload = JWSTransactionDecodedPayload()
+        payload.appAccountToken = token
+        payload.deviceVerificationNonce = token
+        var renewal = JWSRenewalInfoDecodedPayload()
+        renewal.appAccountToken = token
+        for encoded in [try AppStoreJSON.encoder(sortedKeys: true).encode(payload), try AppStoreJSON.encoder().encode(renewal),
+                        try AppStoreJSON.encoder().encode(UpdateAppAccountTokenRequest(appAccountToken: token))] {
+            let text = String(decoding: encoded, as: UTF8.self)
+            #expect(text.contains("7e3fb20b-4cdb-47cc-936d-99d65f608138"), "\(text)")
+            #expect(!text.contains("7E3FB20B"), "\(text)")
+        }
+        let upper = #"{"appAccountToken":"7E3FB20B-4CDB-47CC-936D-99D65F608138"}"#
+        #expect(try AppStoreJSON.decode(JWSTransactionDecodedPayload.self, from: Array(upper.utf8), what: "t").appAccountToken == token)
+        let lower = #"{"appAccountToken":"7e3fb20b-4cdb-47cc-936d-99d65f608138"}"#
+        #expect(try AppStoreJSON.decode(JWSTransactionDecodedPayload.self, from: Array(lower.utf8), what: "t").appAccountToken == token)
+    }
+
     @Test("A notification names its environment from data, summary or external purchase token")
     func notificationEnvironment() throws {
         let withData = try AppStoreJSON.decode(ResponseBodyV2DecodedPayload.self, from: Array(#"{"notificationType":"DID_RENEW","data":{"environment":"Sandbox","bundleId":"a","appAppleId":1}}"#.utf8), what: "t")

@@ -91,6 +91,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
     case answerRequest(pick: Int, approve: Bool)
     /// Apple refunds a charged transaction.
     case refund(pick: Int)
+    /// Apple refunds part of a charged transaction (`REFUND_PRORATED`, `percentage` in milliunits).
+    case proratedRefund(pick: Int, percentage: Int)
     /// Apple reverses a refund.
     case reverseRefund(pick: Int)
     /// The customer turns auto-renew off or on for a series.
@@ -129,6 +131,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .journal(let device, let fails): "device \(device): journal \(fails ? "refuses writes" : "writable again")"
         case .answerRequest(let pick, let approve): "\(approve ? "approve" : "decline") waiting request #\(pick)"
         case .refund(let pick): "Apple refunds transaction #\(pick)"
+        case .proratedRefund(let pick, let percentage): "Apple refunds \(Double(percentage) / 1000) % of transaction #\(pick)"
         case .reverseRefund(let pick): "Apple reverses refund #\(pick)"
         case .autoRenew(let pick, let on): "auto-renew \(on ? "on" : "off") for series #\(pick)"
         case .billing(let account, let fails): "store account \(account): billing \(fails ? "fails" : "recovers")"
@@ -158,6 +161,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .journal(_, let fails): fails ? "journal fails" : "journal recovers"
         case .answerRequest(_, let approve): approve ? "approve request" : "decline request"
         case .refund: "refund"
+        case .proratedRefund: "prorated refund"
         case .reverseRefund: "reverse refund"
         case .autoRenew(_, let on): on ? "auto-renew on" : "auto-renew off"
         case .billing(_, let fails): fails ? "billing fails" : "billing recovers"
@@ -194,8 +198,8 @@ public struct HistoryGenerator: Sendable {
         return (0..<count).flatMap { _ in [step(using: &random)] + (appleStep(using: &apple).map { [$0] } ?? []) }
     }
 
-    /// Apple's outages, the reconciler, notifications Apple gave up on, the app dying inside its own recovery: after
-    /// about one step in six.
+    /// Apple's outages, the reconciler, notifications Apple gave up on, the app dying inside its own recovery, prorated
+    /// refunds: after about one step in five.
     func appleStep(using random: inout SeededGenerator) -> Step? {
         switch Int.random(in: 0..<100, using: &random) {
         case 0: .apple(.slow)
@@ -208,6 +212,10 @@ public struct HistoryGenerator: Sendable {
             .dieInside(device: Int.random(in: 0..<Self.devices, using: &random),
                        recovery: [Recovery.retry, .updates, .signIn(account: Int.random(in: 0..<Self.appAccounts, using: &random))].randomElement(using: &random)!,
                        checkpoint: [PurchaseClient.Checkpoint.afterJournal, .duringUpload, .afterGrant].randomElement(using: &random)!)
+        case 17..<21:
+            // Apple's own example values among them: 1 of 3 items (33.333 %), 67.932 %, 0.015 %.
+            .proratedRefund(pick: Int.random(in: 0..<64, using: &random),
+                            percentage: [15, 25_000, 33_333, 50_000, 67_932, 99_999].randomElement(using: &random)!)
         default: nil
         }
     }

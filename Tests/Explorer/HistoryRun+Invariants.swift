@@ -78,6 +78,9 @@ extension HistoryRun {
             if atEnd, (apple.payload.revocationDate == nil) != (purchase.revocationDate == nil) {
                 record(2, "\(purchase.transactionId) (\(purchase.productId)): Apple \(apple.payload.revocationDate == nil ? "has not revoked it" : "revoked it"), the ledger \(purchase.revocationDate == nil ? "has not" : "has")", atEnd: true)
             }
+            if atEnd, apple.payload.revocationPercentage != purchase.revocationPercentage || apple.payload.revocationType != purchase.revocationType {
+                record(2, "\(purchase.transactionId) (\(purchase.productId)): Apple revoked \(apple.payload.revocationPercentage.map(String.init) ?? "none") milliunits (\(apple.payload.revocationType?.rawValue ?? "-")), the ledger has \(purchase.revocationPercentage.map(String.init) ?? "none") (\(purchase.revocationType?.rawValue ?? "-"))", atEnd: true)
+            }
         }
     }
 
@@ -117,6 +120,15 @@ extension HistoryRun {
         }
     }
 
+    /// What a coin pack Apple charged leaves its owner, by Apple's record: 100 coins a pack; after a refund, what
+    /// Apple did not refund (`revocationPercentage` milliunits of the whole quantity, to the nearest coin).
+    static func coinsStanding(_ payload: JWSTransactionDecodedPayload) -> Int64 {
+        let paid = 100 * Double(payload.quantity ?? 1)
+        guard payload.revocationDate != nil else { return Int64(paid) }
+        guard payload.revocationType == .refundProrated, let percentage = payload.revocationPercentage else { return 0 }
+        return Int64(paid) - Int64((paid * Double(percentage) / 100_000).rounded())
+    }
+
     /// Invariant 3 at rest: each account's entitlements and coins are what the App Store's record says it owns now.
     func checkEntitlements() async {
         guard let services = server.services else { return }
@@ -130,10 +142,13 @@ extension HistoryRun {
             var names: Set<String> = []
             var coins: Int64 = 0
             var seasonEnd: Date?
+            for transaction in transactions where ownership.owner(of: transaction.payload) == account
+                && transaction.payload.productId == ExploredProduct.coins.productId {
+                coins += Self.coinsStanding(transaction.payload)
+            }
             let owned = transactions.filter { ownership.owner(of: $0.payload) == account && $0.payload.revocationDate == nil }
             for transaction in owned.sorted(by: { ($0.payload.purchaseDate ?? .distantPast) < ($1.payload.purchaseDate ?? .distantPast) }) {
                 switch transaction.payload.productId {
-                case ExploredProduct.coins.productId: coins += 100 * Int64(transaction.payload.quantity ?? 1)
                 case ExploredProduct.premium.productId: names.insert("premium")
                 case ExploredProduct.season.productId:
                     // The app's rule for its non-renewing pass: 30 days from purchase, passes bought early stacking end to end.

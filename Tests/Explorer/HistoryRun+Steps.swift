@@ -109,9 +109,9 @@ extension HistoryRun {
             let request = requests[pick % requests.count]
             if approve { _ = try await engine.approve(request.requestId) } else { _ = try await engine.decline(request.requestId) }
         case .refund(let pick):
-            let charged = await engine.recordedTransactions().filter { $0.sharedFrom == nil && $0.payload.revocationDate == nil }
-            guard !charged.isEmpty, let id = charged[pick % charged.count].payload.transactionId else { return }
-            _ = try await engine.refund(id)
+            try await refundCharged(pick: pick, percentage: nil)
+        case .proratedRefund(let pick, let percentage):
+            try await refundCharged(pick: pick, percentage: percentage)
         case .reverseRefund(let pick):
             let refunded = await engine.recordedTransactions().filter { $0.sharedFrom == nil && $0.payload.revocationDate != nil }
             guard !refunded.isEmpty, let id = refunded[pick % refunded.count].payload.transactionId else { return }
@@ -151,6 +151,13 @@ extension HistoryRun {
 
     /// Delivers the notifications due now as `fault` says; each attempt is recorded as Apple records it (a failed
     /// one is retried on Apple's schedule).
+    /// Apple refunds one of the charged, unrefunded transactions: all of it, or `percentage` milliunits of it.
+    func refundCharged(pick: Int, percentage: Int?) async throws {
+        let charged = await engine.recordedTransactions().filter { $0.sharedFrom == nil && $0.payload.revocationDate == nil }
+        guard !charged.isEmpty, let id = charged[pick % charged.count].payload.transactionId else { return }
+        _ = try await engine.refund(id, percentage: percentage)
+    }
+
     func deliverNotifications(_ fault: DeliveryFault) async throws {
         var due = try await engine.dueNotifications()
         switch fault {

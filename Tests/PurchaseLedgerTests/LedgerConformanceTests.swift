@@ -187,6 +187,37 @@ struct LedgerConformanceTests {
         #expect(try await ledger.entitlements(accountId: b).balances["coins"] == 100)
     }
 
+    @Test("A prorated refund claws back its share of a consumable once, whatever uploads it later; a reversal restores it", arguments: StoreKind.allCases)
+    func proratedRefund(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let now = Date()
+        let account = uniqueId("acct-")
+        let bought = transaction(Demo.coins, type: .consumable, purchased: now.addingTimeInterval(-60), quantity: 3, signed: now.addingTimeInterval(-60))
+        _ = try await ledger.submit(.init(accountId: account, transaction: bought))
+        var refunded = bought
+        (refunded.revocationDate, refunded.revocationReason, refunded.signedDate) = (now.addingTimeInterval(-30), .refundedForOtherReason, now.addingTimeInterval(-30))
+        (refunded.revocationType, refunded.revocationPercentage) = (.refundProrated, 33_333)
+        for _ in 0..<2 {
+            _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refund, subtype: nil,
+                                                         signedDate: refunded.signedDate!, signedPayload: "x", transaction: refunded))
+        }
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 200)
+        let stored = try #require(try await ledger.transaction(bought.transactionId!))
+        #expect(stored.revocationType == .refundProrated)
+        #expect(stored.revocationPercentage == 33_333)
+        #expect(try await ledger.inconsistencies().isEmpty)
+        // The device uploads the refunded transaction afterwards (a restore): nothing moves.
+        _ = try await ledger.submit(.init(accountId: account, transaction: refunded))
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 200)
+        var reversed = bought
+        reversed.signedDate = now.addingTimeInterval(-10)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refundReversed, subtype: nil,
+                                                     signedDate: reversed.signedDate!, signedPayload: "x", transaction: reversed))
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 300)
+        #expect(try await ledger.transaction(bought.transactionId!)?.revocationPercentage == nil)
+        #expect(try await ledger.inconsistencies().isEmpty)
+    }
+
     @Test("A refunded subscription or non-consumable stops granting; a grace period keeps the subscriber served", arguments: StoreKind.allCases)
     func revocationAndGrace(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

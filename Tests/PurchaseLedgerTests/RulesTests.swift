@@ -174,4 +174,55 @@ struct SubmissionRulesTests {
             == [.moveBalance(BalanceMove(key: "adjust:60:1", accountId: "zoe", currency: "coins", delta: -200, transactionId: "60", at: now))])
         #expect(ConsumableRules.settle(refunded, entries: [], catalog: .demo, now: now).isEmpty, "refunded before it was credited: never credited")
     }
+
+    @Test("A prorated refund claws back its percentage of the credit, rounded to the nearest unit; a full refund all of it")
+    func proratedCredit() throws {
+        var packs = try PurchaseRecord(transaction(Demo.coins, id: "61", type: .consumable, quantity: 3))
+        #expect(ConsumableRules.standingCredit(of: packs, amount: 100) == 300)
+        packs.revocationDate = now
+        packs.revocationType = .refundProrated
+        // Apple's example: 1 of 3 packs refunded is 33.333 %; exactly one pack comes back, not 99.999 coins.
+        packs.revocationPercentage = 33_333
+        #expect(ConsumableRules.standingCredit(of: packs, amount: 100) == 200)
+        packs.revocationPercentage = 67_932
+        #expect(ConsumableRules.standingCredit(of: packs, amount: 100) == 96, "203.796 clawed back rounds to 204")
+        packs.revocationPercentage = 15
+        #expect(ConsumableRules.standingCredit(of: packs, amount: 100) == 300, "0.045 coins rounds to none")
+        packs.revocationPercentage = 100_000
+        #expect(ConsumableRules.standingCredit(of: packs, amount: 100) == 0)
+        // Amounts too large to multiply by 100,000 do not overflow.
+        packs.revocationPercentage = 50_000
+        #expect(ConsumableRules.standingCredit(of: packs, amount: Int64.max / 4) == Int64.max / 4 * 3 - (Int64.max / 4 * 3 + 1) / 2, "half a unit clawed back rounds up")
+        // Not prorated (full, a family revocation, a type this version does not know) or a percentage out of range:
+        // nothing stands.
+        for (type, percentage) in [(RevocationType.refundFull, 100_000), (.familyRevoke, nil), (RevocationType(rawValue: "REFUND_LATER"), 50_000),
+                                   (.refundProrated, nil), (.refundProrated, 100_001), (.refundProrated, -1)] as [(RevocationType, Int?)] {
+            packs.revocationType = type
+            packs.revocationPercentage = percentage
+            #expect(ConsumableRules.standingCredit(of: packs, amount: 100) == 0, "\(type.rawValue) \(String(describing: percentage))")
+        }
+    }
+
+    @Test("Consumable credit follows a prorated refund, a later full one and a reversal, one movement each")
+    func proratedSettlement() throws {
+        var coins = try PurchaseRecord(transaction(Demo.coins, id: "62", type: .consumable, quantity: 2))
+        coins.accountId = "zoe"
+        var entries = [BalanceEntry(key: "grant:62", accountId: "zoe", currency: "coins", delta: 200, transactionId: "62", at: now)]
+        var prorated = coins
+        (prorated.revocationDate, prorated.revocationType, prorated.revocationPercentage) = (now, .refundProrated, 25_000)
+        let claw = ConsumableRules.settle(prorated, entries: entries, catalog: .demo, now: now)
+        #expect(claw == [.moveBalance(BalanceMove(key: "adjust:62:1", accountId: "zoe", currency: "coins", delta: -50, transactionId: "62", at: now))])
+        entries.append(BalanceEntry(key: "adjust:62:1", accountId: "zoe", currency: "coins", delta: -50, transactionId: "62", at: now))
+        #expect(ConsumableRules.settle(prorated, entries: entries, catalog: .demo, now: now).isEmpty, "the same news twice moves nothing")
+        var full = prorated
+        (full.revocationType, full.revocationPercentage) = (.refundFull, 100_000)
+        #expect(ConsumableRules.settle(full, entries: entries, catalog: .demo, now: now)
+            == [.moveBalance(BalanceMove(key: "adjust:62:2", accountId: "zoe", currency: "coins", delta: -150, transactionId: "62", at: now))])
+        #expect(ConsumableRules.settle(coins, entries: entries, catalog: .demo, now: now)
+            == [.moveBalance(BalanceMove(key: "adjust:62:2", accountId: "zoe", currency: "coins", delta: 50, transactionId: "62", at: now))],
+                "reversed: the whole credit stands again")
+        // Refunded in part before it was ever credited: the part Apple did not refund is credited.
+        #expect(ConsumableRules.settle(prorated, entries: [], catalog: .demo, now: now)
+            == [.moveBalance(BalanceMove(key: "grant:62", accountId: "zoe", currency: "coins", delta: 150, transactionId: "62", at: now))])
+    }
 }

@@ -48,4 +48,38 @@ struct PurchaseFlowTests {
             #expect(kind == .postgres || consistency["consistent"] as? Bool == true, "\(consistency)")
         }
     }
+
+    @Test("A prorated refund over HTTP: the simulator signs REFUND_PRORATED, the server keeps the part Apple did not refund", arguments: LedgerKind.allCases)
+    func proratedRefund(_ kind: LedgerKind) async throws {
+        try await System.run(kind) { system in
+            let account = "paula-\(UUID().uuidString.prefix(8))"
+            let store = "store-\(account)"
+            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (_, first, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
+            let (_, second, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
+            #expect(try await system.entitlements(account).balance("coins") == 200)
+            let firstId = try #require(first["transactionId"] as? String)
+            let secondId = try #require(second["transactionId"] as? String)
+            // Apple's example of a percentage: 67.932 % of 100 coins is 67.932, so 68 come back and 32 stay.
+            _ = try await system.device(.post, "/sim/transactions/\(firstId)/refund", ["revocationPercentage": 67_932, "revocationReason": 1])
+            #expect(try await system.entitlements(account).balance("coins") == 132)
+            _ = try await system.device(.post, "/sim/transactions/\(secondId)/refund")
+            #expect(try await system.entitlements(account).balance("coins") == 32, "a refund without a percentage is a full one")
+            let (status, record) = try await system.admin(.get, "/admin/transactions/\(firstId)")
+            #expect(status == .ok)
+            #expect(record["revocationType"] as? String == "REFUND_PRORATED", "\(record)")
+            #expect(record["revocationPercentage"] as? Int == 67_932, "\(record)")
+            #expect(record["revocationReason"] as? Int == 1, "\(record)")
+            let (_, consistency) = try await system.admin(.get, "/admin/consistency")
+            let problems = consistency["inconsistencies"] as? [[String: Any]] ?? []
+            #expect(!problems.contains { ($0["detail"] as? String ?? "").contains(account) }, "\(problems)")
+            // A percentage is in milliunits of a percent: out of range is a typed 400, and nothing is refunded.
+            let (_, third, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
+            let thirdId = try #require(third["transactionId"] as? String)
+            let refused = try await system.device(.post, "/sim/transactions/\(thirdId)/refund", ["revocationPercentage": 100_001])
+            #expect("\(refused)".contains("milliunits"), "\(refused)")
+            #expect(try await system.entitlements(account).balance("coins") == 132)
+            #expect(try await system.admin(.get, "/admin/transactions/\(thirdId)").1["revocationDate"] == nil)
+        }
+    }
 }

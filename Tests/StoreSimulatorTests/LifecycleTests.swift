@@ -115,12 +115,16 @@ struct LifecycleTests {
         #expect(events[0].status == .revoked)
         #expect(events[0].transaction?.revocationDate != nil)
         #expect(events[0].transaction?.revocationReason == .refundedForOtherReason)
+        #expect(events[0].transaction?.revocationType == .refundFull)
+        #expect(events[0].transaction?.revocationPercentage == 100_000)
         // …and reversed.
         #expect(try await store.reverseRefund(upgradedId))
         events = try await told(store, since: &seen)
         #expect(events.map(\.type) == [.refundReversed])
         #expect(events[0].status == .active)
         #expect(events[0].transaction?.revocationDate == nil)
+        #expect(events[0].transaction?.revocationType == nil)
+        #expect(events[0].transaction?.revocationPercentage == nil, "Apple drops the percentage when a refund is reversed")
 
         // Auto-renew off: expires voluntarily at the end of the period.
         #expect(try await store.setAutoRenew(originalTransactionId: firstId, enabled: false))

@@ -54,3 +54,17 @@ public enum AppStoreJSON {
         }
     }
 }
+
+// Apple writes UUIDs (`appAccountToken`, `deviceVerificationNonce`) in lower case; Foundation's `UUID` encodes itself in
+// upper case. More specific than the generic methods, these are what the synthesized `Encodable` conformances of this
+// module call, so every payload the simulator signs spells a UUID as Apple does. Decoding takes either case.
+extension KeyedEncodingContainer {
+    mutating func encode(_ value: UUID, forKey key: Key) throws {
+        try encode(value.uuidString.lowercased(), forKey: key)
+    }
+
+    mutating func encodeIfPresent(_ value: UUID?, forKey key: Key) throws {
+        guard let value else { return }
+        try encode(value, forKey: key)
+    }
+}

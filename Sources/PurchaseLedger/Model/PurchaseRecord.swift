@@ -17,6 +17,10 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var expiresDate: Date?
     public var revocationDate: Date?
     public var revocationReason: RevocationReason?
+    /// Whether Apple refunded all of it, part of it (`REFUND_PRORATED`), or revoked a family member's copy.
+    public var revocationType: RevocationType?
+    /// How much Apple refunded, in milliunits of a percent (50000 is 50 %).
+    public var revocationPercentage: Int?
     public var isUpgraded: Bool
     public var ownership: InAppOwnershipType?
     public var appAccountToken: UUID?
@@ -40,6 +44,8 @@ public struct PurchaseRecord: Sendable, Hashable {
         expiresDate = payload.expiresDate
         revocationDate = payload.revocationDate
         revocationReason = payload.revocationReason
+        revocationType = payload.revocationType
+        revocationPercentage = payload.revocationPercentage
         isUpgraded = payload.isUpgraded ?? false
         ownership = payload.inAppOwnershipType
         appAccountToken = payload.appAccountToken
@@ -57,6 +63,8 @@ public struct PurchaseRecord: Sendable, Hashable {
         newer.expiresDate = other.expiresDate
         newer.revocationDate = other.revocationDate
         newer.revocationReason = other.revocationReason
+        newer.revocationType = other.revocationType
+        newer.revocationPercentage = other.revocationPercentage
         newer.isUpgraded = other.isUpgraded
         newer.signedDate = other.signedDate
         return newer

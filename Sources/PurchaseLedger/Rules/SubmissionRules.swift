@@ -186,23 +186,38 @@ extension SubmissionRules {
 
 /// How a consumable transaction's credit follows its state.
 public enum ConsumableRules {
+    /// What a consumable transaction of `amount` a unit is worth to its account now: all of it while it stands;
+    /// after a prorated refund (`REFUND_PRORATED`) the part Apple did not refund — the percentage applies to the whole
+    /// quantity, and the amount clawed back is rounded to the nearest unit (1 of 3 packs refunded is 33.333 %, so
+    /// exactly one pack comes back); after any other refund or revocation, nothing.
+    public static func standingCredit(of record: PurchaseRecord, amount: Int64) -> Int64 {
+        let credit = amount * Int64(record.quantity)
+        guard record.revocationDate != nil else { return credit }
+        guard record.revocationType == .refundProrated, let percentage = record.revocationPercentage, (0...100_000).contains(percentage) else {
+            return 0
+        }
+        // credit × percentage / 100,000 in two parts, so that no catalog amount can overflow.
+        let (whole, part) = credit.quotientAndRemainder(dividingBy: 100_000)
+        let clawed = whole * Int64(percentage) + (part * Int64(percentage) + 50_000) / 100_000
+        return credit - clawed
+    }
+
     /// The balance movements that bring a consumable transaction's credit in line with its state: credited once
-    /// while it stands, clawed back while refunded, credited again when a refund is reversed — each movement uniquely
-    /// keyed, so the net is right whatever order the news came in and however often. A transaction refunded before
-    /// it was ever credited is never credited.
+    /// while it stands, clawed back (all of it, or in proportion to a prorated refund) while refunded, credited again
+    /// when a refund is reversed — each movement uniquely keyed, so the net is right whatever order the news came in
+    /// and however often. A transaction refunded in full before it was ever credited is never credited.
     public static func settle(_ record: PurchaseRecord, entries: [BalanceEntry], catalog: LedgerCatalog, now: Date) -> [LedgerEffect] {
         guard let account = record.accountId, let rule = catalog.rule(for: record.productId), rule.type == .consumable,
               let currency = rule.currency, let amount = rule.amount else { return [] }
-        let credit = amount * Int64(record.quantity)
-        let revoked = record.revocationDate != nil
+        let credit = standingCredit(of: record, amount: amount)
         let granted = entries.contains { $0.key == "grant:\(record.transactionId)" }
         guard granted else {
-            if revoked { return [] }
+            if credit == 0 { return [] }
             return [.moveBalance(BalanceMove(key: "grant:\(record.transactionId)", accountId: account, currency: currency, delta: credit,
                                              transactionId: record.transactionId, at: now))]
         }
         let net = entries.reduce(Int64(0)) { $0 + $1.delta }
-        let delta = (revoked ? 0 : credit) - net
+        let delta = credit - net
         guard delta != 0 else { return [] }
         return [.moveBalance(BalanceMove(key: "adjust:\(record.transactionId):\(entries.count)", accountId: account, currency: currency,
                                          delta: delta, transactionId: record.transactionId, at: now))]

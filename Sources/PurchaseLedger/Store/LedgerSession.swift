@@ -55,10 +55,13 @@ struct LedgerSession {
 
     // MARK: Transactions
 
-    static let purchaseColumns = """
+    /// The columns entitlements are judged by (the shape of ``ownedQuery``'s rows and `iapkit_apply`'s answer).
+    static let entitlingColumns = """
         transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity, purchase_date, \
         expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
         """
+    /// Every column of a stored transaction: the entitling ones, then how much of it Apple refunded.
+    static let purchaseColumns = entitlingColumns + ", revocation_type, revocation_percentage"
 
     func purchase(_ transactionId: String) throws -> PurchaseRecord? {
         try sql.first("SELECT \(Self.purchaseColumns) FROM purchases WHERE transaction_id = $1", [.text(transactionId)]).map(Self.decodePurchase)
@@ -91,6 +94,8 @@ struct LedgerSession {
         payload.inAppOwnershipType = row.optionalText(13).map(InAppOwnershipType.init(rawValue:))
         payload.appAccountToken = row.optionalText(14).flatMap(UUID.init(uuidString:))
         payload.signedDate = Millis.date(try row.int(15))
+        payload.revocationType = row.optionalText(16).map(RevocationType.init(rawValue:))
+        payload.revocationPercentage = row.optionalInt(17).map { Int(clamping: $0) }
         var record = try PurchaseRecord(payload)
         record.accountId = row.optionalText(2)
         record.orderId = row.optionalText(3)
@@ -116,8 +121,8 @@ struct LedgerSession {
         var facts = TransactionFacts()
         facts.namedOrder = try slice(row, from: 0, count: 8).map(decodeOrder)
         facts.tokenOrder = try slice(row, from: 8, count: 8).map(decodeOrder)
-        facts.stored = try slice(row, from: 16, count: 16).map(decodePurchase)
-        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(32) }
+        facts.stored = try slice(row, from: 16, count: 18).map(decodePurchase)
+        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(34) }
         return facts
     }
 
@@ -130,8 +135,7 @@ struct LedgerSession {
     static let factsQuery = """
         SELECT n.order_id, n.account_id, n.product_id, n.app_account_token, n.state, n.transaction_id, n.created_at, n.expires_at,
             t.order_id, t.account_id, t.product_id, t.app_account_token, t.state, t.transaction_id, t.created_at, t.expires_at,
-            p.transaction_id, p.original_transaction_id, p.account_id, p.order_id, p.product_id, p.product_type, p.environment, p.quantity,
-            p.purchase_date, p.expires_date, p.revocation_date, p.revocation_reason, p.is_upgraded, p.ownership, p.app_account_token, p.signed_date,
+            \(purchaseColumns.split(separator: ",").map { "p." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
             (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $4 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1)
         FROM (SELECT 1 AS one) AS base
         LEFT JOIN orders n ON n.order_id = $1
@@ -236,7 +240,7 @@ struct LedgerSession {
     /// Rows of three kinds in the purchase row's shape: `p` an entitling transaction, `s` a series' status (its
     /// columns placed where their types match), `b` a balance.
     static let ownedQuery = """
-        SELECT 'p', \(purchaseColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable'
+        SELECT 'p', \(entitlingColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable'
         UNION ALL
         SELECT 's', original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
             grace_period_expires_date, auto_renew, period_purchase_date, NULL, NULL, NULL, signed_date
@@ -259,14 +263,15 @@ struct LedgerSession {
             let inserted = try sql.first("""
                 INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
                     quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
-                    signed_date, source, recorded_at)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                    signed_date, source, recorded_at, revocation_type, revocation_percentage)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
                 ON CONFLICT (transaction_id) DO NOTHING RETURNING transaction_id
                 """, [.text(record.transactionId), .text(record.originalTransactionId), .of(record.accountId), .of(record.orderId),
                       .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
                       .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
                       .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
-                      .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate), .text(source), .of(now)])
+                      .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate), .text(source), .of(now),
+                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init))])
             // The rules decided on a transaction that was not stored; a replica that stored it meanwhile changes the facts.
             guard inserted != nil else { throw LedgerRace() }
         case .claimPurchase(let transactionId, let accountId, let orderId):
@@ -276,10 +281,12 @@ struct LedgerSession {
             guard claimed != nil else { throw LedgerRace() }
         case .refreshPurchase(let record):
             try sql.execute("""
-                UPDATE purchases SET expires_date = $1, revocation_date = $2, revocation_reason = $3, is_upgraded = $4, signed_date = $5
+                UPDATE purchases SET expires_date = $1, revocation_date = $2, revocation_reason = $3, is_upgraded = $4, signed_date = $5,
+                    revocation_type = $7, revocation_percentage = $8
                 WHERE transaction_id = $6 AND signed_date < $5
                 """, [.of(record.expiresDate), .of(record.revocationDate), .of(record.revocationReason.map { Int64($0.rawValue) }),
-                      .of(record.isUpgraded), .of(record.signedDate), .text(record.transactionId)])
+                      .of(record.isUpgraded), .of(record.signedDate), .text(record.transactionId),
+                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init))])
         case .linkOrder(let transactionId, let orderId):
             try sql.execute("UPDATE purchases SET order_id = $1 WHERE transaction_id = $2 AND order_id IS NULL", [.text(orderId), .text(transactionId)])
         case .fulfilOrder(let orderId, let transactionId, let now):

@@ -101,6 +101,12 @@ enum Schema {
             // How far the reconciler has read Apple's notification history (milliseconds since 1970).
             "CREATE TABLE reconciler_cursors (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
         ],
+        [
+            // How much of a refunded transaction Apple refunded (API 1.19): a prorated refund claws back a consumable's
+            // credit in proportion.
+            "ALTER TABLE purchases ADD COLUMN revocation_type TEXT",
+            "ALTER TABLE purchases ADD COLUMN revocation_percentage BIGINT",
+        ],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two

@@ -28,6 +28,8 @@ extension AdminRoutes {
         var expiresDate: Date?
         var revocationDate: Date?
         var revocationReason: Int?
+        var revocationType: String?
+        var revocationPercentage: Int?
         var isUpgraded: Bool
         var appAccountToken: String?
         var signedDate: Date
@@ -45,6 +47,8 @@ extension AdminRoutes {
             expiresDate = record.expiresDate
             revocationDate = record.revocationDate
             revocationReason = record.revocationReason?.rawValue
+            revocationType = record.revocationType?.rawValue
+            revocationPercentage = record.revocationPercentage
             isUpgraded = record.isUpgraded
             appAccountToken = record.appAccountToken?.uuidString.lowercased()
             signedDate = record.signedDate

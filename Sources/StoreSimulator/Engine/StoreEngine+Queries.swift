@@ -47,13 +47,17 @@ extension StoreEngine {
         return true
     }
 
-    /// Refunds a transaction: it gets a revocation date and reason and stays in history.
-    public func refund(_ transactionId: String, reason: RevocationReason = .refundedForOtherReason) throws -> Bool {
+    /// Refunds a transaction: it gets a revocation date, reason, type and percentage and stays in history. With a
+    /// `percentage` (milliunits, below 100000) Apple refunded part of it, as it does from consumption data or the time
+    /// left in a period (`REFUND_PRORATED`); otherwise all of it (`REFUND_FULL`, 100000).
+    public func refund(_ transactionId: String, reason: RevocationReason = .refundedForOtherReason, percentage: Int? = nil) throws -> Bool {
         // A family member's copy is not theirs to refund: the purchaser's refund revokes it.
         guard let stored = state.transactions[transactionId], stored.payload.revocationDate == nil, stored.sharedFrom == nil else { return false }
+        let percentage = min(100_000, max(0, percentage ?? 100_000))
         state.transactions[transactionId]?.payload.revocationDate = clock.now
         state.transactions[transactionId]?.payload.revocationReason = reason
-        state.transactions[transactionId]?.payload.revocationType = .refundFull
+        state.transactions[transactionId]?.payload.revocationType = percentage < 100_000 ? .refundProrated : .refundFull
+        state.transactions[transactionId]?.payload.revocationPercentage = percentage
         if let original = state.transactions[transactionId]?.payload.originalTransactionId, var series = state.subscriptions[original],
            series.latestTransactionId == transactionId {
             // A revoked series has no further events; a reversed refund picks up where it was.

@@ -85,6 +85,7 @@ extension StoreEngine {
         payload.revocationDate = nil
         payload.revocationReason = nil
         payload.revocationType = nil
+        payload.revocationPercentage = nil
         let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: state.priceOverrides[productId] ?? product.price)
         payload.price = price.price
         payload.currency = price.currency
@@ -218,6 +219,7 @@ extension StoreEngine {
         state.transactions[transactionId]?.payload.revocationDate = nil
         state.transactions[transactionId]?.payload.revocationReason = nil
         state.transactions[transactionId]?.payload.revocationType = nil
+        state.transactions[transactionId]?.payload.revocationPercentage = nil
         if let original = state.transactions[transactionId]?.payload.originalTransactionId, var series = state.subscriptions[original],
            series.latestTransactionId == transactionId, series.phase == .revoked {
             series.phase = series.expiresDate > clock.now ? .active : .expired

@@ -65,6 +65,10 @@ struct DeviceRoutes {
 
     struct FinishRequest: Decodable { var device: String }
     struct AdvanceRequest: Decodable { var seconds: Double }
+    struct RefundRequest: Decodable {
+        var revocationPercentage: Int? = nil
+        var revocationReason: Int? = nil
+    }
     struct SignedList: Encodable { var signedTransactions: [String] }
 
     func add(to router: Router<BasicRequestContext>) {
@@ -152,8 +156,16 @@ struct DeviceRoutes {
             let body = try await request.decode(FinishRequest.self)
             return try Reply.json(["finished": try await engine.finish(try context.parameters.require("id"), device: body.device)])
         }
-        sim.post("transactions/:id/refund") { _, context in
-            guard try await engine.refund(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such unrefunded transaction") }
+        sim.post("transactions/:id/refund") { request, context in
+            // An empty body refunds all of it; `{"revocationPercentage": 33333, "revocationReason": 1}` a part.
+            let body = try await request.decodeIfPresent(RefundRequest.self) ?? RefundRequest()
+            if let percentage = body.revocationPercentage, !(0...100_000).contains(percentage) {
+                throw HTTPError(.badRequest, message: "revocationPercentage is in milliunits, 0 to 100000")
+            }
+            guard try await engine.refund(try context.parameters.require("id"), reason: RevocationReason(rawValue: body.revocationReason ?? 0),
+                                          percentage: body.revocationPercentage) else {
+                throw HTTPError(.notFound, message: "no such unrefunded transaction")
+            }
             try await services.delivery?.deliverDue()
             return Reply.empty()
         }

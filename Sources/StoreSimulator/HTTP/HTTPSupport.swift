@@ -13,7 +13,16 @@ extension Request {
 
     /// The body decoded as `T` with App Store JSON conventions; a typed 400 otherwise.
     func decode<T: Decodable>(_ type: T.Type) async throws -> T {
+        guard let value = try await decodeIfPresent(type) else {
+            throw HTTPError(.badRequest, message: "request body is not valid JSON of the expected shape")
+        }
+        return value
+    }
+
+    /// As ``decode(_:)``, or nil for an empty body.
+    func decodeIfPresent<T: Decodable>(_ type: T.Type) async throws -> T? {
         let bytes = try await bytes()
+        guard !bytes.isEmpty else { return nil }
         do { return try AppStoreJSON.decoder().decode(type, from: Data(bytes)) } catch {
             throw HTTPError(.badRequest, message: "request body is not valid JSON of the expected shape")
         }
