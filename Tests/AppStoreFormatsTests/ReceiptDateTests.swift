@@ -21,6 +21,19 @@ struct ReceiptDateTests {
         #expect(ReceiptDate.parse(rfc3339: text) == nil)
     }
 
+    @Test("The first and last instants of the four-digit range are kept; an offset or a leap second that carries a date out of it is refused, so whatever parses writes back",
+          arguments: ["0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "0000-01-01T00:00:00-01:00", "9999-12-31T23:59:59.999-00:00"])
+    func edgesOfTheRange(text: String) throws {
+        let date = try #require(ReceiptDate.parse(rfc3339: text))
+        #expect(ReceiptDate.parse(rfc3339: ReceiptDate.rfc3339(date)) == date.addingTimeInterval(-date.timeIntervalSince1970.truncatingRemainder(dividingBy: 1)))
+    }
+
+    @Test("Found by fuzzing: dates moved outside years 0000–9999 by their offset are refused",
+          arguments: ["0000-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01", "9999-12-31T23:59:60Z", "0000-01-01T00:30:00+23:59"])
+    func outsideTheRange(text: String) {
+        #expect(ReceiptDate.parse(rfc3339: text) == nil)
+    }
+
     @Test("Agrees with Foundation on every day of four centuries")
     func agreesWithFoundation() {
         let formatter = ISO8601DateFormatter()

@@ -17,6 +17,8 @@ public enum AppleFault: String, CaseIterable, Sendable, Codable {
     case serverError
     /// The next answer comes after the purchase server's timeout (its retry is answered in time), then Apple is up.
     case slow
+    /// verifyReceipt answers `{"status": 21005}` (the receipt server is temporarily unavailable); the Server API is up.
+    case receiptUnavailable
 }
 
 /// Apple's side over real HTTP on loopback: one listener for the whole process, `/h/<history>/<Apple's path>` forwarded
@@ -76,6 +78,11 @@ actor AppleSwitchboard {
         guard parts.count == 3, parts[0] == "h", let line = lines.value[String(parts[1])] else { return Response(status: .notFound) }
         switch line.fault.value {
         case .up: break
+        case .receiptUnavailable:
+            if parts[2].hasSuffix("verifyReceipt") {
+                return Response(status: .ok, headers: [.contentType: "application/json"],
+                                body: .init(byteBuffer: ByteBuffer(string: #"{"status":21005,"is-retryable":true}"#)))
+            }
         case .down: return Response(status: .serviceUnavailable)
         case .serverError: return Response(status: .internalServerError)
         case .slow:

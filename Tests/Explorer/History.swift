@@ -115,6 +115,11 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
     case reconcile
     /// The app dies at `checkpoint` inside its own recovery work (a retry, StoreKit's updates, a sign-in's upload).
     case dieInside(device: Int, recovery: Recovery, checkpoint: PurchaseClient.Checkpoint)
+    /// The app sends the store's app receipt to the server (StoreKit 1 code, purchases from before the app's flow).
+    case syncReceipt(device: Int)
+    /// The server is redeployed verifying receipts only through Apple's verifyReceipt (no local receipt root), or
+    /// locally again.
+    case receiptsByApple(Bool)
 
     public var description: String {
         switch self {
@@ -143,6 +148,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .apple(let fault): "Apple's servers: \(fault.rawValue)"
         case .reconcile: "the reconciliation job runs"
         case .dieInside(let device, let recovery, let checkpoint): "device \(device): \(recovery.name), app dies \(checkpoint.rawValue)"
+        case .syncReceipt(let device): "device \(device): app sends the app receipt"
+        case .receiptsByApple(let byApple): byApple ? "purchase server redeployed verifying receipts through verifyReceipt only" : "purchase server verifying receipts locally again"
         }
     }
 
@@ -174,6 +181,8 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .reconcile: "reconcile"
         case .dieInside(_, let recovery, let checkpoint):
             "die inside \(recovery.kind)/\(checkpoint.rawValue)"
+        case .syncReceipt: "sync receipt"
+        case .receiptsByApple(let byApple): byApple ? "receipts by verifyReceipt" : "receipts verified locally"
         }
     }
 }
@@ -198,8 +207,8 @@ public struct HistoryGenerator: Sendable {
         return (0..<count).flatMap { _ in [step(using: &random)] + (appleStep(using: &apple).map { [$0] } ?? []) }
     }
 
-    /// Apple's outages, the reconciler, notifications Apple gave up on, the app dying inside its own recovery, prorated
-    /// refunds: after about one step in five.
+    /// Apple's outages (21005 from verifyReceipt among them), the reconciler, notifications Apple gave up on, the app
+    /// dying inside its own recovery, prorated refunds, receipts: after about one step in four.
     func appleStep(using random: inout SeededGenerator) -> Step? {
         switch Int.random(in: 0..<100, using: &random) {
         case 0: .apple(.slow)
@@ -212,6 +221,9 @@ public struct HistoryGenerator: Sendable {
             .dieInside(device: Int.random(in: 0..<Self.devices, using: &random),
                        recovery: [Recovery.retry, .updates, .signIn(account: Int.random(in: 0..<Self.appAccounts, using: &random))].randomElement(using: &random)!,
                        checkpoint: [PurchaseClient.Checkpoint.afterJournal, .duringUpload, .afterGrant].randomElement(using: &random)!)
+        case 21: .apple(.receiptUnavailable)
+        case 22..<26: .syncReceipt(device: Int.random(in: 0..<Self.devices, using: &random))
+        case 26..<28: .receiptsByApple(Bool.random(using: &random))
         case 17..<21:
             // Apple's own example values among them: 1 of 3 items (33.333 %), 67.932 %, 0.015 %.
             .proratedRefund(pick: Int.random(in: 0..<64, using: &random),

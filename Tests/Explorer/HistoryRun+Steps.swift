@@ -134,6 +134,12 @@ extension HistoryRun {
             try await redeploy(bundleId: wrong ? "com.example.another-app" : Self.bundleId)
         case .apple(let fault):
             appleFault.value = fault
+        case .syncReceipt(let index):
+            guard !devices[index].dead.value, let client = devices[index].client else { return }
+            // Refused, held for Apple, or unreachable: the receipt stays on the device; nothing else depends on it.
+            _ = try? await client.syncReceipt()
+        case .receiptsByApple(let byApple):
+            try await redeploy(bundleId: serverBundleId, receiptsByApple: byApple)
         case .reconcile:
             try await reconcile()
         case .dieInside(let index, let recovery, let checkpoint):
@@ -232,8 +238,25 @@ extension HistoryRun {
         for attempt in 1...5 {
             guard let services = server.services else { return }
             let report = try await Reconciler(services: services).runOnce()
+            try await presentResolvedReceipts(services)
             guard let stalled = report.notificationHistoryStalled, appleFault.value == .up, serverConfigured else { return }
             if attempt == 5 { record(0, "the reconciler stopped reading Apple's notification history: \(stalled)") }
+        }
+    }
+
+    /// Held receipts the reconciler has now verified and granted are presented by their account: the purchases the
+    /// server then verified, as it verifies them now (verifyReceipt's latest_receipt_info when it asks Apple and the
+    /// receipt holds a subscription; the receipt's own purchases otherwise).
+    func presentResolvedReceipts(_ services: PurchaseServer.Services) async throws {
+        let granted = Set(try await services.ledger.pendingProofs(state: .granted).map(\.proofId))
+        for (account, text) in ownership.takeHeldReceipts(resolved: granted) {
+            guard let der = Base64.decode(text.utf8), let container = try? PKCS7SignedData(berEncoded: der),
+                  let receipt = try? AppReceipt(payload: container.content) else { continue }
+            var ids = receipt.inAppPurchases.compactMap(\.transactionId)
+            if receiptsByApple, receipt.inAppPurchases.contains(where: { $0.productType == .autoRenewableSubscription }), let first = ids.first {
+                ids = await engine.history(containing: first).filter { $0.type != .consumable }.compactMap(\.transactionId)
+            }
+            ownership.presented(ids: ids, by: account)
         }
     }
 

@@ -37,6 +37,8 @@ public struct HistoryResult: Sendable {
 public final class ExplorerEnvironment: Sendable {
     let authority: CertificateAuthority
     let roots: TrustRoots
+    /// The JWS root alone: receipts do not verify locally and go to verifyReceipt.
+    let jwsRoots: TrustRoots
     let apiKey = P256.Signing.PrivateKey()
     let root: URL
     let secret = String(repeating: "explorer-", count: 4)
@@ -48,6 +50,7 @@ public final class ExplorerEnvironment: Sendable {
         authority = try CertificateAuthority.create()
         var roots = TrustRoots()
         try roots.add(certificateData: authority.jws.rootDER, source: "simulator JWS root")
+        jwsRoots = roots
         try roots.add(certificateData: authority.receipts.rootDER, source: "simulator receipt root")
         self.roots = roots
         let shm = URL(fileURLWithPath: "/dev/shm")
@@ -91,6 +94,8 @@ final class HistoryRun: @unchecked Sendable {
     private let currentStep = Locked<Int?>(nil)
     /// The bundle id the server is deployed with now.
     private(set) var serverBundleId = HistoryRun.bundleId
+    /// Whether the server is deployed without the receipt root (receipts verified by Apple's verifyReceipt).
+    private(set) var receiptsByApple = false
     var serverConfigured: Bool { serverBundleId == Self.bundleId }
     var currentStepIndex: Int? {
         get { currentStep.value }
@@ -173,8 +178,11 @@ final class HistoryRun: @unchecked Sendable {
         // Apple as the server is told to reach it: the Server API with this deployment's bundle id (a wrong one is refused
         // by Apple too).
         let apple = AppleAccess(serverAPI: ServerAPIClient(baseURL: appleURL, credentials: .init(keyId: "EXPLORER01", issuerId: "explorer", bundleId: bundleId,
-                                                                                                 privateKey: environment.apiKey), policy: Self.applePolicy))
-        return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: environment.roots, configuration: configuration, apple: apple),
+                                                                                                 privateKey: environment.apiKey), policy: Self.applePolicy),
+                                verifyReceipt: VerifyReceiptClient(productionURL: appleURL + "/verifyReceipt", sandboxURL: appleURL + "/sandbox/verifyReceipt",
+                                                                   sharedSecret: nil, policy: Self.applePolicy))
+        let roots = receiptsByApple ? environment.jwsRoots : environment.roots
+        return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: apple),
                                        authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
     }
 
@@ -183,7 +191,8 @@ final class HistoryRun: @unchecked Sendable {
     static let applePolicy = RetryPolicy(attempts: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(2), timeout: .milliseconds(400))
 
     /// Stops the server and starts it again over the same ledger file, configured for `bundleId`.
-    func redeploy(bundleId: String) async throws {
+    func redeploy(bundleId: String, receiptsByApple: Bool? = nil) async throws {
+        if let receiptsByApple { self.receiptsByApple = receiptsByApple }
         if let old = server.replace(nil) { try await old.ledger.store.close() }
         _ = server.replace(try await makeServices(bundleId: bundleId))
         serverBundleId = bundleId
@@ -249,6 +258,19 @@ final class HistoryRun: @unchecked Sendable {
         case ("/v1/orders", 200...201):
             if let reply = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let token = (reply["appAccountToken"] as? String).flatMap({ UUID(uuidString: $0) }) {
                 ownership.ordered(token, by: account)
+            }
+        case ("/v1/purchases", 200) where body["receipt"] != nil:
+            // A receipt's purchases that the server bound to the sender (not those its tokens sent to their owners). A
+            // receipt lists a series' first period too, whose id is the series' key.
+            let reply = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+            for item in reply["transactions"] as? [[String: Any]] ?? [] {
+                guard let id = item["transactionId"] as? String, ["granted", "alreadyGranted"].contains(item["outcome"] as? String) else { continue }
+                ownership.presented(ids: [id], by: account)
+            }
+        case ("/v1/purchases", 202):
+            let reply = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+            if let receipt = body["receipt"] as? String, let proofId = reply["proofId"] as? String {
+                ownership.held(receipt: receipt, proofId: proofId, by: account)
             }
         case ("/v1/purchases", 200), ("/v1/purchases", 409):
             // Accepted, or refused as another account's: either way the server verified it and heard who presented it.

@@ -39,10 +39,23 @@ final class Ownership: @unchecked Sendable {
 
     func ordered(_ token: UUID, by account: String) { lock.withLock { orders[token] = account } }
     func presented(_ transaction: StoreTransaction, by account: String) {
+        presented(ids: [transaction.transactionId, transaction.originalTransactionId].compactMap { $0 }, by: account)
+    }
+    func presented(ids: [String], by account: String) {
         lock.withLock {
-            for key in [transaction.transactionId, transaction.originalTransactionId].compactMap({ $0 }) where presenters[key] == nil {
-                presenters[key] = account
-            }
+            for key in ids where presenters[key] == nil { presenters[key] = account }
+        }
+    }
+
+    /// Receipts the server held (Apple unavailable), by proof id: presented by their account once the reconciler
+    /// verifies them, which is when the server hears of their purchases.
+    private var heldReceipts: [String: (account: String, receipt: String)] = [:]
+    func held(receipt: String, proofId: String, by account: String) { lock.withLock { heldReceipts[proofId] = (account, receipt) } }
+    func takeHeldReceipts(resolved: Set<String>) -> [(account: String, receipt: String)] {
+        lock.withLock {
+            let done = heldReceipts.filter { resolved.contains($0.key) }
+            for id in done.keys { heldReceipts[id] = nil }
+            return done.sorted { $0.key < $1.key }.map(\.value)
         }
     }
     /// A spend the server accepted, counted once per idempotency key (a retried spend is the same spend).

@@ -36,6 +36,11 @@ struct HistoryExplorerTests {
         // no status, and the ledger took that as the series' latest status — ending the grace period it knew of.
         (10253, [.billing(storeAccount: 0, fails: true), .buy(device: 1, product: .monthly, end: .success, crash: .afterPayment),
                  .buy(device: 0, product: .yearly, end: .success, crash: nil), .advance(seconds: 3600), .refund(pick: 18)]),
+        // A refunded purchase reported by verifyReceipt with its appAccountToken was taken as it stood: a receipt says
+        // nothing of how much was refunded, and its stand-in signing date outdated Apple's later REFUND notification.
+        // Revoked receipt purchases are now looked up with the Server API whatever they carry.
+        (259, [.buy(device: 0, product: .monthly, end: .success, crash: .duringUpload), .receiptsByApple(true), .refund(pick: 10),
+               .launch(device: 0), .syncReceipt(device: 0)]),
     ]
 
     /// Histories where the explorer itself was wrong, kept so that the oracle stays right.
@@ -43,6 +48,10 @@ struct HistoryExplorerTests {
         // One device's spend key reused by another account signed in there is another spend (seed 19405).
         [.buy(device: 0, product: .coins, end: .success, crash: nil), .spend(device: 0, amount: 10),
          .buy(device: 2, product: .coins, end: .success, crash: .duringUpload), .signIn(device: 0, account: 2), .spend(device: 0, amount: 10)],
+        // A family member's receipt presents the shared copy it lists: its account is the first presenter (seeds 758, 1148).
+        [.buy(device: 0, product: .premium, end: .success, crash: .afterJournal), .family(share: true), .syncReceipt(device: 2)],
+        [.family(share: true), .buy(device: 2, product: .season, end: .success, crash: nil), .buy(device: 0, product: .premium, end: .success, crash: nil),
+         .syncReceipt(device: 2), .signIn(device: 2, account: 1)],
     ]
 
     @Test("Histories where the explorer's own oracle was wrong stay clean")

@@ -29,6 +29,39 @@ struct AskingAppleTests {
         }
     }
 
+    @Test("A receipt synced by another account of the same Apple ID: each new purchase is looked up for its appAccountToken and goes to its order's account", arguments: [true, false])
+    func receiptPurchasesFollowTheirTokens(_ trustReceiptRoot: Bool) async throws {
+        try await System.run(.init(deliver: false, trustReceiptRoot: trustReceiptRoot, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
+            let (ann, ben) = ("ann-\(UUID().uuidString.prefix(6))", "ben-\(UUID().uuidString.prefix(6))")
+            let household = "store-\(ann)"
+            _ = try await system.device(.post, "/sim/accounts", ["id": household])
+            // Ben pays on the family iPad; the app dies before it tells the server. Ann opens the app on the iPhone of
+            // the same Apple ID and sends the receipt, which lists Ben's purchase without its token.
+            let (bensOrder, _, _) = try await system.buy(Self.premium, account: ben, storeAccount: household, submit: false)
+            let receipt = try #require(try await system.device(.get, "/sim/accounts/\(household)/receipt")["receipt"] as? String)
+
+            // Apple's Server API down: nothing is bound to Ann; the receipt is held for the reconciler.
+            _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps", "errorRate": 1.0, "errorStatus": 503]]])
+            let (heldStatus, _) = try await system.call(.post, "/v1/purchases", as: ann, ["receipt": receipt])
+            #expect(heldStatus == .accepted)
+            #expect(try await system.entitlements(ann).entitlementNames.isEmpty)
+
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            let (status, reply) = try await system.call(.post, "/v1/purchases", as: ann, ["receipt": receipt])
+            #expect(status == .ok)
+            #expect(reply["outcome"] as? String == "deliveredToOwner", "\(reply)")
+            #expect(try await system.entitlements(ann).entitlementNames.isEmpty, "Ann did not pay for it")
+            #expect(try await system.entitlements(ben).entitlementNames == ["premium"])
+            let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
+            #expect(granted.contains { $0["orderId"] as? String == bensOrder["orderId"] as? String }, "Ben's order is fulfilled by it")
+            // The held copy, run by the reconciler later, changes nothing.
+            try await system.engine.advanceClock(by: 60)
+            _ = try await system.admin(.post, "/admin/reconcile")
+            #expect(try await system.entitlements(ann).entitlementNames.isEmpty)
+            #expect(try await system.entitlements(ben).entitlementNames == ["premium"])
+        }
+    }
+
     @Test("A bare transaction id is looked up with the Server API, verified and granted")
     func transactionIdLookup() async throws {
         try await System.run(.init(deliver: false)) { system in

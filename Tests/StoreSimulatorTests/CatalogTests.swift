@@ -78,7 +78,7 @@ struct CatalogTests {
         #expect(Milliunits.parse(text) == Int64(milliunits))
     }
 
-    @Test("Unreadable prices and periods are nil", arguments: ["", "-1", "1.2345", "1,99", "abc", "1.", ".5"])
+    @Test("Unreadable prices and periods are nil", arguments: ["", "-1", "1.2345", "1,99", "abc", "1.", ".5", "0.-1", "0.+5", "+4.99", "-0", "4.9 ", " 4", "1000000000"])
     func badPrices(text: String) {
         #expect(Milliunits.parse(text) == nil)
         #expect(SubscriptionPeriod(iso8601: text) == nil)

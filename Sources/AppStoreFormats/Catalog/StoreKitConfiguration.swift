@@ -163,12 +163,14 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
 public enum Milliunits {
     /// `"4.99"` → 4990. `nil` unless the text is a plain non-negative decimal with at most three fraction digits.
     public static func parse(_ text: String) -> Int64? {
+        // Digits only: `Int64.init` alone would take a sign, so "0.-1" was once −10 and "+4.99" a price.
+        let isDigits = { (part: Substring) in !part.isEmpty && part.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), let whole = Int64(parts[0]), whole >= 0, whole < 1_000_000_000 else { return nil }
+        guard (1...2).contains(parts.count), parts[0].utf8.count <= 9, isDigits(parts[0]), let whole = Int64(parts[0]) else { return nil }
         var fraction: Int64 = 0
         if parts.count == 2 {
             let digits = parts[1]
-            guard (1...3).contains(digits.count), digits.allSatisfy(\.isASCII), let value = Int64(digits) else { return nil }
+            guard (1...3).contains(digits.utf8.count), isDigits(digits), let value = Int64(digits) else { return nil }
             fraction = value * [100, 10, 1][digits.count - 1]
         }
         return whole * 1000 + fraction

@@ -12,8 +12,16 @@ public enum ReceiptDate {
         guard let (days, secondsOfDay) = reader.readDateTime(separator: UInt8(ascii: "T")) else { return nil }
         let fraction = reader.readFraction()
         guard let offset = reader.readZoneOffset(), reader.atEnd else { return nil }
-        return Date(timeIntervalSince1970: Double(days * 86_400 + secondsOfDay - offset) + fraction)
+        // An offset (or a leap second) can carry year 0000 or 9999 out of the four-digit range; such a date could not
+        // be written back in this shape, so it is refused rather than accepted one way only.
+        let seconds = days * 86_400 + secondsOfDay - offset
+        guard (firstRepresentableSecond...lastRepresentableSecond).contains(seconds) else { return nil }
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
+
+    /// 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z: the instants this four-digit shape can hold in UTC.
+    static let firstRepresentableSecond = days(year: 0, month: 1, day: 1) * 86_400
+    static let lastRepresentableSecond = days(year: 10_000, month: 1, day: 1) * 86_400 - 1
 
     /// Parses a string form of ``parse(rfc3339:)``.
     public static func parse(rfc3339 string: String) -> Date? { parse(rfc3339: Array(string.utf8)) }

@@ -50,9 +50,9 @@ struct AdminRoutes {
             var transaction: JWSTransactionDecodedPayload?
             do {
                 if let jws = body.signedTransaction {
-                    transaction = try await ProofIntake.verify(.signedTransaction(jws), with: services.verifier).first
+                    transaction = try await ProofIntake.verify(.signedTransaction(jws), with: services).first
                 } else if let id = body.transactionId {
-                    transaction = try await ProofIntake.verify(.transactionId(id), with: services.verifier).first
+                    transaction = try await ProofIntake.verify(.transactionId(id), with: services).first
                 }
             } catch let error as AppStoreClientError {
                 throw APIError(error)

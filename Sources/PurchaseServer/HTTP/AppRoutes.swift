@@ -116,10 +116,10 @@ struct AppRoutes {
             var transactions: [JWSTransactionDecodedPayload] = []
             do {
                 for jws in (body.signedTransactions ?? []).prefix(1000) {
-                    transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services.verifier)
+                    transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services)
                 }
                 if let receipt = body.receipt {
-                    transactions += try await ProofIntake.verify(.receipt(receipt), with: services.verifier)
+                    transactions += try await ProofIntake.verify(.receipt(receipt), with: services)
                 }
             } catch let error as AppStoreClientError {
                 // Restore holds nothing: the app asks again.

@@ -62,7 +62,7 @@ public struct Reconciler: Sendable {
         for proof in try await services.ledger.claimDueProofs(now: now) {
             let kind: ProofIntake.Proof = proof.kind == .receipt ? .receipt(proof.proof) : .transactionId(proof.proof)
             do {
-                let transactions = try await ProofIntake.verify(kind, with: services.verifier)
+                let transactions = try await ProofIntake.verify(kind, with: services)
                 let orderIds = try await ProofIntake.orderIds(for: transactions, orderId: proof.orderId, fromReceipt: proof.kind == .receipt,
                                                               ledger: services.ledger)
                 let results = try await services.ledger.submitAll(zip(transactions, orderIds).map {

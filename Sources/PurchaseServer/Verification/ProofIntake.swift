@@ -31,7 +31,7 @@ struct ProofIntake: Sendable {
 
     func take(_ proof: Proof, accountId: String, orderId: String?) async throws -> Verdict {
         do {
-            return .verified(try await Self.verify(proof, with: services.verifier))
+            return .verified(try await Self.verify(proof, with: services))
         } catch let error as AppStoreClientError where error.code == .unavailable {
             let (kind, text): (PendingProof.Kind, String)
             switch proof {
@@ -50,11 +50,16 @@ struct ProofIntake: Sendable {
     }
 
     /// Verifies a proof, asking Apple when it must; turns refusals into API errors except Apple being unavailable.
-    static func verify(_ proof: Proof, with verifier: ProofVerifier) async throws -> [JWSTransactionDecodedPayload] {
+    static func verify(_ proof: Proof, with services: PurchaseServer.Services) async throws -> [JWSTransactionDecodedPayload] {
+        let verifier = services.verifier
         do {
             switch proof {
             case .signedTransaction(let jws): return [try await verifier.transaction(jws)]
-            case .receipt(let receipt): return try await verifier.receiptTransactions(base64: receipt)
+            case .receipt(let receipt):
+                let purchases = try await verifier.receiptTransactions(base64: receipt)
+                return try await verifier.completingReceipt(purchases) { id in
+                    try await ledgerCall { try await services.ledger.transaction(id) } == nil
+                }
             case .transactionId(let id): return [try await verifier.transaction(id: id)]
             }
         } catch let error as AppStoreError {

@@ -54,12 +54,43 @@ public struct ProofVerifier: Sendable {
             guard let environment = response.environment, environments.contains(environment) else {
                 throw AppStoreError(.wrongEnvironment, "the receipt is from \(response.environment?.rawValue ?? "an unnamed environment")")
             }
-            let answeredAt = Date()
+            // Apple's own time of the answer (on the timeline of its signed dates), stands in for a signing date.
+            let answeredAt = response.receipt?.requestDate ?? Date()
             return (response.latestReceiptInfo ?? response.receipt?.inApp ?? []).map { purchase in
                 JWSTransactionDecodedPayload(purchase, bundleId: bundleId, environment: environment,
                                              type: catalog.rule(for: purchase.productId ?? "")?.type, answeredAt: answeredAt)
             }
         }
+    }
+
+    /// A receipt's purchases, each one that Apple revoked, or that carries no `appAccountToken` and the ledger does not
+    /// hold yet (`isNew`), replaced by the transaction Apple's Server API signs for it. An app receipt carries no token
+    /// and neither form carries how much was refunded: without the lookup, a purchase paid through one account's order
+    /// would go to whichever account of the app synced the receipt first on a device of the same Apple ID, and a
+    /// prorated refund would read as a full one. Apple unavailable: the error stands, so the receipt is held and tried
+    /// again. Apple not knowing a purchase (a 4xx), or no Server API configured: the receipt's own account of it.
+    public func completingReceipt(_ purchases: [JWSTransactionDecodedPayload],
+                                  isNew: (String) async throws -> Bool) async throws -> [JWSTransactionDecodedPayload] {
+        guard apple.serverAPI != nil else { return purchases }
+        var completed: [JWSTransactionDecodedPayload] = []
+        completed.reserveCapacity(purchases.count)
+        for purchase in purchases {
+            guard let id = purchase.transactionId else {
+                completed.append(purchase)
+                continue
+            }
+            let wanted = if purchase.revocationDate != nil { true } else if purchase.appAccountToken == nil { try await isNew(id) } else { false }
+            guard wanted else {
+                completed.append(purchase)
+                continue
+            }
+            do {
+                completed.append(try await transaction(id: id))
+            } catch let error as AppStoreClientError where error.code == .rejected {
+                completed.append(purchase)
+            }
+        }
+        return completed
     }
 
     /// The purchases in a receipt verified here, shaped as transactions. Receipts carry no app account token and no
