@@ -9,9 +9,10 @@ import NIOHTTP1
 /// describes it: header `kid`, claims `iss` `iat` `exp` (a few minutes) `aud` `appstoreconnect-v1` `bid`.
 /// The base URL is configuration, so the same client talks to the simulator.
 public struct ServerAPIClient: Sendable {
-    /// Apple's two base URLs.
-    public static let productionURL = "https://api.storekit.itunes.apple.com"
-    public static let sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
+    /// Apple's two base URLs: its recommended hosts since 2026-05-05 (the older `api.storekit(-sandbox).itunes.apple.com`
+    /// still answer).
+    public static let productionURL = "https://api.storekit.apple.com"
+    public static let sandboxURL = "https://api.storekit-sandbox.apple.com"
 
     /// The In-App Purchase key from App Store Connect and the app it speaks for.
     public struct Credentials: Sendable {
@@ -84,6 +85,23 @@ public struct ServerAPIClient: Sendable {
         return try await call(.POST, path, body: Array(body), as: NotificationHistoryResponse.self)
     }
 
+    /// Finish Transaction (API 1.20): the server delivered the transaction, so it leaves the customer's unfinished
+    /// queues — a device that died between the grant and its own `finish()` has nothing left to deliver.
+    public func finishTransaction(_ transactionId: String) async throws {
+        _ = try await call(.POST, "/inApps/v1/transactions/\(try Self.pathSegment(transactionId))/finish", body: nil, as: NoContent.self)
+    }
+
+    /// Set App Account Token: the account the server knows for a series bought outside the app's order flow, so that
+    /// its renewals and refunds carry it.
+    public func setAppAccountToken(originalTransactionId: String, _ token: UUID) async throws {
+        let body = try AppStoreJSON.encoder().encode(UpdateAppAccountTokenRequest(appAccountToken: token))
+        _ = try await call(.PUT, "/inApps/v1/transactions/\(try Self.pathSegment(originalTransactionId))/appAccountToken", body: Array(body),
+                           as: NoContent.self)
+    }
+
+    /// An answer whose body, if any, carries nothing.
+    struct NoContent: Decodable {}
+
     func get<T: Decodable>(_ path: String, as type: T.Type) async throws -> T {
         try await call(.GET, path, body: nil, as: type)
     }
@@ -103,6 +121,7 @@ public struct ServerAPIClient: Sendable {
         }
         switch answer.status {
         case 200..<300:
+            if let nothing = NoContent() as? T { return nothing }
             do { return try AppStoreJSON.decoder().decode(type, from: Data(answer.body)) } catch {
                 throw AppStoreClientError(.invalidResponse, "\(path) answered JSON of another shape")
             }

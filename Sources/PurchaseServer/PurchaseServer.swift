@@ -23,6 +23,8 @@ public enum PurchaseServer {
         public var refuseSuspiciousDevices = false
         /// Signs entitlement answers for apps that ask (a nonce header); nil: answers are unsigned.
         public var entitlementSigner: EntitlementSigner?
+        /// Tell Apple (Finish Transaction) when a transaction reached its owner; needs the Server API.
+        public var finishTransactionsWithApple = false
 
         public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
                     refuseSuspiciousDevices: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -46,7 +48,26 @@ public enum PurchaseServer {
                                     authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
                                     maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == "refuse")
             services.entitlementSigner = try EntitlementSigner.loadOrCreate(in: configuration.dataDirectory)
+            services.finishTransactionsWithApple = configuration.appStore.finishTransactions ?? false
             return services
+        }
+
+        /// Finishes with Apple the transactions that reached their owner, after the answer and without holding it up.
+        /// Best effort: the device's own `finish()` still follows a delivery, so a failure here loses nothing; it is
+        /// counted for the operator.
+        func finishWithApple(_ transactionIds: [String]) {
+            guard finishTransactionsWithApple, let serverAPI = verifier.apple.serverAPI, !transactionIds.isEmpty else { return }
+            let metrics = self.metrics
+            Task {
+                for id in transactionIds {
+                    do {
+                        try await serverAPI.finishTransaction(id)
+                        metrics.finishedWithApple(succeeded: true)
+                    } catch {
+                        metrics.finishedWithApple(succeeded: false)
+                    }
+                }
+            }
         }
     }
 

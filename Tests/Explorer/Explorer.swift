@@ -29,7 +29,7 @@ public struct Explorer: Sendable {
         await history.close()
         let elapsed = ContinuousClock.now - started
         return HistoryResult(seed: nil, steps: steps, violations: violations, checks: checks,
-                             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, events: history.events)
     }
 
     /// The shortest history found that still breaks the first broken invariant of `failing`: chunks, then single
@@ -80,7 +80,7 @@ public struct Explorer: Sendable {
 
     /// Runs the histories of seeds `first`, `first + 1`, … until `histories` ran or `seconds` passed, `parallel` at a
     /// time.
-    public func campaign(first: UInt64 = 1, histories: Int, seconds: Double = .infinity, parallel: Int = 4,
+    public func campaign(first: UInt64 = 1, histories: Int, seconds: Double = .infinity, parallel: Int = 8,
                          progress: (@Sendable (CampaignReport) -> Void)? = nil) async -> CampaignReport {
         var report = CampaignReport()
         let started = ContinuousClock.now
@@ -102,6 +102,7 @@ public struct Explorer: Sendable {
                 report.histories += 1
                 report.steps += result.steps.count
                 for step in result.steps { report.coverage[step.kind, default: 0] += 1 }
+                for (event, count) in result.events { report.coverage["→ " + event, default: 0] += count }
                 for (invariant, count) in result.checks { report.checks[invariant, default: 0] += count }
                 for violation in result.violations { report.violations[violation.invariant, default: 0] += 1 }
                 if !result.violations.isEmpty { report.failures.append(result) }

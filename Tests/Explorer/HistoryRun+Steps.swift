@@ -257,6 +257,7 @@ extension HistoryRun {
                 ids = await engine.history(containing: first).filter { $0.type != .consumable }.compactMap(\.transactionId)
             }
             ownership.presented(ids: ids, by: account)
+            saw("held receipt granted by the reconciler")
         }
     }
 

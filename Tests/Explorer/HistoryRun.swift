@@ -30,6 +30,8 @@ public struct HistoryResult: Sendable {
     /// Checks performed, by invariant.
     public var checks: [Int: Int]
     public var seconds: Double
+    /// What the server was seen to do on the rarer paths (a receipt held for Apple, then granted by the reconciler).
+    public var events: [String: Int] = [:]
 }
 
 /// What every history shares in one process: the simulator's certificate authority (RSA keys are slow to make), the
@@ -90,6 +92,7 @@ final class HistoryRun: @unchecked Sendable {
     let devices: [ExploredDevice]
     private let found = Locked<[Violation]>([])
     private let performed = Locked<[Int: Int]>([:])
+    private let seen = Locked<[String: Int]>([:])
     private let tokens = Locked<[String: String]>([:])
     private let currentStep = Locked<Int?>(nil)
     /// The bundle id the server is deployed with now.
@@ -163,6 +166,8 @@ final class HistoryRun: @unchecked Sendable {
     }
 
     func checked(_ invariant: Int, _ count: Int = 1) { performed.update { $0[invariant, default: 0] += count } }
+    var events: [String: Int] { seen.value }
+    func saw(_ event: String) { seen.update { $0[event, default: 0] += 1 } }
 
     // MARK: The purchase server
 
@@ -270,6 +275,7 @@ final class HistoryRun: @unchecked Sendable {
         case ("/v1/purchases", 202):
             let reply = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
             if let receipt = body["receipt"] as? String, let proofId = reply["proofId"] as? String {
+                saw("receipt held for Apple (202)")
                 ownership.held(receipt: receipt, proofId: proofId, by: account)
             }
         case ("/v1/purchases", 200), ("/v1/purchases", 409):

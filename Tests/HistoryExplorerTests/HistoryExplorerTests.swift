@@ -41,6 +41,12 @@ struct HistoryExplorerTests {
         // Revoked receipt purchases are now looked up with the Server API whatever they carry.
         (259, [.buy(device: 0, product: .monthly, end: .success, crash: .duringUpload), .receiptsByApple(true), .refund(pick: 10),
                .launch(device: 0), .syncReceipt(device: 0)]),
+        // A receipt held while Apple was down, verified by verifyReceipt after a refund: the receipt's own purchases,
+        // as they stood when it was made, were dated by Apple's answer and so outdated the refund (also 5940, 7235, 16509).
+        // Purchases from the receipt's `in_app` now carry its creation date.
+        (7223, [.receiptsByApple(true), .buy(device: 0, product: .season, end: .success, crash: nil), .apple(.down), .syncReceipt(device: 0),
+                .advance(seconds: 900), .proratedRefund(pick: 10, percentage: 99_999),
+                .buy(device: 0, product: .season, end: .userCancelled, crash: .duringUpload)]),
     ]
 
     /// Histories where the explorer itself was wrong, kept so that the oracle stays right.

@@ -62,6 +62,36 @@ struct AskingAppleTests {
         }
     }
 
+    @Test("Finish Transaction: with it on, what reached its owner leaves the device's queue though the app died before finish(); off, the queue keeps it",
+          arguments: [true, false])
+    func finishWithApple(_ on: Bool) async throws {
+        try await System.run(.init(deliver: false, finishWithApple: on)) { system in
+            let account = "fin-\(UUID().uuidString.prefix(6))"
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-\(account)"])
+            // The app uploads and dies before it reads the answer, so it never calls finish().
+            let (_, purchase, reply) = try await system.buy(Self.premium, account: account, storeAccount: "store-\(account)")
+            #expect(reply["outcome"] as? String == "granted")
+            let id = try #require(purchase["transactionId"] as? String)
+            func queued() async -> Bool {
+                await system.engine.recordedTransactions().first { $0.payload.transactionId == id }?.unfinishedOn.isEmpty == false
+            }
+            if on {
+                // After the answer: the call to Apple, then its count once Apple answered.
+                let counted = { system.services.metrics.exposition().contains(#"iapkit_apple_finish_total{result="finished"} 1"#) }
+                var waited = 0
+                while await queued() || !counted(), waited < 100 {
+                    try await Task.sleep(for: .milliseconds(50))
+                    waited += 1
+                }
+                #expect(!(await queued()), "Apple was told the transaction is finished")
+                #expect(counted())
+            } else {
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(await queued(), "without the setting, only the device finishes")
+            }
+        }
+    }
+
     @Test("A bare transaction id is looked up with the Server API, verified and granted")
     func transactionIdLookup() async throws {
         try await System.run(.init(deliver: false)) { system in

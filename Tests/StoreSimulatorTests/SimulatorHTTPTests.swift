@@ -202,11 +202,19 @@ struct SimulatorHTTPTests {
             Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
             return
         }
-        try await fixture.engine.createAccount("erin")
-        guard case .purchased(_, let subscription, _) = try await fixture.engine.purchase(account: "erin", device: "d", productId: "com.revenuecat.annual_39.99_no_trial"),
-              case .purchased = try await fixture.engine.purchase(account: "erin", device: "d", productId: "com.revenuecat.consumable") else {
+        let annual = "com.revenuecat.annual_39.99_no_trial"
+        for account in ["erin", "fay", "gus"] { try await fixture.engine.createAccount(account) }
+        // Fay is in Erin's family: she gets a FAMILY_SHARED copy of Erin's annual plan. Gus's monthly plan renews.
+        #expect(try await fixture.engine.setFamily(organizer: "erin", members: ["fay"]))
+        guard case .purchased(_, let subscription, _) = try await fixture.engine.purchase(account: "erin", device: "d", productId: annual),
+              case .purchased(_, let consumable, _) = try await fixture.engine.purchase(account: "erin", device: "d", productId: "com.revenuecat.consumable"),
+              case .purchased(_, let monthly, _) = try await fixture.engine.purchase(account: "gus", device: "g", productId: "com.revenuecat.monthly_4.99.1_week_intro") else {
             Issue.record("purchase failed"); return
         }
+        try await fixture.engine.advanceClock(by: 960)  // past the monthly plan's free three months (15 minutes in sandbox)
+        let recorded = await fixture.engine.recordedTransactions()
+        let renewal = try #require(recorded.first { $0.payload.originalTransactionId == monthly && $0.payload.transactionId != monthly }?.payload.transactionId)
+        let familyCopy = try #require(recorded.first { $0.account == "fay" && $0.payload.productId == annual }?.payload.transactionId)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-api-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -217,7 +225,8 @@ struct SimulatorHTTPTests {
 
         try await fixture.application().test(.live) { client in
             let port = try #require(client.port)
-            let run = try await Subprocess.run(python, [script, "http://127.0.0.1:\(port)", keyPath, fixture.keyId, fixture.issuerId, "com.revenuecat", subscription, subscription])
+            let run = try await Subprocess.run(python, [script, "http://127.0.0.1:\(port)", keyPath, fixture.keyId, fixture.issuerId, "com.revenuecat", subscription, subscription,
+                                                        renewal, familyCopy, consumable, annual])
             let output = Data(run.stdout.utf8)
             let results = try #require(try JSONSerialization.jsonObject(with: output) as? [String: Any], "\(String(decoding: output, as: UTF8.self))")
             let signed = try #require((results["transaction"] as? [String: Any])?["signed"] as? String, "\(results)")
@@ -231,6 +240,32 @@ struct SimulatorHTTPTests {
             #expect((results["badExtend"] as? [String: Any])?["apiError"] as? Int == 4_000_009)
             #expect(results["setToken"] as? String == "ok")
             #expect(results["lookup"] as? Int == 0)
+
+            // API 1.12–1.21 and Apple's codes around them.
+            #expect(results["historyV1"] as? Int == 2, "v1 lists the unfinished consumable: \(results["historyV1"] ?? "-")")
+            #expect(results["historyRevoked"] as? Int == 0, "revoked=True, as Python spells it: \(results["historyRevoked"] ?? "-")")
+            #expect(results["historyNotRevoked"] as? Int == 2, "\(results["historyNotRevoked"] ?? "-")")
+            #expect((results["setTokenOnRenewal"] as? [String: Any])?["apiError"] as? Int == 4_000_187, "\(results["setTokenOnRenewal"] ?? "-")")
+            #expect((results["setTokenOnFamilyCopy"] as? [String: Any])?["apiError"] as? Int == 4_000_185, "\(results["setTokenOnFamilyCopy"] ?? "-")")
+            #expect((results["extendFamilyCopy"] as? [String: Any])?["apiError"] as? Int == 4_030_007, "\(results["extendFamilyCopy"] ?? "-")")
+            let appTransaction = try #require(results["appTransaction"] as? [String: Any], "\(results["appTransaction"] ?? "-")")
+            let first = try await verifier.verifyAppTransaction(try #require(appTransaction["signed"] as? String)).payload
+            let again = try await verifier.verifyAppTransaction(try #require(appTransaction["byAppTransactionId"] as? String)).payload
+            #expect(first.appTransactionId != nil && first.appTransactionId == again.appTransactionId)
+            #expect(first.bundleId == "com.revenuecat")
+            #expect((results["missingAppTransaction"] as? [String: Any])?["apiError"] as? Int == 4_040_019)
+            #expect(results["finish"] as? String == "ok", "\(results["finish"] ?? "-")")
+            #expect((results["missingFinish"] as? [String: Any])?["apiError"] as? Int == 4_040_010)
+            #expect(results["historyV1AfterFinish"] as? Int == 1, "a finished consumable leaves v1's history")
+            #expect(await fixture.engine.recordedTransactions().first { $0.payload.transactionId == consumable }?.unfinishedOn.isEmpty == true)
+            let mass = try #require(results["massExtend"] as? [String: Any], "\(results["massExtend"] ?? "-")")
+            #expect(mass["requestIdentifier"] as? Bool == true)
+            #expect(mass["complete"] as? Bool == true)
+            #expect(mass["completeDate"] as? Bool == true)
+            // Erin's own annual plan is extended; Fay's copy is not the purchaser's and is left alone.
+            #expect(mass["succeeded"] as? Int == 1, "\(mass)")
+            #expect((results["missingMassExtendStatus"] as? [String: Any])?["apiError"] as? Int == 4_040_009)
+            #expect((results["badMassExtend"] as? [String: Any])?["apiError"] as? Int == 4_000_023)
         }
     }
 }

@@ -48,7 +48,9 @@ public struct PurchaseRecord: Sendable, Hashable {
         revocationPercentage = payload.revocationPercentage
         isUpgraded = payload.isUpgraded ?? false
         ownership = payload.inAppOwnershipType
-        appAccountToken = payload.appAccountToken
+        // A family member's copy is the member's whatever token it carries: the purchaser's token names the purchaser's
+        // order, and would send the member's copy there (Apple keeps tokens off copies; nothing here depends on it).
+        appAccountToken = payload.inAppOwnershipType == .familyShared ? nil : payload.appAccountToken
         signedDate = payload.signedDate ?? purchaseDate
     }
 

@@ -42,7 +42,7 @@ public struct ServerConfiguration: Codable, Sendable {
 
     /// Apple's APIs, asked when local proof is not enough. Each is off until configured.
     public struct AppStoreConfiguration: Codable, Sendable {
-        /// App Store Server API base URL (`https://api.storekit.itunes.apple.com`, the sandbox one, or the simulator's).
+        /// App Store Server API base URL (`https://api.storekit.apple.com`, `https://api.storekit-sandbox.apple.com`, or the simulator's).
         public var serverAPIBaseURL: String?
         public var keyId: String?
         public var issuerId: String?
@@ -53,6 +53,10 @@ public struct ServerConfiguration: Codable, Sendable {
         public var verifyReceiptSandboxURL: String?
         /// The app's shared secret for verifyReceipt.
         public var sharedSecret: String?
+        /// Call Finish Transaction (API 1.20) once a transaction reached its owner, so that a device that died between
+        /// the grant and its own `finish()` leaves nothing queued. Off unless set: the SDK finishes on the device, and
+        /// Apple calls the server's call unnecessary then; it needs `serverAPIBaseURL`.
+        public var finishTransactions: Bool?
         /// Attempts per call (with backoff) and seconds before one attempt times out.
         public var attempts: Int?
         public var timeoutSeconds: Double?
@@ -100,6 +104,7 @@ public struct ServerConfiguration: Codable, Sendable {
         if let value = environment["IAPKIT_ADMIN_KEY"] { configuration.adminKey = value }
         if let value = environment["IAPKIT_STOREKIT_FILE"] { configuration.storeKitFile = value }
         if let value = environment["IAPKIT_SHARED_SECRET"] { configuration.appStore.sharedSecret = value }
+        if let value = environment["IAPKIT_FINISH_TRANSACTIONS"] { configuration.appStore.finishTransactions = ["1", "true", "yes"].contains(value.lowercased()) }
         try configuration.resolveStoreKitCatalog(explicitGrants: file != nil)
         try configuration.validate()
         return configuration

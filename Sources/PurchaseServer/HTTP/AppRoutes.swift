@@ -206,6 +206,8 @@ struct AppRoutes {
         }
         if let refusal = Reconciler.onlyRefusal(results) { throw APIError(refusal) }
         let granted = results.compactMap { try? $0.get() }
+        // What this request delivered, once: a receipt synced again (alreadyGranted) calls Apple for nothing.
+        services.finishWithApple(granted.filter { $0.outcome != .alreadyGranted }.map(\.transactionId))
         let items = granted.map { PurchaseReply.Item(transactionId: $0.transactionId, outcome: $0.outcome, orderId: $0.orderId) }
         let owned: AccountEntitlements
         if let last = granted.last { owned = last.entitlements } else {

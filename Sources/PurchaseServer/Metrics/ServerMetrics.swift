@@ -55,6 +55,14 @@ public struct ServerMetrics: Sendable {
         }
     }
 
+    /// A Finish Transaction call to Apple, by result.
+    func finishedWithApple(succeeded: Bool) {
+        registry.makeCounter(descriptor: Self.finishedWithApple, labels: [("result", succeeded ? "finished" : "failed")]).increment()
+    }
+    static var finishedWithApple: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "apple_finish", unitName: "total", helpText: "Finish Transaction calls to Apple by result")
+    }
+
     /// The text Prometheus scrapes.
     public func exposition() -> String { registry.emitToString() }
 }

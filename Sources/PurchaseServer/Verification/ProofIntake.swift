@@ -58,7 +58,7 @@ struct ProofIntake: Sendable {
             case .receipt(let receipt):
                 let purchases = try await verifier.receiptTransactions(base64: receipt)
                 return try await verifier.completingReceipt(purchases) { id in
-                    try await ledgerCall { try await services.ledger.transaction(id) } == nil
+                    try await ledgerCall { try await services.ledger.transaction(id) }
                 }
             case .transactionId(let id): return [try await verifier.transaction(id: id)]
             }

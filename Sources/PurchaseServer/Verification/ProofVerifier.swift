@@ -54,40 +54,64 @@ public struct ProofVerifier: Sendable {
             guard let environment = response.environment, environments.contains(environment) else {
                 throw AppStoreError(.wrongEnvironment, "the receipt is from \(response.environment?.rawValue ?? "an unnamed environment")")
             }
-            // Apple's own time of the answer (on the timeline of its signed dates), stands in for a signing date.
-            let answeredAt = response.receipt?.requestDate ?? Date()
-            return (response.latestReceiptInfo ?? response.receipt?.inApp ?? []).map { purchase in
-                JWSTransactionDecodedPayload(purchase, bundleId: bundleId, environment: environment,
-                                             type: catalog.rule(for: purchase.productId ?? "")?.type, answeredAt: answeredAt)
+            // A signing date stands in for each purchase, on Apple's timeline: `latest_receipt_info` is Apple's state when it
+            // answered (`request_date`); the receipt's own `in_app` is what the receipt held when it was made, so a receipt
+            // held for hours is no newer than a refund notified meanwhile, and cannot undo it.
+            if let latest = response.latestReceiptInfo {
+                let answeredAt = response.receipt?.requestDate ?? Date()
+                return latest.map { JWSTransactionDecodedPayload($0, bundleId: bundleId, environment: environment,
+                                                                 type: catalog.rule(for: $0.productId ?? "")?.type, answeredAt: answeredAt) }
             }
+            let madeAt = response.receipt?.receiptCreationDate ?? .distantPast
+            return (response.receipt?.inApp ?? []).map { JWSTransactionDecodedPayload($0, bundleId: bundleId, environment: environment,
+                                                                                     type: catalog.rule(for: $0.productId ?? "")?.type, answeredAt: madeAt) }
         }
     }
 
     /// A receipt's purchases, each one that Apple revoked, or that carries no `appAccountToken` and the ledger does not
-    /// hold yet (`isNew`), replaced by the transaction Apple's Server API signs for it. An app receipt carries no token
-    /// and neither form carries how much was refunded: without the lookup, a purchase paid through one account's order
-    /// would go to whichever account of the app synced the receipt first on a device of the same Apple ID, and a
-    /// prorated refund would read as a full one. Apple unavailable: the error stands, so the receipt is held and tried
-    /// again. Apple not knowing a purchase (a 4xx), or no Server API configured: the receipt's own account of it.
+    /// hold yet, replaced by the transaction Apple's Server API signs for it. An app receipt carries no token and
+    /// neither form of receipt says how much was refunded: without the lookup, a purchase paid through one account's
+    /// order would go to whichever account of the app synced the receipt first on a device of the same Apple ID, and a
+    /// prorated refund would read as a full one. A revocation the ledger already holds as Apple signed it is not asked
+    /// again, so replaying an old receipt costs no calls. Any failure of a lookup — Apple down, a 4xx (a Server API
+    /// URL of the other environment, a key Apple refuses), an answer that does not verify — holds the receipt
+    /// (`unavailable`) for the reconciler and the operator rather than grant a purchase to an account that may not own
+    /// it. Xcode's and local testing's purchases are not Apple's to look up; without a Server API nothing is looked up.
     public func completingReceipt(_ purchases: [JWSTransactionDecodedPayload],
-                                  isNew: (String) async throws -> Bool) async throws -> [JWSTransactionDecodedPayload] {
+                                  stored: (String) async throws -> PurchaseRecord?) async throws -> [JWSTransactionDecodedPayload] {
         guard apple.serverAPI != nil else { return purchases }
         var completed: [JWSTransactionDecodedPayload] = []
         completed.reserveCapacity(purchases.count)
         for purchase in purchases {
-            guard let id = purchase.transactionId else {
+            guard let id = purchase.transactionId, purchase.environment != .xcode, purchase.environment != .localTesting else {
                 completed.append(purchase)
                 continue
             }
-            let wanted = if purchase.revocationDate != nil { true } else if purchase.appAccountToken == nil { try await isNew(id) } else { false }
+            let wanted: Bool
+            if purchase.revocationDate != nil {
+                if let known = try await stored(id), let knownDate = known.revocationDate, let type = known.revocationType,
+                   let date = purchase.revocationDate, abs(knownDate.timeIntervalSince(date)) < 1 {
+                    // The same refund, as Apple signed it and the ledger holds it (a local receipt's dates are whole
+                    // seconds): a receipt knows no type or share and must not blank them.
+                    var kept = purchase
+                    (kept.revocationType, kept.revocationPercentage) = (type, known.revocationPercentage)
+                    completed.append(kept)
+                    continue
+                }
+                wanted = true
+            } else if purchase.appAccountToken == nil {
+                wanted = try await stored(id) == nil
+            } else {
+                wanted = false
+            }
             guard wanted else {
                 completed.append(purchase)
                 continue
             }
             do {
                 completed.append(try await transaction(id: id))
-            } catch let error as AppStoreClientError where error.code == .rejected {
-                completed.append(purchase)
+            } catch {
+                throw AppStoreClientError(.unavailable, "the Server API could not complete receipt purchase \(id): \(error)")
             }
         }
         return completed

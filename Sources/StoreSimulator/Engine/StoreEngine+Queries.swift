@@ -38,13 +38,73 @@ extension StoreEngine {
         return try minter.sign(payload)
     }
 
-    /// Sets the `appAccountToken` of every transaction in a series (Set App Account Token). Returns whether it exists.
-    public func setAppAccountToken(originalTransactionId: String, _ token: UUID) throws -> Bool {
+    public enum AppAccountTokenResult: Sendable, Equatable {
+        case set
+        case notFound
+        /// A later transaction of a series: Apple wants the series' original transaction id (4000187).
+        case notOriginal
+        /// A family member's copy: the token is the purchaser's to set (4000185).
+        case familyShared
+    }
+
+    /// Sets the `appAccountToken` of every transaction in a series (Set App Account Token), as Apple does: only through
+    /// the series' original transaction id, and never on a family member's copy.
+    public func setAppAccountToken(originalTransactionId: String, _ token: UUID) throws -> AppAccountTokenResult {
+        guard let stored = state.transactions[originalTransactionId] else { return .notFound }
+        guard stored.payload.originalTransactionId == originalTransactionId else { return .notOriginal }
+        guard stored.sharedFrom == nil, stored.payload.inAppOwnershipType != .familyShared else { return .familyShared }
         let ids = state.transactions.filter { $0.value.payload.originalTransactionId == originalTransactionId }.map(\.key)
-        guard !ids.isEmpty else { return false }
         for id in ids { state.transactions[id]?.payload.appAccountToken = token }
         try persist()
+        return .set
+    }
+
+    /// Finish Transaction (API 1.20): the app's server delivered it, so it leaves every device's unfinished queue, as
+    /// if each had called `finish()`. Returns whether it exists.
+    public func finishEverywhere(_ transactionId: String) throws -> Bool {
+        guard let stored = state.transactions[transactionId] else { return false }
+        if !stored.unfinishedOn.isEmpty {
+            state.transactions[transactionId]?.unfinishedOn = []
+            try persist()
+        }
         return true
+    }
+
+    /// The transactions some device still has to finish (Get Transaction History V1 leaves out finished consumables).
+    public func unfinishedTransactionIds() -> Set<String> {
+        Set(state.transactions.filter { !$0.value.unfinishedOn.isEmpty }.keys)
+    }
+
+    /// The customer's app transaction (Get App Transaction Info), found through any of the customer's transaction ids
+    /// or its own `appTransactionId`; its id is made the first time it is asked for and stays. `nil` for an unknown id.
+    public func appTransaction(containing id: String) throws -> AppTransactionDecodedPayload? {
+        let accountId = state.transactions[id]?.account ?? state.accounts.values.first { $0.appTransactionId == id }?.id
+        guard let accountId, var account = state.accounts[accountId] else { return nil }
+        if account.appTransactionId == nil {
+            account.appTransactionId = String(state.nextId)
+            state.nextId += 1
+            let firstPurchase = state.transactions.values.filter { $0.account == accountId }.compactMap(\.payload.purchaseDate).min()
+            account.appPurchaseDate = firstPurchase ?? clock.now
+            state.accounts[accountId] = account
+            try persist()
+        }
+        var payload = AppTransactionDecodedPayload()
+        payload.receiptType = environment
+        payload.appAppleId = catalog.appAppleId
+        payload.bundleId = catalog.bundleId
+        payload.applicationVersion = "1"
+        payload.originalApplicationVersion = "1"
+        payload.originalPurchaseDate = account.appPurchaseDate
+        payload.receiptCreationDate = clock.now
+        payload.requestDate = clock.now
+        payload.appTransactionId = account.appTransactionId
+        payload.originalPlatform = .iOS
+        return payload
+    }
+
+    /// Signs an app transaction now.
+    public func sign(_ appTransaction: AppTransactionDecodedPayload) throws -> String {
+        try minter.sign(appTransaction)
     }
 
     /// Refunds a transaction: it gets a revocation date, reason, type and percentage and stays in history. With a
@@ -99,7 +159,36 @@ extension StoreEngine {
         case extended(JWSTransactionDecodedPayload)
         case notFound
         case ineligible
+        /// A family member's copy: only the purchaser's subscription can be extended (4030007).
+        case familyShared
         case limitReached
+    }
+
+    /// Extends every active subscription whose latest period is `productId` (in `storefronts`, when given) by `days`,
+    /// each as a single extension would be (Extend Subscription Renewal Dates for All Active Subscribers). A repeated
+    /// `requestIdentifier` does nothing more. Apple runs it in the background; here it is complete when it answers.
+    public func massExtendRenewal(productId: String, days: Int, storefronts: [String]?, requestIdentifier: String) throws {
+        guard state.massExtensions?[requestIdentifier] == nil else { return }
+        var result = StoreState.MassExtension(productId: productId, succeeded: 0, failed: 0, completed: clock.now)
+        let now = clock.now
+        for series in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId })
+        where series.productId == productId && series.expiresDate > now {
+            if let storefronts, let storefront = state.accounts[series.account]?.storefront, !storefronts.contains(storefront) { continue }
+            guard state.transactions[series.latestTransactionId]?.payload.inAppOwnershipType != .familyShared else { continue }
+            switch try extendRenewal(originalTransactionId: series.originalTransactionId, days: days,
+                                     requestIdentifier: "\(requestIdentifier):\(series.originalTransactionId)") {
+            case .extended: result.succeeded += 1
+            default: result.failed += 1
+            }
+        }
+        state.massExtensions = (state.massExtensions ?? [:]).merging([requestIdentifier: result]) { old, _ in old }
+        try persist()
+    }
+
+    /// What a mass extension did, if `requestIdentifier` names one for `productId`.
+    public func massExtension(productId: String, requestIdentifier: String) -> (succeeded: Int64, failed: Int64, completed: Date)? {
+        guard let found = state.massExtensions?[requestIdentifier], found.productId == productId else { return nil }
+        return (found.succeeded, found.failed, found.completed)
     }
 
     /// Extends the latest period of a series by `days` (scaled by the renewal rate, as sandbox scales them); at most
@@ -109,8 +198,9 @@ extension StoreEngine {
         guard let latest = series.last, let id = latest.transactionId else { return .notFound }
         if state.extensionRequests[requestIdentifier] == originalTransactionId { return .extended(latest) }
         let now = clock.now
+        guard latest.inAppOwnershipType != .familyShared else { return .familyShared }
         guard latest.type == .autoRenewableSubscription, latest.revocationDate == nil, let expires = latest.expiresDate, expires > now,
-              latest.offerDiscountType != .freeTrial, latest.inAppOwnershipType != .familyShared else { return .ineligible }
+              latest.offerDiscountType != .freeTrial else { return .ineligible }
         let recent = (state.extensions[originalTransactionId] ?? []).filter { now.timeIntervalSince($0) < rate.secondsPerYear }
         guard recent.count < 2 else { return .limitReached }
         state.transactions[id]?.payload.expiresDate = expires.addingTimeInterval(rate.secondsPerDay * Double(days))

@@ -16,6 +16,8 @@ struct StoreState: Codable, Sendable {
     /// Renewal-date extensions per original transaction id (their times), and request identifiers already served.
     var extensions: [String: [Date]] = [:]
     var extensionRequests: [String: String] = [:]
+    /// Mass renewal-date extensions by request identifier (optional: state files written before them still load).
+    var massExtensions: [String: MassExtension]?
     /// Auto-renewable series by original transaction id.
     var subscriptions: [String: Subscription] = [:]
     /// Every notification minted, oldest first.
@@ -107,6 +109,18 @@ struct StoreState: Codable, Sendable {
         var introOfferGroupsUsed: Set<String> = []
         /// Family members who share this account's family-shareable purchases.
         var familyMembers: [String] = []
+        /// The customer's app transaction (Get App Transaction Info): its id, made when first asked for, and when the
+        /// customer first had the app. Optional, so that a state file written before them still loads.
+        var appTransactionId: String?
+        var appPurchaseDate: Date?
+    }
+
+    /// What one Extend Subscription Renewal Dates for All Active Subscribers request did.
+    struct MassExtension: Codable, Sendable {
+        var productId: String
+        var succeeded: Int64
+        var failed: Int64
+        var completed: Date
     }
 
     /// A minted transaction and its bookkeeping.

@@ -33,6 +33,8 @@ struct ServerAPIRoutes {
         }
 
         api.get("v2/history/:id") { request, context in try await history(request, context, refundsOnly: false) }
+        // Version 1 (deprecated, still answered): the same, less the consumables the app finished (unless revoked).
+        api.get("v1/history/:id") { request, context in try await history(request, context, refundsOnly: false, finishedConsumables: false) }
         api.get("v2/refund/lookup/:id") { request, context in try await history(request, context, refundsOnly: true) }
 
         api.get("v1/subscriptions/:id") { request, context in
@@ -88,10 +90,65 @@ struct ServerAPIRoutes {
             guard let text = body.appAccountToken, let token = UUID(uuidString: text) else {
                 return try Reply.apiError(.invalidAppAccountTokenUUID, "Invalid appAccountToken.")
             }
-            guard try await engine.setAppAccountToken(originalTransactionId: id, token) else {
-                return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")
+            guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidOriginalTransactionId, "Invalid original transaction id.") }
+            switch try await engine.setAppAccountToken(originalTransactionId: id, token) {
+            case .set: return Reply.empty()
+            case .notFound: return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")
+            case .notOriginal:
+                return try Reply.apiError(.transactionIdIsNotOriginalTransactionId, "The transaction id is not an original transaction id.")
+            case .familyShared: return try Reply.apiError(.familyTransactionNotSupported, "Family Sharing transactions are not supported.")
             }
+        }
+
+        api.post("v1/transactions/:id/finish") { _, context in
+            let id = try context.parameters.require("id")
+            guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+            guard try await engine.finishEverywhere(id) else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
             return Reply.empty()
+        }
+
+        api.get("v1/transactions/appTransactions/:id") { _, context in
+            let id = try context.parameters.require("id")
+            guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+            guard let payload = try await engine.appTransaction(containing: id) else {
+                return try Reply.apiError(.appTransactionDoesNotExist, "No app transaction exists for the customer.")
+            }
+            return try Reply.json(AppTransactionInfoResponse(signedAppTransactionInfo: try await engine.sign(payload)))
+        }
+
+        api.post("v1/subscriptions/extend/mass") { request, _ in
+            let body = try await request.decode(MassExtendRenewalDateRequest.self)
+            guard let days = body.extendByDays, (1...90).contains(days) else { return try Reply.apiError(.invalidExtendByDays, "Invalid extend by days value.") }
+            guard let reason = body.extendReasonCode, (0...3).contains(reason) else { return try Reply.apiError(.invalidExtendReasonCode, "Invalid extend reason code.") }
+            guard let requestId = body.requestIdentifier, !requestId.isEmpty, requestId.count <= 128 else {
+                return try Reply.apiError(.invalidRequestIdentifier, "Invalid request identifier.")
+            }
+            guard let productId = body.productId, engine.catalog.product(productId)?.type == .autoRenewableSubscription else {
+                return try Reply.apiError(.invalidProductId, "Invalid product id.")
+            }
+            if let codes = body.storefrontCountryCodes {
+                guard !codes.isEmpty else { return try Reply.apiError(.invalidEmptyStorefrontCountryCodeList, "Invalid empty storefront country code list.") }
+                guard codes.allSatisfy({ $0.utf8.count == 3 && $0.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } }) else {
+                    return try Reply.apiError(.invalidStorefrontCountryCode, "Invalid storefront country code.")
+                }
+            }
+            try await engine.massExtendRenewal(productId: productId, days: days, storefronts: body.storefrontCountryCodes, requestIdentifier: requestId)
+            var response = MassExtendRenewalDateResponse()
+            response.requestIdentifier = requestId
+            return try Reply.json(response)
+        }
+        api.get("v1/subscriptions/extend/mass/:productId/:requestId") { _, context in
+            let (productId, requestId) = (try context.parameters.require("productId"), try context.parameters.require("requestId"))
+            guard let found = await engine.massExtension(productId: productId, requestIdentifier: requestId) else {
+                return try Reply.apiError(.statusRequestNotFound, "Status request not found.")
+            }
+            var response = MassExtendRenewalDateStatusResponse()
+            response.requestIdentifier = requestId
+            response.complete = true
+            response.completeDate = found.completed
+            response.succeededCount = found.succeeded
+            response.failedCount = found.failed
+            return try Reply.json(response)
         }
 
         api.put("v1/subscriptions/extend/:id") { request, context in
@@ -105,6 +162,8 @@ struct ServerAPIRoutes {
             switch try await engine.extendRenewal(originalTransactionId: id, days: days, requestIdentifier: requestId) {
             case .notFound: return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")
             case .ineligible: return try Reply.apiError(.subscriptionExtensionIneligible, "Subscription extension ineligible.")
+            case .familyShared:
+                return try Reply.apiError(.familySharedSubscriptionExtensionIneligible, "Family Sharing subscriptions are not eligible for a renewal date extension.")
             case .limitReached: return try Reply.apiError(.subscriptionMaxExtension, "Subscription max extension.")
             case .extended(let payload):
                 var response = ExtendRenewalDateResponse()
@@ -146,7 +205,7 @@ struct ServerAPIRoutes {
     }
 
     /// History (or refund history): the customer's transactions, filtered, 20 a page, continued by `revision`.
-    private func history(_ request: Request, _ context: BasicRequestContext, refundsOnly: Bool) async throws -> Response {
+    private func history(_ request: Request, _ context: BasicRequestContext, refundsOnly: Bool, finishedConsumables: Bool = true) async throws -> Response {
         let id = try context.parameters.require("id")
         guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
         let query = request.uri.queryParameters
@@ -154,6 +213,10 @@ struct ServerAPIRoutes {
         let known = await engine.transaction(id) != nil
         guard !items.isEmpty || known else {
             return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.")
+        }
+        if !finishedConsumables {
+            let unfinished = await engine.unfinishedTransactionIds()
+            items = items.filter { $0.type != .consumable || $0.revocationDate != nil || unfinished.contains($0.transactionId ?? "") }
         }
         if !refundsOnly {
             if let start = query["startDate"] {
@@ -178,7 +241,9 @@ struct ServerAPIRoutes {
             if !types.isEmpty { items = items.filter { types.contains($0.type ?? ProductType(rawValue: "")) } }
             let groups = query.getAll("subscriptionGroupIdentifier").map { String($0) }
             if !groups.isEmpty { items = items.filter { groups.contains($0.subscriptionGroupIdentifier ?? "") } }
-            if let revoked = query["revoked"] {
+            if let text = query["revoked"] {
+                // Apple's Python client sends Python's spelling ("True"); Apple takes either case.
+                let revoked = text.lowercased()
                 guard revoked == "true" || revoked == "false" else { return try Reply.apiError(.invalidRevoked, "Invalid revoked.") }
                 items = items.filter { ($0.revocationDate != nil) == (revoked == "true") }
             }

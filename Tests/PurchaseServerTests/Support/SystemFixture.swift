@@ -59,6 +59,8 @@ struct System {
         var refuseSuspiciousDevices = false
         /// Whether the server signs entitlement answers (for apps that send a nonce).
         var signEntitlements = false
+        /// Whether the server calls Finish Transaction once a transaction reached its owner.
+        var finishWithApple = false
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -104,6 +106,7 @@ struct System {
                 authenticator: try await AccountAuthenticator(configuration.auth), adminKey: adminKey,
                 refuseSuspiciousDevices: options.refuseSuspiciousDevices, now: { clock.now })
             if options.signEntitlements { services.entitlementSigner = EntitlementSigner(key: P256.Signing.PrivateKey()) }
+            services.finishTransactionsWithApple = options.finishWithApple
             let secret = configuration.auth.hs256Secret!
             try await PurchaseServer.application(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
