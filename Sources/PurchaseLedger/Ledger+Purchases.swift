@@ -52,20 +52,29 @@ extension Ledger {
     }
 
     /// Submits several transactions (an app receipt's) as one database transaction: all their grants, device reports
-    /// and refusal records commit together. Each gets its own answer; one refused leaves the others granted.
+    /// and refusal records commit together. Each gets its own answer; one refused leaves the others granted — a product
+    /// this server does not sell (a catalog behind App Store Connect) or a malformed purchase among them included, so
+    /// one such line in a receipt never keeps its other, paid purchases from their owners.
     public func submitAll(_ submissions: [PurchaseSubmission], now: Date = Date()) async throws -> [Result<SubmissionResult, LedgerError>] {
         let catalog = catalog
-        let records = try submissions.map { submission -> PurchaseRecord in
-            try Self.checkAccountId(submission.accountId)
-            let record = try PurchaseRecord(submission.transaction)
-            guard catalog.rule(for: record.productId) != nil else { throw LedgerError(.unknownProduct, "no product \(record.productId) is sold here") }
-            return record
+        for submission in submissions { try Self.checkAccountId(submission.accountId) }
+        let records = submissions.map { submission -> Result<PurchaseRecord, LedgerError> in
+            Result {
+                let record = try PurchaseRecord(submission.transaction)
+                guard catalog.rule(for: record.productId) != nil else { throw LedgerError(.unknownProduct, "no product \(record.productId) is sold here") }
+                return record
+            }.mapError { $0 as? LedgerError ?? LedgerError(.invalidInput, "\($0)") }
         }
         if let fast = store.fastPath, submissions.count == 1 {
-            return [try await submitInAutocommit(submissions[0], record: records[0], through: fast, now: now)]
+            return [try await submitInAutocommit(submissions[0], record: try records[0].get(), through: fast, now: now)]
         }
         let results = try await write { session in
-            try zip(submissions, records).map { submission, record -> Result<SubmissionResult, LedgerError> in
+            try zip(submissions, records).map { submission, checked -> Result<SubmissionResult, LedgerError> in
+                let record: PurchaseRecord
+                switch checked {
+                case .success(let valid): record = valid
+                case .failure(let refusal): return .failure(refusal)
+                }
                 try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: submission.orderId, catalog: catalog)
                 let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,

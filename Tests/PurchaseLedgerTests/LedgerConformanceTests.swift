@@ -187,6 +187,27 @@ struct LedgerConformanceTests {
         #expect(try await ledger.entitlements(accountId: b).balances["coins"] == 100)
     }
 
+    @Test("A receipt line this server cannot take (a product it does not sell, a purchase without its dates) is refused alone: the other paid purchases are granted",
+          arguments: StoreKind.allCases)
+    func receiptWithAnUnknownProduct(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        var malformed = transaction(Demo.premium, type: .nonConsumable)
+        malformed.purchaseDate = nil
+        let lines = [transaction(Demo.coins, type: .consumable), transaction("com.example.iapkit.not.in.the.catalog", type: .nonConsumable),
+                     malformed, transaction(Demo.premium, type: .nonConsumable)]
+        let results = try await ledger.submitAll(lines.map { PurchaseSubmission(accountId: account, transaction: $0, source: "receipt") })
+        #expect(results.count == 4)
+        #expect((try? results[0].get())?.outcome == .granted)
+        #expect(throws: LedgerError(.unknownProduct, "")) { try results[1].get() }
+        #expect(throws: LedgerError(.invalidInput, "")) { try results[2].get() }
+        #expect((try? results[3].get())?.outcome == .granted)
+        let owned = try await ledger.entitlements(accountId: account)
+        #expect(owned.balances["coins"] == 100)
+        #expect(owned.entitlements.map(\.name) == ["premium"])
+        #expect(try await ledger.transaction(lines[1].transactionId!) == nil, "nothing is kept of a product not sold here")
+    }
+
     @Test("A prorated refund claws back its share of a consumable once, whatever uploads it later; a reversal restores it", arguments: StoreKind.allCases)
     func proratedRefund(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

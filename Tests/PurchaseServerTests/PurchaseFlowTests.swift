@@ -18,9 +18,7 @@ struct PurchaseFlowTests {
     @Test("Each of the four product types: bought, granted, repeated without a second grant, refunded", arguments: LedgerKind.allCases)
     func fourTypes(_ kind: LedgerKind) async throws {
         try await System.run(kind) { system in
-            let account = "alice-\(UUID().uuidString.prefix(8))"
-            let store = "store-\(account)"
-            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (account, store) = try await system.customer("alice")
             var transactionIds: [String] = []
             for product in [Self.coins, Self.premium, Self.season, Self.monthly] {
                 let (_, purchase, reply) = try await system.buy(product, account: account, storeAccount: store)
@@ -52,9 +50,7 @@ struct PurchaseFlowTests {
     @Test("A prorated refund over HTTP: the simulator signs REFUND_PRORATED, the server keeps the part Apple did not refund", arguments: LedgerKind.allCases)
     func proratedRefund(_ kind: LedgerKind) async throws {
         try await System.run(kind) { system in
-            let account = "paula-\(UUID().uuidString.prefix(8))"
-            let store = "store-\(account)"
-            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (account, store) = try await system.customer("paula")
             let (_, first, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
             let (_, second, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
             #expect(try await system.entitlements(account).balance("coins") == 200)

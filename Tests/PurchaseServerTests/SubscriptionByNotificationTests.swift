@@ -23,9 +23,7 @@ struct SubscriptionByNotificationTests {
     /// only its first purchase. With `faults`, every notification arrives twice and in shuffled batches.
     func walk(_ kind: LedgerKind, faults: NotificationFaults) async throws {
         try await System.run(kind, faults: faults) { system in
-            let account = "sub-\(UUID().uuidString.prefix(8))"
-            let store = "store-\(account)"
-            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (account, store) = try await system.customer("sub")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
             let original = try #require(purchase["transactionId"] as? String)
             #expect(try await pro(system, account)?.state == "active")

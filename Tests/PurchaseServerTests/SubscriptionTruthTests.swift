@@ -46,9 +46,7 @@ struct SubscriptionTruthTests {
 
     func walk(_ kind: LedgerKind, faults: NotificationFaults) async throws {
         try await System.run(kind, faults: faults) { system in
-            let account = "truth-\(UUID().uuidString.prefix(8))"
-            let store = "store-\(account)"
-            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (account, store) = try await system.customer("truth")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
             let original = try #require(purchase["transactionId"] as? String)
             #expect(try await agree(system, account, original, "bought")?.productId == Self.monthly)
@@ -94,9 +92,7 @@ struct SubscriptionTruthTests {
     @Test("An upgrade refunded at once leaves nothing: the earlier product does not come back", arguments: LedgerKind.allCases)
     func upgradeRefunded(_ kind: LedgerKind) async throws {
         try await System.run(kind) { system in
-            let account = "upref-\(UUID().uuidString.prefix(8))"
-            let store = "store-\(account)"
-            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (account, store) = try await system.customer("upref")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
             let original = try #require(purchase["transactionId"] as? String)
             try await system.advance(by: 190)
@@ -115,9 +111,7 @@ struct SubscriptionTruthTests {
     @Test("A downgrade takes effect at the next renewal, not before")
     func downgrade() async throws {
         try await System.run { system in
-            let account = "down-\(UUID().uuidString.prefix(8))"
-            let store = "store-\(account)"
-            _ = try await system.device(.post, "/sim/accounts", ["id": store])
+            let (account, store) = try await system.customer("down")
             let (_, purchase, _) = try await system.buy(Self.yearly, account: account, storeAccount: store)
             let original = try #require(purchase["transactionId"] as? String)
             _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.monthly])

@@ -171,6 +171,13 @@ struct System {
         return (order, purchase, reply)
     }
 
+    /// A new app account named from `prefix` and its own Apple ID in the simulator (`store-<account>`).
+    func customer(_ prefix: String) async throws -> (account: String, store: String) {
+        let account = "\(prefix)-\(UUID().uuidString.prefix(8))"
+        _ = try await device(.post, "/sim/accounts", ["id": "store-\(account)"])
+        return (account, "store-\(account)")
+    }
+
     /// Advances the simulator's clock (and so the server's), delivering the notifications that fell due.
     func advance(by seconds: Double) async throws {
         _ = try await device(.post, "/sim/clock/advance", ["seconds": seconds])
