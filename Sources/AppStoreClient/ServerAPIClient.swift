@@ -13,6 +13,8 @@ public struct ServerAPIClient: Sendable {
     /// still answer).
     public static let productionURL = "https://api.storekit.apple.com"
     public static let sandboxURL = "https://api.storekit-sandbox.apple.com"
+    static let productionHosts: Set = [productionURL, "https://api.storekit.itunes.apple.com"]
+    static let sandboxHosts: Set = [sandboxURL, "https://api.storekit-sandbox.itunes.apple.com"]
 
     /// The In-App Purchase key from App Store Connect and the app it speaks for.
     public struct Credentials: Sendable {
@@ -38,6 +40,23 @@ public struct ServerAPIClient: Sendable {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.credentials = credentials
         transport = Transport(client: httpClient, policy: policy)
+    }
+
+    private init(baseURL: String, sameAs other: ServerAPIClient) {
+        self.baseURL = baseURL
+        credentials = other.credentials
+        transport = other.transport
+    }
+
+    /// The client for a transaction of `environment`: Apple answers for a sandbox purchase only at its sandbox URL (the
+    /// purchases of App Review and TestFlight reach production servers), and the reverse. A base URL that is not
+    /// Apple's (the simulator's) serves every environment itself.
+    public func serving(_ environment: AppStoreEnvironment?) -> ServerAPIClient {
+        switch environment {
+        case .sandbox? where Self.productionHosts.contains(baseURL): ServerAPIClient(baseURL: Self.sandboxURL, sameAs: self)
+        case .production? where Self.sandboxHosts.contains(baseURL): ServerAPIClient(baseURL: Self.productionURL, sameAs: self)
+        default: self
+        }
     }
 
     /// A bearer token valid for five minutes.

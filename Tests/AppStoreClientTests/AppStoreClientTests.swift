@@ -41,6 +41,20 @@ struct AppStoreClientTests {
         #expect(RetryPolicy(maxDelay: .seconds(2)).delay(after: 1, retryAfter: .seconds(30)) == .seconds(2), "capped")
     }
 
+    @Test("A purchase is looked up at its environment's Server API: sandbox purchases (App Review, TestFlight) at the sandbox URL, whichever of Apple's URLs is configured; any other URL serves every environment",
+          arguments: [(ServerAPIClient.productionURL, AppStoreEnvironment.sandbox, ServerAPIClient.sandboxURL),
+                      ("https://api.storekit.itunes.apple.com", .sandbox, ServerAPIClient.sandboxURL),
+                      (ServerAPIClient.productionURL, .production, ServerAPIClient.productionURL),
+                      (ServerAPIClient.sandboxURL, .production, ServerAPIClient.productionURL),
+                      ("https://api.storekit-sandbox.itunes.apple.com", .sandbox, "https://api.storekit-sandbox.itunes.apple.com"),
+                      ("http://127.0.0.1:8123", .production, "http://127.0.0.1:8123"),
+                      ("http://127.0.0.1:8123", .sandbox, "http://127.0.0.1:8123")])
+    func environmentURL(configured: String, environment: AppStoreEnvironment, expected: String) {
+        let api = ServerAPIClient(baseURL: configured, credentials: .init(keyId: "K", issuerId: "I", bundleId: "com.example", privateKey: P256.Signing.PrivateKey()))
+        #expect(api.serving(environment).baseURL == expected)
+        #expect(api.serving(nil).baseURL == api.baseURL)
+    }
+
     @Test("A 503 with Retry-After is waited out, then the answer is used")
     func honoursRetryAfter() async throws {
         let apple = ScriptedApple()

@@ -31,12 +31,13 @@ public struct ProofVerifier: Sendable {
         try await signedData.verifyTransaction(jws).payload
     }
 
-    /// A transaction Apple's Server API reports for `transactionId`, its signature verified here.
-    public func transaction(id transactionId: String) async throws -> JWSTransactionDecodedPayload {
+    /// A transaction Apple's Server API reports for `transactionId`, its signature verified here; asked of the
+    /// environment's own URL when the purchase's `environment` is known.
+    public func transaction(id transactionId: String, environment: AppStoreEnvironment? = nil) async throws -> JWSTransactionDecodedPayload {
         guard let serverAPI = apple.serverAPI else {
             throw APIError(.unprocessableContent, code: "server_api_not_configured", "looking up a transaction id needs appStore.serverAPIBaseURL")
         }
-        return try await transaction(try await serverAPI.transactionInfo(transactionId))
+        return try await transaction(try await serverAPI.serving(environment).transactionInfo(transactionId))
     }
 
     /// The purchases in a base64 app receipt: verified here, or — when that fails and verifyReceipt is configured —
@@ -109,7 +110,7 @@ public struct ProofVerifier: Sendable {
                 continue
             }
             do {
-                completed.append(try await transaction(id: id))
+                completed.append(try await transaction(id: id, environment: purchase.environment))
             } catch {
                 throw AppStoreClientError(.unavailable, "the Server API could not complete receipt purchase \(id): \(error)")
             }
