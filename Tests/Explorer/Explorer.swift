@@ -80,7 +80,7 @@ public struct Explorer: Sendable {
 
     /// Runs the histories of seeds `first`, `first + 1`, … until `histories` ran or `seconds` passed, `parallel` at a
     /// time.
-    public func campaign(first: UInt64 = 1, histories: Int, seconds: Double = .infinity, parallel: Int = 8,
+    public func campaign(first: UInt64 = 1, histories: Int, seconds: Double = .infinity, parallel: Int = 4,
                          progress: (@Sendable (CampaignReport) -> Void)? = nil) async -> CampaignReport {
         var report = CampaignReport()
         let started = ContinuousClock.now

@@ -230,7 +230,8 @@ struct SimulatorHTTPTests {
             let output = Data(run.stdout.utf8)
             let results = try #require(try JSONSerialization.jsonObject(with: output) as? [String: Any], "\(String(decoding: output, as: UTF8.self))")
             let signed = try #require((results["transaction"] as? [String: Any])?["signed"] as? String, "\(results)")
-            #expect(try await verifier.verifyTransaction(signed).payload.transactionId == subscription)
+            let transaction = try await verifier.verifyTransaction(signed).payload
+            #expect(transaction.transactionId == subscription)
             #expect((results["missingTransaction"] as? [String: Any])?["apiError"] as? Int == 4_040_010)
             #expect((results["history"] as? [String: Any])?["pages"] as? [Int] == [2])
             #expect(results["historyConsumables"] as? Int == 1)
@@ -252,6 +253,7 @@ struct SimulatorHTTPTests {
             let first = try await verifier.verifyAppTransaction(try #require(appTransaction["signed"] as? String)).payload
             let again = try await verifier.verifyAppTransaction(try #require(appTransaction["byAppTransactionId"] as? String)).payload
             #expect(first.appTransactionId != nil && first.appTransactionId == again.appTransactionId)
+            #expect(transaction.appTransactionId == first.appTransactionId, "every transaction carries its customer's appTransactionId")
             #expect(first.bundleId == "com.revenuecat")
             #expect((results["missingAppTransaction"] as? [String: Any])?["apiError"] as? Int == 4_040_019)
             #expect(results["finish"] as? String == "ok", "\(results["finish"] ?? "-")")

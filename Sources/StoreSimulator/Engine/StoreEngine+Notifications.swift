@@ -57,7 +57,7 @@ extension StoreEngine {
     private func sign(_ payload: JWSTransactionDecodedPayload, at time: Date) throws -> String {
         var payload = payload
         payload.signedDate = time
-        return try minter.sign(payload)
+        return try minter.sign(stampingAppTransaction(payload))
     }
 
     private func record(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, data: NotificationData, transactionId: String?,

@@ -35,7 +35,7 @@ extension StoreEngine {
     public func sign(_ payload: JWSTransactionDecodedPayload) throws -> String {
         var payload = payload
         payload.signedDate = clock.now
-        return try minter.sign(payload)
+        return try minter.sign(stampingAppTransaction(payload))
     }
 
     public enum AppAccountTokenResult: Sendable, Equatable {

@@ -55,6 +55,12 @@ public actor StoreEngine {
     /// Creates (or replaces the settings of) a customer account.
     public func createAccount(_ id: String, storefront: String? = nil, canMakePayments: Bool = true, askToBuy: Bool = false, billingFails: Bool = false) throws {
         var account = state.accounts[id] ?? StoreState.Account(id: id, storefront: storefront ?? catalog.storefront, canMakePayments: canMakePayments, askToBuy: askToBuy)
+        if account.appTransactionId == nil {
+            // The customer has the app: its download is an app transaction, whose id every transaction carries.
+            account.appTransactionId = String(state.nextId)
+            account.appPurchaseDate = clock.now
+            state.nextId += 1
+        }
         account.storefront = storefront ?? account.storefront
         account.canMakePayments = canMakePayments
         account.askToBuy = askToBuy
@@ -214,7 +220,16 @@ public actor StoreEngine {
             throw SimulatorError.catalog("unknown transaction \(transactionId)")
         }
         payload.signedDate = clock.now
-        return try minter.sign(payload)
+        return try minter.sign(stampingAppTransaction(payload))
+    }
+
+    /// `payload` with its customer's `appTransactionId`, as Apple puts it in every transaction it signs.
+    func stampingAppTransaction(_ payload: JWSTransactionDecodedPayload) -> JWSTransactionDecodedPayload {
+        var payload = payload
+        if payload.appTransactionId == nil, let account = payload.transactionId.flatMap({ state.transactions[$0]?.account }) {
+            payload.appTransactionId = state.accounts[account]?.appTransactionId
+        }
+        return payload
     }
 
     /// The device's unfinished transactions, oldest first, signed now (StoreKit's `Transaction.unfinished`).
