@@ -208,6 +208,30 @@ struct LedgerConformanceTests {
         #expect(try await ledger.transaction(lines[1].transactionId!) == nil, "nothing is kept of a product not sold here")
     }
 
+    @Test("A transaction's appTransactionId is kept, filled in by later news when first missing, and never replaced", arguments: StoreKind.allCases)
+    func appTransactionId(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let now = Date()
+        var bought = transaction(Demo.premium, type: .nonConsumable, purchased: now.addingTimeInterval(-60), signed: now.addingTimeInterval(-60))
+        _ = try await ledger.submit(.init(accountId: account, transaction: bought))
+        #expect(try await ledger.transaction(bought.transactionId!)?.appTransactionId == nil)
+        bought.appTransactionId = "704289572311075124"
+        bought.signedDate = now.addingTimeInterval(-30)
+        _ = try await ledger.submit(.init(accountId: account, transaction: bought))
+        #expect(try await ledger.transaction(bought.transactionId!)?.appTransactionId == "704289572311075124")
+        var later = bought
+        later.appTransactionId = "999"
+        later.signedDate = now.addingTimeInterval(-10)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refund, subtype: nil,
+                                                     signedDate: later.signedDate!, signedPayload: "x", transaction: later))
+        #expect(try await ledger.transaction(bought.transactionId!)?.appTransactionId == "704289572311075124")
+        var fresh = transaction(Demo.coins, type: .consumable)
+        fresh.appTransactionId = "704289572311075124"
+        _ = try await ledger.submit(.init(accountId: account, transaction: fresh))
+        #expect(try await ledger.transaction(fresh.transactionId!)?.appTransactionId == "704289572311075124")
+    }
+
     @Test("A prorated refund claws back its share of a consumable once, whatever uploads it later; a reversal restores it", arguments: StoreKind.allCases)
     func proratedRefund(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -24,6 +24,9 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var isUpgraded: Bool
     public var ownership: InAppOwnershipType?
     public var appAccountToken: UUID?
+    /// The customer's app download (`appTransactionId`, App Store Server API 1.15): a key of the customer's install
+    /// history that stays the same across reinstalls and devices.
+    public var appTransactionId: String?
     /// When Apple signed what the ledger last learnt of it: later news wins, earlier news is history.
     public var signedDate: Date
 
@@ -52,6 +55,7 @@ public struct PurchaseRecord: Sendable, Hashable {
         // order, and would send the member's copy there (Apple keeps tokens off copies; nothing here depends on it).
         appAccountToken = payload.inAppOwnershipType == .familyShared ? nil : payload.appAccountToken
         signedDate = payload.signedDate ?? purchaseDate
+        appTransactionId = payload.appTransactionId.map { String($0.prefix(64)) }
     }
 
     /// Whether Apple had revoked it (refund, family revocation) by `now`.
@@ -60,8 +64,10 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// This record with the news of `other` (the same transaction) when Apple signed that later: dates, revocation,
     /// upgrade. Which account and order it is bound to is the ledger's, not Apple's, and stays.
     func merged(with other: PurchaseRecord) -> PurchaseRecord {
-        guard other.signedDate > signedDate else { return self }
-        var newer = self
+        var known = self
+        if known.appTransactionId == nil { known.appTransactionId = other.appTransactionId }
+        guard other.signedDate > signedDate else { return known }
+        var newer = known
         newer.expiresDate = other.expiresDate
         newer.revocationDate = other.revocationDate
         newer.revocationReason = other.revocationReason

@@ -61,7 +61,7 @@ struct LedgerSession {
         expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
         """
     /// Every column of a stored transaction: the entitling ones, then how much of it Apple refunded.
-    static let purchaseColumns = entitlingColumns + ", revocation_type, revocation_percentage"
+    static let purchaseColumns = entitlingColumns + ", revocation_type, revocation_percentage, app_transaction_id"
 
     func purchase(_ transactionId: String) throws -> PurchaseRecord? {
         try sql.first("SELECT \(Self.purchaseColumns) FROM purchases WHERE transaction_id = $1", [.text(transactionId)]).map(Self.decodePurchase)
@@ -96,6 +96,7 @@ struct LedgerSession {
         payload.signedDate = Millis.date(try row.int(15))
         payload.revocationType = row.optionalText(16).map(RevocationType.init(rawValue:))
         payload.revocationPercentage = row.optionalInt(17).map { Int(clamping: $0) }
+        payload.appTransactionId = row.optionalText(18)
         var record = try PurchaseRecord(payload)
         record.accountId = row.optionalText(2)
         record.orderId = row.optionalText(3)
@@ -121,8 +122,8 @@ struct LedgerSession {
         var facts = TransactionFacts()
         facts.namedOrder = try slice(row, from: 0, count: 8).map(decodeOrder)
         facts.tokenOrder = try slice(row, from: 8, count: 8).map(decodeOrder)
-        facts.stored = try slice(row, from: 16, count: 18).map(decodePurchase)
-        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(34) }
+        facts.stored = try slice(row, from: 16, count: 19).map(decodePurchase)
+        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(35) }
         return facts
     }
 
@@ -263,15 +264,15 @@ struct LedgerSession {
             let inserted = try sql.first("""
                 INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
                     quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
-                    signed_date, source, recorded_at, revocation_type, revocation_percentage)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+                    signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
                 ON CONFLICT (transaction_id) DO NOTHING RETURNING transaction_id
                 """, [.text(record.transactionId), .text(record.originalTransactionId), .of(record.accountId), .of(record.orderId),
                       .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
                       .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
                       .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
                       .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate), .text(source), .of(now),
-                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init))])
+                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)])
             // The rules decided on a transaction that was not stored; a replica that stored it meanwhile changes the facts.
             guard inserted != nil else { throw LedgerRace() }
         case .claimPurchase(let transactionId, let accountId, let orderId):
@@ -282,11 +283,11 @@ struct LedgerSession {
         case .refreshPurchase(let record):
             try sql.execute("""
                 UPDATE purchases SET expires_date = $1, revocation_date = $2, revocation_reason = $3, is_upgraded = $4, signed_date = $5,
-                    revocation_type = $7, revocation_percentage = $8
+                    revocation_type = $7, revocation_percentage = $8, app_transaction_id = COALESCE(app_transaction_id, $9)
                 WHERE transaction_id = $6 AND signed_date < $5
                 """, [.of(record.expiresDate), .of(record.revocationDate), .of(record.revocationReason.map { Int64($0.rawValue) }),
                       .of(record.isUpgraded), .of(record.signedDate), .text(record.transactionId),
-                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init))])
+                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)])
         case .linkOrder(let transactionId, let orderId):
             try sql.execute("UPDATE purchases SET order_id = $1 WHERE transaction_id = $2 AND order_id IS NULL", [.text(orderId), .text(transactionId)])
         case .fulfilOrder(let orderId, let transactionId, let now):

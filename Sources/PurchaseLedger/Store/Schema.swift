@@ -107,6 +107,10 @@ enum Schema {
             "ALTER TABLE purchases ADD COLUMN revocation_type TEXT",
             "ALTER TABLE purchases ADD COLUMN revocation_percentage BIGINT",
         ],
+        [
+            // The customer's app download (appTransactionId): a key of their install history across devices.
+            "ALTER TABLE purchases ADD COLUMN app_transaction_id TEXT",
+        ],
     ]
 
     /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two

@@ -30,6 +30,7 @@ extension AdminRoutes {
         var revocationReason: Int?
         var revocationType: String?
         var revocationPercentage: Int?
+        var appTransactionId: String?
         var isUpgraded: Bool
         var appAccountToken: String?
         var signedDate: Date
@@ -49,6 +50,7 @@ extension AdminRoutes {
             revocationReason = record.revocationReason?.rawValue
             revocationType = record.revocationType?.rawValue
             revocationPercentage = record.revocationPercentage
+            appTransactionId = record.appTransactionId
             isUpgraded = record.isUpgraded
             appAccountToken = record.appAccountToken?.uuidString.lowercased()
             signedDate = record.signedDate

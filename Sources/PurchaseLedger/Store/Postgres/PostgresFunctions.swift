@@ -33,9 +33,9 @@ enum PostgresFunctions {
               r := e->'r';
               INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
                   quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
-                  signed_date, source, recorded_at, revocation_type, revocation_percentage)
+                  signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id)
               VALUES (r->>0, r->>1, r->>2, r->>3, r->>4, r->>5, r->>6, (r->>7)::bigint, (r->>8)::bigint, (r->>9)::bigint, (r->>10)::bigint,
-                  (r->>11)::bigint, (r->>12)::bigint, r->>13, r->>14, (r->>15)::bigint, e->>'source', (e->>'at')::bigint, r->>16, (r->>17)::bigint)
+                  (r->>11)::bigint, (r->>12)::bigint, r->>13, r->>14, (r->>15)::bigint, e->>'source', (e->>'at')::bigint, r->>16, (r->>17)::bigint, r->>18)
               ON CONFLICT (transaction_id) DO NOTHING;
               GET DIAGNOSTICS n = ROW_COUNT;
               IF n = 0 THEN RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01'; END IF;
@@ -46,7 +46,8 @@ enum PostgresFunctions {
             WHEN 'refreshPurchase' THEN
               UPDATE purchases SET expires_date = (e->>'expires')::bigint, revocation_date = (e->>'revoked')::bigint,
                   revocation_reason = (e->>'reason')::bigint, is_upgraded = (e->>'upgraded')::bigint, signed_date = (e->>'signed')::bigint,
-                  revocation_type = e->>'revocationType', revocation_percentage = (e->>'revocationPercentage')::bigint
+                  revocation_type = e->>'revocationType', revocation_percentage = (e->>'revocationPercentage')::bigint,
+                  app_transaction_id = COALESCE(app_transaction_id, e->>'appTransactionId')
               WHERE transaction_id = e->>'tx' AND signed_date < (e->>'signed')::bigint;
             WHEN 'linkOrder' THEN
               UPDATE purchases SET order_id = e->>'order' WHERE transaction_id = e->>'tx' AND order_id IS NULL;
@@ -135,7 +136,8 @@ enum PostgresFunctions {
                                        .int(Int64(record.quantity)), .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
                                        .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
                                        .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate),
-                                       .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init))]
+                                       .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)),
+                                       .of(record.appTransactionId)]
                 object.raw("r", "[" + row.map(JSONObject.literal).joined(separator: ",") + "]")
                 object.set("source", .text(source))
                 object.set("at", .of(at))
@@ -154,6 +156,7 @@ enum PostgresFunctions {
                 object.set("signed", .of(record.signedDate))
                 object.set("revocationType", .of(record.revocationType?.rawValue))
                 object.set("revocationPercentage", .of(record.revocationPercentage.map(Int64.init)))
+                object.set("appTransactionId", .of(record.appTransactionId))
             case .linkOrder(let transactionId, let orderId):
                 object.set("op", .text("linkOrder"))
                 object.set("tx", .text(transactionId))
