@@ -110,14 +110,6 @@ public struct ServerAPIClient: Sendable {
         _ = try await call(.POST, "/inApps/v1/transactions/\(try Self.pathSegment(transactionId))/finish", body: nil, as: NoContent.self)
     }
 
-    /// Set App Account Token: the account the server knows for a series bought outside the app's order flow, so that
-    /// its renewals and refunds carry it.
-    public func setAppAccountToken(originalTransactionId: String, _ token: UUID) async throws {
-        let body = try AppStoreJSON.encoder().encode(UpdateAppAccountTokenRequest(appAccountToken: token))
-        _ = try await call(.PUT, "/inApps/v1/transactions/\(try Self.pathSegment(originalTransactionId))/appAccountToken", body: Array(body),
-                           as: NoContent.self)
-    }
-
     /// An answer whose body, if any, carries nothing.
     struct NoContent: Decodable {}
 

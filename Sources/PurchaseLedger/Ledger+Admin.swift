@@ -191,6 +191,19 @@ extension Ledger {
         try await read { try $0.purchase(transactionId) }
     }
 
+    /// The stored transactions among `transactionIds`, by id: a receipt's purchases read in a few statements, not one each.
+    public func transactions(ids transactionIds: [String]) async throws -> [String: PurchaseRecord] {
+        var found: [String: PurchaseRecord] = [:]
+        for start in stride(from: 0, to: transactionIds.count, by: 100) {
+            let chunk = Array(transactionIds[start..<min(start + 100, transactionIds.count)])
+            let placeholders = chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
+            for record in try await read({ try $0.purchases(where: "transaction_id IN (\(placeholders))", chunk.map { .text($0) }, limit: 100) }) {
+                found[record.transactionId] = record
+            }
+        }
+        return found
+    }
+
     /// A subscription series by its `originalTransactionId`, or nil when the ledger knows nothing of it.
     public func series(originalTransactionId: String) async throws -> SeriesRecord? {
         try await read { session in

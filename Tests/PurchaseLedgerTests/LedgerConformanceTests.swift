@@ -206,6 +206,11 @@ struct LedgerConformanceTests {
         #expect(owned.balances["coins"] == 100)
         #expect(owned.entitlements.map(\.name) == ["premium"])
         #expect(try await ledger.transaction(lines[1].transactionId!) == nil, "nothing is kept of a product not sold here")
+        // What a receipt's look-ups start from: the stored lines, read in chunks of a hundred ids.
+        let asked = (0..<150).map { "absent-\($0)" } + lines.compactMap(\.transactionId)
+        let stored = try await ledger.transactions(ids: asked)
+        #expect(Set(stored.keys) == [lines[0].transactionId!, lines[3].transactionId!])
+        #expect(stored[lines[3].transactionId!]?.accountId == account)
     }
 
     @Test("A transaction's appTransactionId is kept, filled in by later news when first missing, and never replaced", arguments: StoreKind.allCases)

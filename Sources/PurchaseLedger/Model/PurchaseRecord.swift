@@ -64,10 +64,8 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// This record with the news of `other` (the same transaction) when Apple signed that later: dates, revocation,
     /// upgrade. Which account and order it is bound to is the ledger's, not Apple's, and stays.
     func merged(with other: PurchaseRecord) -> PurchaseRecord {
-        var known = self
-        if known.appTransactionId == nil { known.appTransactionId = other.appTransactionId }
-        guard other.signedDate > signedDate else { return known }
-        var newer = known
+        guard other.signedDate > signedDate else { return self }
+        var newer = self
         newer.expiresDate = other.expiresDate
         newer.revocationDate = other.revocationDate
         newer.revocationReason = other.revocationReason

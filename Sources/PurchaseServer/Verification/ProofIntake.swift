@@ -57,9 +57,8 @@ struct ProofIntake: Sendable {
             case .signedTransaction(let jws): return [try await verifier.transaction(jws)]
             case .receipt(let receipt):
                 let purchases = try await verifier.receiptTransactions(base64: receipt)
-                return try await verifier.completingReceipt(purchases) { id in
-                    try await ledgerCall { try await services.ledger.transaction(id) }
-                }
+                let stored = try await ledgerCall { try await services.ledger.transactions(ids: purchases.compactMap(\.transactionId)) }
+                return try await verifier.completingReceipt(purchases, stored: stored)
             case .transactionId(let id): return [try await verifier.transaction(id: id)]
             }
         } catch let error as AppStoreError {

@@ -70,7 +70,7 @@ public struct ProofVerifier: Sendable {
     }
 
     /// A receipt's purchases, each one that Apple revoked, or that carries no `appAccountToken` and the ledger does not
-    /// hold yet, replaced by the transaction Apple's Server API signs for it. An app receipt carries no token and
+    /// hold yet (`stored`: what the ledger holds of them), replaced by the transaction Apple's Server API signs for it. An app receipt carries no token and
     /// neither form of receipt says how much was refunded: without the lookup, a purchase paid through one account's
     /// order would go to whichever account of the app synced the receipt first on a device of the same Apple ID, and a
     /// prorated refund would read as a full one. A revocation the ledger already holds as Apple signed it is not asked
@@ -79,7 +79,7 @@ public struct ProofVerifier: Sendable {
     /// (`unavailable`) for the reconciler and the operator rather than grant a purchase to an account that may not own
     /// it. Xcode's and local testing's purchases are not Apple's to look up; without a Server API nothing is looked up.
     public func completingReceipt(_ purchases: [JWSTransactionDecodedPayload],
-                                  stored: (String) async throws -> PurchaseRecord?) async throws -> [JWSTransactionDecodedPayload] {
+                                  stored: [String: PurchaseRecord]) async throws -> [JWSTransactionDecodedPayload] {
         guard apple.serverAPI != nil else { return purchases }
         var completed: [JWSTransactionDecodedPayload] = []
         completed.reserveCapacity(purchases.count)
@@ -90,7 +90,7 @@ public struct ProofVerifier: Sendable {
             }
             let wanted: Bool
             if purchase.revocationDate != nil {
-                if let known = try await stored(id), let knownDate = known.revocationDate, let type = known.revocationType,
+                if let known = stored[id], let knownDate = known.revocationDate, let type = known.revocationType,
                    let date = purchase.revocationDate, abs(knownDate.timeIntervalSince(date)) < 1 {
                     // The same refund, as Apple signed it and the ledger holds it (a local receipt's dates are whole
                     // seconds): a receipt knows no type or share and must not blank them.
@@ -101,7 +101,7 @@ public struct ProofVerifier: Sendable {
                 }
                 wanted = true
             } else if purchase.appAccountToken == nil {
-                wanted = try await stored(id) == nil
+                wanted = stored[id] == nil
             } else {
                 wanted = false
             }

@@ -76,18 +76,13 @@ extension StoreEngine {
     }
 
     /// The customer's app transaction (Get App Transaction Info), found through any of the customer's transaction ids
-    /// or its own `appTransactionId`; its id is made the first time it is asked for and stays. `nil` for an unknown id.
+    /// or its own `appTransactionId` (made with the account; for a state file from before, when first asked for). `nil`
+    /// for an unknown id.
     public func appTransaction(containing id: String) throws -> AppTransactionDecodedPayload? {
         let accountId = state.transactions[id]?.account ?? state.accounts.values.first { $0.appTransactionId == id }?.id
-        guard let accountId, var account = state.accounts[accountId] else { return nil }
-        if account.appTransactionId == nil {
-            account.appTransactionId = String(state.nextId)
-            state.nextId += 1
-            let firstPurchase = state.transactions.values.filter { $0.account == accountId }.compactMap(\.payload.purchaseDate).min()
-            account.appPurchaseDate = firstPurchase ?? clock.now
-            state.accounts[accountId] = account
-            try persist()
-        }
+        guard let accountId, let known = state.accounts[accountId] else { return nil }
+        let account = givingAppTransaction(to: accountId) ?? known
+        if known.appTransactionId == nil { try persist() }
         var payload = AppTransactionDecodedPayload()
         payload.receiptType = environment
         payload.appAppleId = catalog.appAppleId
@@ -100,6 +95,18 @@ extension StoreEngine {
         payload.appTransactionId = account.appTransactionId
         payload.originalPlatform = .iOS
         return payload
+    }
+
+    /// Account `accountId`, given its app transaction if it has none yet (a new customer, or a state file from before
+    /// app transactions): an id that stays, and when the customer first had the app.
+    func givingAppTransaction(to accountId: String) -> StoreState.Account? {
+        guard var account = state.accounts[accountId] else { return nil }
+        guard account.appTransactionId == nil else { return account }
+        account.appTransactionId = String(state.nextId)
+        state.nextId += 1
+        account.appPurchaseDate = state.transactions.values.filter { $0.account == accountId }.compactMap(\.payload.purchaseDate).min() ?? clock.now
+        state.accounts[accountId] = account
+        return account
     }
 
     /// Signs an app transaction now.

@@ -55,18 +55,14 @@ public actor StoreEngine {
     /// Creates (or replaces the settings of) a customer account.
     public func createAccount(_ id: String, storefront: String? = nil, canMakePayments: Bool = true, askToBuy: Bool = false, billingFails: Bool = false) throws {
         var account = state.accounts[id] ?? StoreState.Account(id: id, storefront: storefront ?? catalog.storefront, canMakePayments: canMakePayments, askToBuy: askToBuy)
-        if account.appTransactionId == nil {
-            // The customer has the app: its download is an app transaction, whose id every transaction carries.
-            account.appTransactionId = String(state.nextId)
-            account.appPurchaseDate = clock.now
-            state.nextId += 1
-        }
         account.storefront = storefront ?? account.storefront
         account.canMakePayments = canMakePayments
         account.askToBuy = askToBuy
         let recovered = account.billingFails && !billingFails
         account.billingFails = billingFails
         state.accounts[id] = account
+        // The customer has the app: its download is an app transaction, whose id every transaction carries.
+        _ = givingAppTransaction(to: id)
         if recovered { try recoverBilling(account: id) }
         try persist()
     }
