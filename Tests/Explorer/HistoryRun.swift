@@ -68,6 +68,28 @@ public final class ExplorerEnvironment: Sendable {
     }
 
     deinit { try? FileManager.default.removeItem(at: root) }
+
+    private let template = Locked<Task<URL, any Error>?>(nil)
+
+    /// A ledger file with every migration applied, made once: each history starts from a copy of it instead of
+    /// migrating its own (the schema's creation was a fifth of an empty history). Migrations have their own tests.
+    func migratedLedger() async throws -> URL {
+        let root = root
+        let task = template.update { task in
+            if let task { return task }
+            let made = Task {
+                let file = root.appendingPathComponent("template/ledger.sqlite")
+                let store = try SQLiteLedgerStore(path: file.path)
+                try await Ledger(store: store, catalog: ServerConfiguration().catalog).migrate()
+                // Closing the last connection checkpoints the WAL into the file: the file alone is the ledger.
+                try await store.close()
+                return file
+            }
+            task = made
+            return made
+        }
+        return try await task.value
+    }
 }
 
 /// One history against the real components in one process: the simulator's engine and routes, the purchase server's
@@ -143,12 +165,14 @@ final class HistoryRun: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    var ledgerFile: URL { directory.appendingPathComponent("ledger.sqlite") }
+
     /// This history's own PostgreSQL database, when it runs on PostgreSQL.
     private(set) var database: String?
 
     /// Where this history's ledger lives: a SQLite file on tmpfs, or a database of its own on PostgreSQL.
     func databaseURL() throws -> String {
-        guard let url = environment.postgresURL else { return "sqlite://" + directory.appendingPathComponent("ledger.sqlite").path }
+        guard let url = environment.postgresURL else { return "sqlite://" + ledgerFile.path }
         if database == nil {
             let name = "iapkit_explore_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
             try PostgresDatabases.run("CREATE DATABASE \(name)", on: url)
@@ -173,6 +197,9 @@ final class HistoryRun: @unchecked Sendable {
 
     func makeServices(bundleId: String) async throws -> PurchaseServer.Services {
         var configuration = ServerConfiguration()
+        if environment.postgresURL == nil, !FileManager.default.fileExists(atPath: ledgerFile.path) {
+            try FileManager.default.copyItem(at: try await environment.migratedLedger(), to: ledgerFile)
+        }
         configuration.database = try databaseURL()
         configuration.auth.hs256Secret = environment.secret
         configuration.bundleId = bundleId

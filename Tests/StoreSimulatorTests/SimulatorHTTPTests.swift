@@ -78,6 +78,17 @@ struct SimulatorHTTPTests {
             let receiptText = try #require(bought["receipt"] as? String)
             let receipt = try #require(Base64.decode(receiptText.utf8))
             #expect(try await receiptVerifier.verify(receipt).receipt.inAppPurchases.count == 1)
+            // StoreKit 2's view: the transaction alone; the receipt, when asked for, lists both purchases.
+            let alone = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+                ["account": "alice", "device": "phone", "productId": "com.revenuecat.consumable", "withReceipt": false])))
+            #expect(alone["status"] as? String == "purchased" && alone["signedTransaction"] is String)
+            #expect(alone["receipt"] == nil)
+            let asked = try object(try await client.execute(uri: "/sim/accounts/alice/receipt", method: .get))
+            let currentText = try #require(asked["receipt"] as? String)
+            let current = try #require(Base64.decode(currentText.utf8))
+            #expect(try await receiptVerifier.verify(current).receipt.inAppPurchases.count == 2)
+            let aloneId = try #require(alone["transactionId"] as? String)
+            _ = try await client.execute(uri: "/sim/transactions/\(aloneId)/finish", method: .post, body: jsonBody(["device": "phone"]))
 
             let queue = try object(try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
             #expect((queue["signedTransactions"] as? [String])?.count == 1)
@@ -104,7 +115,7 @@ struct SimulatorHTTPTests {
     @Test("verifyReceipt: 0 in the right environment, 21007/21008 in the wrong one, 21002, 21003, 21004, 21000")
     func verifyReceipt() async throws {
         try await fixture.engine.createAccount("bob")
-        guard case .purchased(_, _, let receipt) = try await fixture.engine.purchase(account: "bob", device: "d", productId: "com.revenuecat.monthly_4.99.1_week_intro") else {
+        guard case .purchased(_, _, let receipt?) = try await fixture.engine.purchase(account: "bob", device: "d", productId: "com.revenuecat.monthly_4.99.1_week_intro") else {
             Issue.record("purchase failed"); return
         }
         let data = Base64.standardEncode(receipt)
@@ -278,7 +289,7 @@ struct FaultTests {
     func seededFaults() async throws {
         let fixture = try SimulatorFixture()
         try await fixture.engine.createAccount("f")
-        guard case .purchased(_, _, let receipt) = try await fixture.engine.purchase(account: "f", device: "d", productId: "lifetime") else {
+        guard case .purchased(_, _, let receipt?) = try await fixture.engine.purchase(account: "f", device: "d", productId: "lifetime") else {
             Issue.record("purchase failed"); return
         }
         let body = try jsonBody(["receipt-data": Base64.standardEncode(receipt)])

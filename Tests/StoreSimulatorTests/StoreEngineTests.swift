@@ -18,7 +18,7 @@ struct StoreEngineTests {
     let receipts = ReceiptVerifier(.init(roots: try! simulatorRoots(), bundleId: "com.revenuecat"))
 
     func purchased(_ result: StoreEngine.PurchaseResult) throws -> (jws: String, id: String, receipt: [UInt8]) {
-        guard case .purchased(let signed, let id, let receipt) = result else {
+        guard case .purchased(let signed, let id, let receipt?) = result else {
             Issue.record("expected a purchase, got \(result)")
             throw SimulatorError.catalog("not purchased")
         }

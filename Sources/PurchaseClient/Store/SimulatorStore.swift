@@ -61,7 +61,11 @@ public actor SimulatorStore: StoreAdapter {
     }
 
     public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
-        struct Request: Encodable { var account, device, productId: String; var appAccountToken: UUID; var quantity: Int; var outcome: String? }
+        struct Request: Encodable {
+            var account, device, productId: String; var appAccountToken: UUID; var quantity: Int; var outcome: String?
+            /// As StoreKit 2: the transaction alone (the app receipt is read when asked for, ``receipt()``).
+            var withReceipt = false
+        }
         struct Reply: Decodable { var status: String; var signedTransaction: String?; var reason: String? }
         let outcome = nextOutcome
         nextOutcome = nil

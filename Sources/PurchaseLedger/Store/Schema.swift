@@ -113,27 +113,22 @@ enum Schema {
         ],
     ]
 
-    /// Applies the migrations not yet applied, each in its own transaction. On PostgreSQL an advisory lock keeps two
-    /// replicas starting together from racing.
+    /// Applies the migrations not yet applied, all in one transaction: a start that fails half-way leaves the schema as
+    /// it was, and a start over an up-to-date ledger is one write. On PostgreSQL an advisory lock keeps two replicas
+    /// starting together from racing.
     static func migrate(_ store: any LedgerStore) async throws {
         let postgres = store.kind == .postgres
-        for (index, statements) in migrations.enumerated() {
-            let version = Int64(index + 1)
-            try await store.write { sql in
-                if postgres { _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", []) }
-                _ = try sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
-                guard try sql.rows("SELECT version FROM ledger_migrations WHERE version = $1", [.int(version)]).isEmpty else { return }
+        try await store.write { sql in
+            if postgres { _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", []) }
+            _ = try sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
+            let applied = Set(try sql.rows("SELECT version FROM ledger_migrations", []).map { try $0.int(0) })
+            for (index, statements) in migrations.enumerated() where !applied.contains(Int64(index + 1)) {
                 for statement in statements { _ = try sql.rows(statement, []) }
-                _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(version), .int(Millis.now)])
+                _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(Int64(index + 1)), .int(Millis.now)])
             }
-        }
-        // The effect interpreter is code, not schema: installed on every start, so a server always runs against the
-        // function its own version wrote (a migration would leave an older body in place).
-        if postgres {
-            try await store.write { sql in
-                _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", [])
-                _ = try sql.rows(PostgresFunctions.applyEffects, [])
-            }
+            // The effect interpreter is code, not schema: installed on every start, so a server always runs against the
+            // function its own version wrote (a migration would leave an older body in place).
+            if postgres { _ = try sql.rows(PostgresFunctions.applyEffects, []) }
         }
     }
 }

@@ -17,7 +17,8 @@ extension StoreEngine {
     /// notification into OFFER_REDEEMED. Nil when the purchase is an ordinary first purchase or resubscription.
     /// The change carries the purchase's `appAccountToken` as Apple's does: an upgrade's transaction at once, a
     /// downgrade's from the renewal that makes it.
-    func changeSubscriptionIfSameGroup(account: String, productId: String, appAccountToken: UUID? = nil, offer request: OfferRequest?) throws -> PurchaseResult? {
+    func changeSubscriptionIfSameGroup(account: String, productId: String, appAccountToken: UUID? = nil, offer request: OfferRequest?,
+                                       withReceipt: Bool) throws -> PurchaseResult? {
         guard let product = catalog.product(productId), product.type == .autoRenewableSubscription, let group = product.subscriptionGroupIdentifier,
               var series = state.subscriptions.values.first(where: {
                   $0.account == account && $0.group == group && $0.sharedFrom == nil && $0.phase != .expired && $0.phase != .revoked
@@ -29,7 +30,7 @@ extension StoreEngine {
         let unchanged = { [self] () throws -> PurchaseResult in
             // Nothing is charged now: StoreKit hands back the current period's transaction.
             .purchased(signedTransaction: try signedTransaction(series.latestTransactionId), transactionId: series.latestTransactionId,
-                       receipt: try receipt(for: account))
+                       receipt: withReceipt ? try receipt(for: account) : nil)
         }
         guard productId != series.productId else {
             guard let offer else { return .failed(reason: "already subscribed to \(productId)") }
@@ -50,7 +51,7 @@ extension StoreEngine {
             state.subscriptions[series.originalTransactionId] = series
             try notify(offer == nil ? .didChangeRenewalPref : .offerRedeemed, .upgrade, subscription: series.originalTransactionId, at: now)
             try persist()
-            return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: account))
+            return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: withReceipt ? try receipt(for: account) : nil)
         }
         series.autoRenewProductId = productId
         if let offer { series.nextOffer = offer }

@@ -17,8 +17,8 @@ public actor StoreEngine {
 
     /// What a purchase attempt ended in, as StoreKit reports it to the app.
     public enum PurchaseResult: Sendable, Equatable {
-        /// Paid: the signed transaction and the updated app receipt (DER).
-        case purchased(signedTransaction: String, transactionId: String, receipt: [UInt8])
+        /// Paid: the signed transaction and, when asked for, the updated app receipt (DER).
+        case purchased(signedTransaction: String, transactionId: String, receipt: [UInt8]?)
         case userCancelled
         /// Ask to Buy: waiting for a parent; `requestId` approves or declines it.
         case pending(requestId: String)
@@ -86,7 +86,7 @@ public actor StoreEngine {
 
     /// Buys `productId` for `account` on `device`, redeeming `offer` when given.
     public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
-                         quantity: Int = 1, offer: OfferRequest? = nil, outcome: Outcome = .success) throws -> PurchaseResult {
+                         quantity: Int = 1, offer: OfferRequest? = nil, outcome: Outcome = .success, withReceipt: Bool = true) throws -> PurchaseResult {
         try processSubscriptions()
         guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
         guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
@@ -105,9 +105,10 @@ public actor StoreEngine {
         case .success where account.askToBuy:
             return try askForApproval(request)
         case .success:
-            if let change = try changeSubscriptionIfSameGroup(account: accountId, productId: productId, appAccountToken: appAccountToken, offer: offer) { return change }
+            if let change = try changeSubscriptionIfSameGroup(account: accountId, productId: productId, appAccountToken: appAccountToken, offer: offer,
+                                                              withReceipt: withReceipt) { return change }
             let id = try complete(request)
-            return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: try receipt(for: accountId))
+            return .purchased(signedTransaction: try signedTransaction(id), transactionId: id, receipt: withReceipt ? try receipt(for: accountId) : nil)
         }
     }
 
@@ -128,7 +129,7 @@ public actor StoreEngine {
         // or a downgrade of that subscription (the same product again buys nothing).
         state.accounts[pending.account]?.devices.insert(pending.device)
         if let change = try changeSubscriptionIfSameGroup(account: pending.account, productId: pending.productId,
-                                                          appAccountToken: pending.appAccountToken, offer: pending.offer) {
+                                                          appAccountToken: pending.appAccountToken, offer: pending.offer, withReceipt: false) {
             try persist()
             if case .purchased(_, let id, _) = change { return id }
             return nil

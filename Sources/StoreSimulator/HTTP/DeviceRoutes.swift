@@ -25,6 +25,9 @@ struct DeviceRoutes {
         /// A promotional offer or offer code to redeem.
         var offer: OfferRequest?
         var outcome: StoreEngine.Outcome?
+        /// Whether the reply carries the updated app receipt (StoreKit 1's view of a purchase; the default). StoreKit 2
+        /// hands the app a transaction alone, and so does the SDK's adapter: a receipt is an RSA signature to make.
+        var withReceipt: Bool?
     }
 
     struct PurchaseReply: Encodable {
@@ -125,11 +128,11 @@ struct DeviceRoutes {
             let body = try await request.decode(PurchaseRequest.self)
             let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
                                                    appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, offer: body.offer,
-                                                   outcome: body.outcome ?? .success)
+                                                   outcome: body.outcome ?? .success, withReceipt: body.withReceipt ?? true)
             try await services.delivery?.deliverDue()
             switch result {
             case .purchased(let signed, let id, let receipt):
-                return try Reply.json(PurchaseReply(status: "purchased", transactionId: id, signedTransaction: signed, receipt: Base64.standardEncode(receipt)))
+                return try Reply.json(PurchaseReply(status: "purchased", transactionId: id, signedTransaction: signed, receipt: receipt.map { Base64.standardEncode($0) }))
             case .userCancelled: return try Reply.json(PurchaseReply(status: "userCancelled"))
             case .pending(let requestId): return try Reply.json(PurchaseReply(status: "pending", requestId: requestId))
             case .interrupted(let requestId): return try Reply.json(PurchaseReply(status: "interrupted", requestId: requestId))

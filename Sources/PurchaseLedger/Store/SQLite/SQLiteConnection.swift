@@ -104,15 +104,24 @@ final class SQLiteConnection: SQLExecutor {
         return LedgerError(.storage, "SQLite: \(message) (in \(sql.prefix(80)))")
     }
 
+    /// `$n` → `?n`, byte by byte (ASCII decides: a `$` after a letter, a digit or `_` is part of a name). Runs once per
+    /// distinct statement and connection, which is every statement a new ledger prepares.
     static func numberedParameters(_ sql: String) -> String {
-        var out = ""
-        out.reserveCapacity(sql.utf8.count)
-        var previous: Character = " "
-        for character in sql {
-            if character == "$", !previous.isLetter, previous != "_" { out.append("?") } else { out.append(character) }
-            previous = character
+        var bytes = Array(sql.utf8)
+        var previous: UInt8 = 0x20
+        for index in bytes.indices {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "$"), !Self.continuesName(previous) { bytes[index] = UInt8(ascii: "?") }
+            previous = byte
         }
-        return out
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func continuesName(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"), 0x80...: true
+        default: false
+        }
     }
 
     /// SQLITE_TRANSIENT: SQLite copies the bound text before the call returns.
