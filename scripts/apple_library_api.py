@@ -12,7 +12,10 @@ import sys
 import uuid
 
 from appstoreserverlibrary.api_client import APIException, AppStoreServerAPIClient, GetTransactionHistoryVersion
+from appstoreserverlibrary.models.ConsumptionRequest import ConsumptionRequest
+from appstoreserverlibrary.models.DeliveryStatus import DeliveryStatus
 from appstoreserverlibrary.models.Environment import Environment
+from appstoreserverlibrary.models.RefundPreference import RefundPreference
 from appstoreserverlibrary.models.ExtendRenewalDateRequest import ExtendRenewalDateRequest
 from appstoreserverlibrary.models.ExtendReasonCode import ExtendReasonCode
 from appstoreserverlibrary.models.MassExtendRenewalDateRequest import MassExtendRenewalDateRequest
@@ -94,6 +97,15 @@ def more(client, results, transaction_id, renewal_id, family_copy_id, consumable
         return {"signed": first, "byAppTransactionId": again}
     call(results, "appTransaction", app_transaction)
     call(results, "missingAppTransaction", lambda: client.get_app_transaction_info("9999999999999999"))
+
+    def consumption(transaction, consented=True, percentage=25000):
+        return lambda: client.send_consumption_information(transaction, ConsumptionRequest(
+            customerConsented=consented, sampleContentProvided=False, deliveryStatus=DeliveryStatus.DELIVERED,
+            consumptionPercentage=percentage, refundPreference=RefundPreference.GRANT_PRORATED)) or "ok"
+    call(results, "consumption", consumption(consumable_id))
+    call(results, "consumptionWithoutConsent", consumption(consumable_id, consented=False))
+    call(results, "consumptionPercentageOfSubscription", consumption(renewal_id))
+    call(results, "consumptionOfFamilyCopy", consumption(family_copy_id, percentage=None))
     call(results, "finish", lambda: client.finish_transaction(consumable_id) or "ok")
     call(results, "missingFinish", lambda: client.finish_transaction("9999999999999999") or "ok")
     call(results, "historyV1AfterFinish", lambda: count(GetTransactionHistoryVersion.V1, TransactionHistoryRequest()))

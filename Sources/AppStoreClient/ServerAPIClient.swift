@@ -110,6 +110,13 @@ public struct ServerAPIClient: Sendable {
         _ = try await call(.POST, "/inApps/v1/transactions/\(try Self.pathSegment(transactionId))/finish", body: nil, as: NoContent.self)
     }
 
+    /// Send Consumption Information (`PUT /inApps/v2/transactions/consumption/{transactionId}`): the answer to a
+    /// `CONSUMPTION_REQUEST`, for a customer who consented. Apple answers 202.
+    public func sendConsumptionInformation(_ transactionId: String, _ request: ConsumptionRequest) async throws {
+        let body = try AppStoreJSON.encoder().encode(request)
+        _ = try await call(.PUT, "/inApps/v2/transactions/consumption/\(try Self.pathSegment(transactionId))", body: [UInt8](body), as: NoContent.self)
+    }
+
     /// An answer whose body, if any, carries nothing.
     struct NoContent: Decodable {}
 

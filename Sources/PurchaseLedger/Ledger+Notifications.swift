@@ -12,6 +12,8 @@ public struct NotificationEvent: Sendable {
     public var transaction: JWSTransactionDecodedPayload?
     public var renewal: JWSRenewalInfoDecodedPayload?
     public var status: SubscriptionStatus?
+    /// The customer's app transaction, for notifications about the customer rather than a purchase (`RESCIND_CONSENT`).
+    public var appTransactionId: String?
 
     public init(notificationUUID: String, type: NotificationTypeV2, subtype: NotificationSubtype?, signedDate: Date, signedPayload: String,
                 transaction: JWSTransactionDecodedPayload? = nil, renewal: JWSRenewalInfoDecodedPayload? = nil, status: SubscriptionStatus? = nil) {
@@ -49,6 +51,9 @@ extension Ledger {
         let catalog = catalog
         return try await write { session in
             guard try session.insertNotification(event, record: record, at: now) else { return .duplicate }
+            if event.type == .rescindConsent, let appTransactionId = event.appTransactionId {
+                try session.rescindConsent(appTransactionId: appTransactionId, signedDate: event.signedDate)
+            }
             guard let record else { return .applied }
             try session.lockSeries(record.originalTransactionId)
             let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)

@@ -25,6 +25,9 @@ public enum PurchaseServer {
         public var entitlementSigner: EntitlementSigner?
         /// Tell Apple (Finish Transaction) when a transaction reached its owner; needs the Server API.
         public var finishTransactionsWithApple = false
+        /// Answer Apple's consumption requests (a customer asked for a refund) for customers who consented; needs the
+        /// Server API. Nil: they are stored and left unanswered.
+        public var consumption: ConsumptionSettings?
 
         public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
                     refuseSuspiciousDevices: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -49,6 +52,9 @@ public enum PurchaseServer {
                                     maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == "refuse")
             services.entitlementSigner = try EntitlementSigner.loadOrCreate(in: configuration.dataDirectory)
             services.finishTransactionsWithApple = configuration.appStore.finishTransactions ?? false
+            services.consumption = configuration.appStore.refundPolicy.map {
+                ConsumptionSettings(policy: $0, sampleContentProvided: configuration.appStore.sampleContentProvided ?? false)
+            }
             return services
         }
 
@@ -83,6 +89,7 @@ public enum PurchaseServer {
             return try JSONReply.encode(["status": "ok", "store": services.ledger.store.kind.rawValue, "account": entitlements.accountId])
         }
         AppRoutes(services: services).add(to: router)
+        ConsentRoutes(services: services).add(to: router)
         EntitlementKeyRoutes(services: services).add(to: router)
         NotificationRoutes(services: services).add(to: router)
         AdminRoutes(services: services).add(to: router)

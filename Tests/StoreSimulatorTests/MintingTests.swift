@@ -183,3 +183,47 @@ struct AppleLibraryTests {
         #expect(n["subtype"] as? String == "INITIAL_BUY")
     }
 }
+
+extension AppleLibraryTests {
+    @Test("Apple's SignedDataVerifier takes the simulator's CONSUMPTION_REQUEST (with its reason) and RESCIND_CONSENT (appData, no data)")
+    func appleLibraryAcceptsCustomerNotices() async throws {
+        guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {
+            Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
+            return
+        }
+        let engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: sharedAuthority))
+        try await engine.createAccount("kim")
+        guard case .purchased(_, let id, _) = try await engine.purchase(account: "kim", device: "d", productId: "com.example.iapkit.coins.100") else {
+            Issue.record("purchase failed"); return
+        }
+        #expect(try await engine.requestRefund(id, reason: .fulfillmentIssue))
+        #expect(try await !engine.requestRefund(id), "one open request at a time")
+        #expect(try await engine.rescindConsent(account: "kim"))
+        let notices = await engine.notifications().filter { [.consumptionRequest, .rescindConsent].contains($0.type) }
+        try #require(notices.count == 2)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-apple-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let rootPath = directory.appendingPathComponent("root.der").path
+        try Data(sharedAuthority.jws.rootDER).write(to: URL(fileURLWithPath: rootPath))
+        var arguments: [String] = []
+        for (index, notice) in notices.enumerated() {
+            let path = directory.appendingPathComponent("n\(index).jws").path
+            try Data(notice.signedPayload.utf8).write(to: URL(fileURLWithPath: path))
+            arguments.append("notification=\(path)")
+        }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_verify.py").path
+        let run = try await Subprocess.run(python, [script, rootPath, engine.catalog.bundleId, "Sandbox"] + arguments)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+        try #require(lines.count == 2, "Apple's library printed: \(run.stdout)")
+        #expect(lines[0]["error"] == nil, "\(lines[0])")
+        #expect(lines[0]["notificationType"] as? String == "CONSUMPTION_REQUEST")
+        #expect((lines[0]["data"] as? [String: Any])?["consumptionRequestReason"] as? String == "FULFILLMENT_ISSUE")
+        #expect(lines[1]["error"] == nil, "\(lines[1])")
+        #expect(lines[1]["notificationType"] as? String == "RESCIND_CONSENT")
+        #expect(lines[1]["data"] == nil)
+        #expect((lines[1]["appData"] as? [String: Any])?["signedAppTransactionInfo"] is String)
+    }
+}

@@ -109,18 +109,48 @@ public struct MassExtendRenewalDateStatusResponse: Codable, Hashable, Sendable {
     public init() {}
 }
 
-/// `PUT /inApps/v2/transactions/consumption/{transactionId}`
+/// `PUT /inApps/v2/transactions/consumption/{transactionId}` (API 1.19), the answer to a `CONSUMPTION_REQUEST`.
 public struct ConsumptionRequest: Codable, Hashable, Sendable {
-    /// Must be true (4000035 otherwise).
+    /// Must be true (4000035 otherwise): send nothing for a customer who did not consent.
     public var customerConsented: Bool?
+    /// Required (4000041 when missing).
     public var sampleContentProvided: Bool?
-    /// `DELIVERED`, `UNDELIVERED_QUALITY_ISSUE`, `UNDELIVERED_WRONG_ITEM`, `UNDELIVERED_SERVER_OUTAGE`, `UNDELIVERED_OTHER`.
-    public var deliveryStatus: String?
-    /// Milliunits, 0–100000.
+    /// Required (4000036 when missing or unknown).
+    public var deliveryStatus: DeliveryStatus?
+    /// Milliunits, 0–100000; not for auto-renewable subscriptions (4000209: Apple computes theirs), 0 when undelivered.
     public var consumptionPercentage: Int?
-    /// `DECLINE`, `GRANT_FULL`, `GRANT_PRORATED`.
-    public var refundPreference: String?
-    public init() {}
+    /// Optional (4000044 when unknown).
+    public var refundPreference: RefundPreference?
+    public init(customerConsented: Bool? = nil, sampleContentProvided: Bool? = nil, deliveryStatus: DeliveryStatus? = nil,
+                consumptionPercentage: Int? = nil, refundPreference: RefundPreference? = nil) {
+        self.customerConsented = customerConsented
+        self.sampleContentProvided = sampleContentProvided
+        self.deliveryStatus = deliveryStatus
+        self.consumptionPercentage = consumptionPercentage
+        self.refundPreference = refundPreference
+    }
+}
+
+/// `deliveryStatus` of a ``ConsumptionRequest``.
+public struct DeliveryStatus: AppStoreOpenEnum {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public static let delivered = Self(rawValue: "DELIVERED")
+    public static let undeliveredQualityIssue = Self(rawValue: "UNDELIVERED_QUALITY_ISSUE")
+    public static let undeliveredWrongItem = Self(rawValue: "UNDELIVERED_WRONG_ITEM")
+    public static let undeliveredServerOutage = Self(rawValue: "UNDELIVERED_SERVER_OUTAGE")
+    public static let undeliveredOther = Self(rawValue: "UNDELIVERED_OTHER")
+    public static let known: Set<Self> = [.delivered, .undeliveredQualityIssue, .undeliveredWrongItem, .undeliveredServerOutage, .undeliveredOther]
+}
+
+/// `refundPreference` of a ``ConsumptionRequest``: what the developer would have Apple decide.
+public struct RefundPreference: AppStoreOpenEnum {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public static let decline = Self(rawValue: "DECLINE")
+    public static let grantFull = Self(rawValue: "GRANT_FULL")
+    public static let grantProrated = Self(rawValue: "GRANT_PRORATED")
+    public static let known: Set<Self> = [.decline, .grantFull, .grantProrated]
 }
 
 /// `PUT /inApps/v1/transactions/consumption/{transactionId}` (the older integer-coded form).
@@ -260,6 +290,11 @@ public struct APIErrorCode: AppStoreOpenEnum {
     public static let invalidStatus = Self(rawValue: 4_000_031)
     public static let invalidAppAccountToken = Self(rawValue: 4_000_033)
     public static let invalidCustomerConsented = Self(rawValue: 4_000_035)
+    public static let invalidDeliveryStatus = Self(rawValue: 4_000_036)
+    public static let invalidSampleContentProvided = Self(rawValue: 4_000_041)
+    public static let invalidRefundPreference = Self(rawValue: 4_000_044)
+    public static let invalidTransactionTypeNotSupported = Self(rawValue: 4_000_047)
+    public static let consumptionPercentageAutoRenewableSubscription = Self(rawValue: 4_000_209)
     public static let invalidTransactionNotConsumable = Self(rawValue: 4_000_043)
     public static let invalidEmptyStorefrontCountryCodeList = Self(rawValue: 4_000_027)
     public static let invalidStorefrontCountryCode = Self(rawValue: 4_000_028)

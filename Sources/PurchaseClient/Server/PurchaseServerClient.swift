@@ -150,6 +150,16 @@ public struct PurchaseServerClient: Sendable {
         return try Self.decoder.decode(Reply.self, from: data).balance
     }
 
+    /// Records whether the signed-in customer agrees to have their consumption data sent to Apple when they ask for a
+    /// refund (ask them in plain words; they may withdraw it at any time). Returns what the server now holds.
+    @discardableResult
+    public func setConsumptionConsent(_ consented: Bool) async throws -> Bool {
+        let (status, data) = try await send("PUT", "v1/consumption-consent", body: ["consented": consented])
+        guard status == 200 else { throw PurchaseFailure(.rejectedByServer, Self.message(data) ?? "HTTP \(status)") }
+        struct Reply: Decodable { var consented: Bool }
+        return try Self.decoder.decode(Reply.self, from: data).consented
+    }
+
     /// Server restore: binds what the store restored and answers everything the account owns.
     public func restore(signedTransactions: [String]) async throws -> Entitlements {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }

@@ -111,6 +111,15 @@ enum Schema {
             // The customer's app download (appTransactionId): a key of their install history across devices.
             "ALTER TABLE purchases ADD COLUMN app_transaction_id TEXT",
         ],
+        [
+            // Whether a customer agreed to have their consumption data sent to Apple with a refund request, and the
+            // answers sent (one per CONSUMPTION_REQUEST notification).
+            "CREATE TABLE consumption_consents (account_id TEXT PRIMARY KEY, consented BIGINT NOT NULL, changed_at BIGINT NOT NULL, source TEXT NOT NULL)",
+            """
+            CREATE TABLE consumption_answers (
+                notification_uuid TEXT PRIMARY KEY, transaction_id TEXT NOT NULL, account_id TEXT, body TEXT NOT NULL, answered_at BIGINT NOT NULL)
+            """,
+        ],
     ]
 
     /// Applies the migrations not yet applied, all in one transaction: a start that fails half-way leaves the schema as

@@ -57,6 +57,13 @@ public struct ServerConfiguration: Codable, Sendable {
         /// the grant and its own `finish()` leaves nothing queued. Off unless set: the SDK finishes on the device, and
         /// Apple calls the server's call unnecessary then; it needs `serverAPIBaseURL`.
         public var finishTransactions: Bool?
+        /// Answer Apple's consumption requests (a customer asked for a refund) with Send Consumption Information, for
+        /// customers who consented (`PUT /v1/consumption-consent` from the app): `preferRefund`, `preferNoRefund` or
+        /// `prorated` (by what was consumed). Unset: consumption requests are stored and left unanswered. Needs
+        /// `serverAPIBaseURL`.
+        public var refundPolicy: RefundPolicy?
+        /// Whether the app shows a free sample, a trial or what a purchase brings before it is made (sent with each answer).
+        public var sampleContentProvided: Bool?
         /// Attempts per call (with backoff) and seconds before one attempt times out.
         public var attempts: Int?
         public var timeoutSeconds: Double?
@@ -105,6 +112,12 @@ public struct ServerConfiguration: Codable, Sendable {
         if let value = environment["IAPKIT_STOREKIT_FILE"] { configuration.storeKitFile = value }
         if let value = environment["IAPKIT_SHARED_SECRET"] { configuration.appStore.sharedSecret = value }
         if let value = environment["IAPKIT_FINISH_TRANSACTIONS"] { configuration.appStore.finishTransactions = ["1", "true", "yes"].contains(value.lowercased()) }
+        if let value = environment["IAPKIT_REFUND_POLICY"] {
+            guard let policy = RefundPolicy(rawValue: value) else {
+                throw ConfigurationError("IAPKIT_REFUND_POLICY must be one of \(RefundPolicy.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            configuration.appStore.refundPolicy = policy
+        }
         try configuration.resolveStoreKitCatalog(explicitGrants: file != nil)
         try configuration.validate()
         return configuration
@@ -143,6 +156,9 @@ public struct ServerConfiguration: Codable, Sendable {
         }
         guard ["record", "refuse"].contains(deviceIntegrityPolicy) else { throw ConfigurationError("deviceIntegrityPolicy is record or refuse") }
         guard maxBodyBytes >= 1024, maxBodyBytes <= 16 << 20 else { throw ConfigurationError("maxBodyBytes must be 1 KiB to 16 MiB") }
+        if appStore.refundPolicy != nil, appStore.serverAPIBaseURL == nil {
+            throw ConfigurationError("appStore.refundPolicy answers through the Server API: set appStore.serverAPIBaseURL and its key")
+        }
     }
 
     /// The environments accepted.

@@ -1,3 +1,4 @@
+import AppStoreClient
 import AppStoreFormats
 import Foundation
 import Hummingbird
@@ -15,6 +16,10 @@ struct NotificationRoutes {
                 let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
                 let event = try await proof { try await services.verifier.notification(body.signedPayload) }
                 let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
+                // After the notification is stored: a redelivery finds it stored and answers what was left unanswered.
+                do { try await ConsumptionResponder(services: services).answer(event) } catch let error as AppStoreClientError {
+                    throw APIError(error)
+                }
                 services.metrics.notification(outcome.rawValue)
                 return try JSONReply.encode(["result": outcome.rawValue])
             } catch {

@@ -63,6 +63,15 @@ public struct ServerMetrics: Sendable {
         MetricNameDescriptor(namespace: "iapkit", metricName: "apple_finish", unitName: "total", helpText: "Finish Transaction calls to Apple by result")
     }
 
+    /// What became of a `CONSUMPTION_REQUEST`: `sent`, `refused` by Apple, or why nothing was sent.
+    func consumptionAnswer(_ result: String) {
+        registry.makeCounter(descriptor: Self.consumptionAnswers, labels: [("result", result)]).increment()
+    }
+    static var consumptionAnswers: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "consumption_answers", unitName: "total",
+                             helpText: "Answers to Apple's consumption requests (Send Consumption Information) by result")
+    }
+
     /// The text Prometheus scrapes.
     public func exposition() -> String { registry.emitToString() }
 }

@@ -150,8 +150,12 @@ public struct ProofVerifier: Sendable {
         }
         let transaction = try await notification.data?.signedTransactionInfo.asyncMap { try await signedData.verifyTransaction($0).payload }
         let renewal = try await notification.data?.signedRenewalInfo.asyncMap { try await signedData.verifyRenewalInfo($0).payload }
-        return NotificationEvent(notificationUUID: uuid, type: type, subtype: notification.subtype, signedDate: notification.signedDate ?? Date(),
-                                 signedPayload: signedPayload, transaction: transaction, renewal: renewal, status: notification.data?.status)
+        // RESCIND_CONSENT names its customer by the app transaction it carries (appData), signed like the rest.
+        let appTransaction = try await notification.appData?.signedAppTransactionInfo.asyncMap { try await signedData.verifyAppTransaction($0).payload }
+        var event = NotificationEvent(notificationUUID: uuid, type: type, subtype: notification.subtype, signedDate: notification.signedDate ?? Date(),
+                                      signedPayload: signedPayload, transaction: transaction, renewal: renewal, status: notification.data?.status)
+        event.appTransactionId = appTransaction?.appTransactionId
+        return event
     }
 }
 

@@ -17,14 +17,17 @@ extension StoreEngine {
     }
 
     /// Records a notification about one transaction (one-time charges, refunds); subscriptions get their renewal info too.
-    func notify(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, transactionId: String) throws {
+    func notify(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, transactionId: String,
+                consumptionRequestReason: ConsumptionRequestReason? = nil) throws {
         guard let payload = state.transactions[transactionId]?.payload else { return }
         let time = clock.now
-        if let original = payload.originalTransactionId, let series = state.subscriptions[original], series.latestTransactionId == transactionId {
+        if consumptionRequestReason == nil, let original = payload.originalTransactionId, let series = state.subscriptions[original],
+           series.latestTransactionId == transactionId {
             try notify(type, subtype, subscription: original, at: time)
             return
         }
         var data = notificationData()
+        data.consumptionRequestReason = consumptionRequestReason
         data.signedTransactionInfo = try sign(payload, at: time)
         if let original = payload.originalTransactionId, let series = state.subscriptions[original] {
             // A past period (a refund of it): the transaction is that period's, the renewal info and status the
@@ -35,6 +38,22 @@ extension StoreEngine {
             data.status = series.status
         }
         try record(type, subtype, data: data, transactionId: transactionId, at: time)
+    }
+
+    /// Records a `RESCIND_CONSENT`: a parent or guardian withdrew consent for the customer's use of the app (the
+    /// age-assurance laws of 2026). It speaks of the customer, not a purchase: `appData` with the customer's signed
+    /// app transaction, no `data`. False for an unknown account.
+    public func rescindConsent(account accountId: String) throws -> Bool {
+        guard let appTransactionId = givingAppTransaction(to: accountId)?.appTransactionId,
+              let appTransaction = try appTransaction(containing: appTransactionId) else { return false }
+        var appData = NotificationAppData()
+        appData.appAppleId = catalog.appAppleId
+        appData.bundleId = catalog.bundleId
+        appData.environment = environment
+        appData.signedAppTransactionInfo = try minter.sign(appTransaction)
+        try record(.rescindConsent, nil, data: nil, appData: appData, transactionId: nil, at: clock.now)
+        try persist()
+        return true
     }
 
     /// Records a `TEST` notification and returns its token.
@@ -60,8 +79,8 @@ extension StoreEngine {
         return try minter.sign(stampingAppTransaction(payload))
     }
 
-    private func record(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, data: NotificationData, transactionId: String?,
-                        at time: Date, testToken: String? = nil) throws {
+    private func record(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, data: NotificationData?, appData: NotificationAppData? = nil,
+                        transactionId: String?, at time: Date, testToken: String? = nil) throws {
         var payload = ResponseBodyV2DecodedPayload()
         payload.notificationType = type
         payload.subtype = subtype
@@ -69,6 +88,7 @@ extension StoreEngine {
         payload.version = "2.0"
         payload.signedDate = time
         payload.data = data
+        payload.appData = appData
         state.notifications.append(.init(
             uuid: payload.notificationUUID!, type: type, subtype: subtype, signedPayload: try minter.sign(payload),
             transactionId: transactionId, createdAt: time, nextAttempt: time, testToken: testToken))

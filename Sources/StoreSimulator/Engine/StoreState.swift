@@ -18,6 +18,8 @@ struct StoreState: Codable, Sendable {
     var extensionRequests: [String: String] = [:]
     /// Mass renewal-date extensions by request identifier (optional: state files written before them still load).
     var massExtensions: [String: MassExtension]?
+    /// Customers' refund requests by transaction id (optional: state files written before them still load).
+    var refundRequests: [String: RefundRequest]?
     /// Auto-renewable series by original transaction id.
     var subscriptions: [String: Subscription] = [:]
     /// Every notification minted, oldest first.
@@ -113,6 +115,18 @@ struct StoreState: Codable, Sendable {
         /// customer first had the app. Optional, so that a state file written before them still loads.
         var appTransactionId: String?
         var appPurchaseDate: Date?
+    }
+
+    /// A customer's refund request (Report a Problem, `beginRefundRequest`): open until Apple decides, with the
+    /// developer's consumption information once sent.
+    struct RefundRequest: Codable, Sendable {
+        var transactionId: String
+        var reason: ConsumptionRequestReason
+        var requestedAt: Date
+        var consumption: ConsumptionRequest?
+        var consumptionSentAt: Date?
+        /// `REFUND` or `REFUND_DECLINED`, once decided.
+        var decision: String?
     }
 
     /// What one Extend Subscription Renewal Dates for All Active Subscribers request did.

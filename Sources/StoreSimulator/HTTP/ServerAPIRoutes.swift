@@ -192,18 +192,56 @@ struct ServerAPIRoutes {
         }
         api.post("v1/notifications/history") { request, _ in try await notificationHistory(request) }
 
-        for version in ["v1", "v2"] {
-            api.put(RouterPath(stringLiteral: "\(version)/transactions/consumption/:id")) { request, context in
-                let id = try context.parameters.require("id")
-                struct Body: Decodable { var customerConsented: Bool? }
-                let body = try await request.decode(Body.self)
-                guard body.customerConsented == true else { return try Reply.apiError(.invalidCustomerConsented, "Invalid customer consented.") }
-                guard await engine.transaction(id) != nil else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
-                return Reply.empty(.accepted)
-            }
+        api.put("v1/transactions/consumption/:id") { request, context in
+            let id = try context.parameters.require("id")
+            struct Body: Decodable { var customerConsented: Bool? }
+            let body = try await request.decode(Body.self)
+            guard body.customerConsented == true else { return try Reply.apiError(.invalidCustomerConsented, "Invalid customer consented.") }
+            guard await engine.transaction(id) != nil else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
+            return Reply.empty(.accepted)
         }
+        api.put("v2/transactions/consumption/:id") { request, context in try await sendConsumptionInformation(request, context) }
     }
 
+    /// Send Consumption Information (API 1.19), checked as Apple documents it; what passes is kept for the customer's
+    /// open refund request, which Apple then decides by it (``StoreEngine/decideRefund(_:)``).
+    private func sendConsumptionInformation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+        let body = try await request.decode(ConsumptionRequest.self)
+        guard body.customerConsented == true else {
+            return try Reply.apiError(.invalidCustomerConsented, "Invalid request. The customer consented field is required and must indicate the customer consented.")
+        }
+        guard body.sampleContentProvided != nil else {
+            return try Reply.apiError(.invalidSampleContentProvided, "Invalid request. The sample content provided field is invalid.")
+        }
+        guard let delivery = body.deliveryStatus, DeliveryStatus.known.contains(delivery) else {
+            return try Reply.apiError(.invalidDeliveryStatus, "Invalid request. The delivery status field is invalid.")
+        }
+        if let preference = body.refundPreference, !RefundPreference.known.contains(preference) {
+            return try Reply.apiError(.invalidRefundPreference, "Invalid request. The refund preference field is invalid.")
+        }
+        guard let transaction = await engine.transaction(id) else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
+        if transaction.inAppOwnershipType == .familyShared {
+            return try Reply.apiError(.familyTransactionNotSupported, "Invalid request. Family Sharing transactions aren't supported by this endpoint.")
+        }
+        if let percentage = body.consumptionPercentage {
+            if transaction.type == .autoRenewableSubscription {
+                return try Reply.apiError(.consumptionPercentageAutoRenewableSubscription,
+                                          "Invalid request. The consumption percentage field is not supported for auto-renewable subscription transactions.")
+            }
+            // Apple documents ConsumptionPercentageOutOfRangeError and UndeliveredConsumptionPercentageNonZeroError
+            // without their codes in any source at hand: answered as the general bad request until they are known.
+            guard (0...100_000).contains(percentage) else {
+                return try Reply.apiError(.generalBadRequest, "Invalid request. The consumption percentage is out of range.")
+            }
+            guard delivery == .delivered || percentage == 0 else {
+                return try Reply.apiError(.generalBadRequest, "Invalid request. The consumption percentage must be zero for the provided delivery status.")
+            }
+        }
+        try await engine.recordConsumption(id, body)
+        return Reply.empty(.accepted)
+    }
     /// History (or refund history): the customer's transactions, filtered, 20 a page, continued by `revision`.
     private func history(_ request: Request, _ context: BasicRequestContext, refundsOnly: Bool, finishedConsumables: Bool = true) async throws -> Response {
         let id = try context.parameters.require("id")

@@ -37,6 +37,7 @@ public enum SimulatorServer {
         let router = Router()
         router.add(middleware: FaultMiddleware(injector: services.faults))
         DeviceRoutes(services: services).add(to: router)
+        CustomerRequestRoutes(services: services).add(to: router)
         VerifyReceiptRoutes(engine: services.engine, sharedSecret: services.sharedSecret).add(to: router)
         ServerAPIRoutes(services: services).add(to: router)
         return router

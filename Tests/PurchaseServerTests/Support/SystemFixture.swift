@@ -61,6 +61,8 @@ struct System {
         var signEntitlements = false
         /// Whether the server calls Finish Transaction once a transaction reached its owner.
         var finishWithApple = false
+        /// How the server answers Apple's consumption requests; nil: it does not.
+        var refundPolicy: RefundPolicy?
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -107,6 +109,7 @@ struct System {
                 refuseSuspiciousDevices: options.refuseSuspiciousDevices, now: { clock.now })
             if options.signEntitlements { services.entitlementSigner = EntitlementSigner(key: P256.Signing.PrivateKey()) }
             services.finishTransactionsWithApple = options.finishWithApple
+            services.consumption = options.refundPolicy.map { ConsumptionSettings(policy: $0) }
             let secret = configuration.auth.hs256Secret!
             try await PurchaseServer.application(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
