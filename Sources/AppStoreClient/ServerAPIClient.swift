@@ -110,6 +110,14 @@ public struct ServerAPIClient: Sendable {
         _ = try await call(.POST, "/inApps/v1/transactions/\(try Self.pathSegment(transactionId))/finish", body: nil, as: NoContent.self)
     }
 
+    /// Set App Account Token (API 1.16): names the app's customer on a purchase made outside the app, for Apple's
+    /// later transactions of its series too. Only on an original transaction id (4000187), never on a family member's
+    /// copy (4000185).
+    public func setAppAccountToken(originalTransactionId: String, _ token: UUID) async throws {
+        let body = try AppStoreJSON.encoder().encode(["appAccountToken": token.uuidString.lowercased()])
+        _ = try await call(.PUT, "/inApps/v1/transactions/\(try Self.pathSegment(originalTransactionId))/appAccountToken", body: [UInt8](body), as: NoContent.self)
+    }
+
     /// Send Consumption Information (`PUT /inApps/v2/transactions/consumption/{transactionId}`): the answer to a
     /// `CONSUMPTION_REQUEST`, for a customer who consented. Apple answers 202.
     public func sendConsumptionInformation(_ transactionId: String, _ request: ConsumptionRequest) async throws {

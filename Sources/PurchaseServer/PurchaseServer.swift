@@ -1,3 +1,4 @@
+import AppStoreFormats
 import AppStoreTrust
 import Foundation
 import Hummingbird
@@ -25,6 +26,9 @@ public enum PurchaseServer {
         public var entitlementSigner: EntitlementSigner?
         /// Tell Apple (Finish Transaction) when a transaction reached its owner; needs the Server API.
         public var finishTransactionsWithApple = false
+        /// Set at Apple (Set App Account Token) the account's token on purchases made outside the app's flow; needs the
+        /// Server API.
+        public var setAppAccountTokensWithApple = false
         /// Answer Apple's consumption requests (a customer asked for a refund) for customers who consented; needs the
         /// Server API. Nil: they are stored and left unanswered.
         public var consumption: ConsumptionSettings?
@@ -52,6 +56,7 @@ public enum PurchaseServer {
                                     maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == "refuse")
             services.entitlementSigner = try EntitlementSigner.loadOrCreate(in: configuration.dataDirectory)
             services.finishTransactionsWithApple = configuration.appStore.finishTransactions ?? false
+            services.setAppAccountTokensWithApple = configuration.appStore.setAppAccountTokens ?? false
             services.consumption = configuration.appStore.refundPolicy.map {
                 ConsumptionSettings(policy: $0, sampleContentProvided: configuration.appStore.sampleContentProvided ?? false)
             }
@@ -61,6 +66,29 @@ public enum PurchaseServer {
         /// Finishes with Apple the transactions that reached their owner, after the answer and without holding it up.
         /// Best effort: the device's own `finish()` still follows a delivery, so a failure here loses nothing; it is
         /// counted for the operator.
+        /// Purchases made outside the app's flow carry no `appAccountToken`: Apple's later transactions of their series
+        /// would name nobody. After the answer, the account's token is set at Apple for each (Set App Account Token).
+        /// Best effort: a failure is counted, and the next upload of a transaction of the series still without a token
+        /// tries again; the ledger binds the series to the account whatever Apple holds.
+        func setAppAccountTokensWithApple(_ transactions: [JWSTransactionDecodedPayload], account: String) {
+            guard setAppAccountTokensWithApple, let serverAPI = verifier.apple.serverAPI else { return }
+            let outside = transactions.filter { $0.appAccountToken == nil && $0.inAppOwnershipType != .familyShared && $0.transactionId != nil }
+            guard !outside.isEmpty else { return }
+            let (ledger, metrics, now) = (self.ledger, self.metrics, self.now)
+            Task {
+                for transaction in outside {
+                    do {
+                        guard let id = transaction.transactionId, let original = transaction.originalTransactionId,
+                              let token = try await ledger.appAccountToken(accountId: account, forTransaction: id, now: now()) else { continue }
+                        try await serverAPI.serving(transaction.environment).setAppAccountToken(originalTransactionId: original, token)
+                        metrics.appAccountTokenSet(succeeded: true)
+                    } catch {
+                        metrics.appAccountTokenSet(succeeded: false)
+                    }
+                }
+            }
+        }
+
         func finishWithApple(_ transactionIds: [String]) {
             guard finishTransactionsWithApple, let serverAPI = verifier.apple.serverAPI, !transactionIds.isEmpty else { return }
             let metrics = self.metrics

@@ -57,6 +57,11 @@ public struct ServerConfiguration: Codable, Sendable {
         /// the grant and its own `finish()` leaves nothing queued. Off unless set: the SDK finishes on the device, and
         /// Apple calls the server's call unnecessary then; it needs `serverAPIBaseURL`.
         public var finishTransactions: Bool?
+        /// Set the account's `appAccountToken` at Apple (Set App Account Token, API 1.16) on purchases made outside the
+        /// app's flow — an offer code redeemed in the App Store, a promotion, a purchase on a device without the app's
+        /// order — once the server delivered them, so Apple's later transactions of the series name the account. Off
+        /// unless set; needs `serverAPIBaseURL`.
+        public var setAppAccountTokens: Bool?
         /// Answer Apple's consumption requests (a customer asked for a refund) with Send Consumption Information, for
         /// customers who consented (`PUT /v1/consumption-consent` from the app): `preferRefund`, `preferNoRefund` or
         /// `prorated` (by what was consumed). Unset: consumption requests are stored and left unanswered. Needs
@@ -112,6 +117,7 @@ public struct ServerConfiguration: Codable, Sendable {
         if let value = environment["IAPKIT_STOREKIT_FILE"] { configuration.storeKitFile = value }
         if let value = environment["IAPKIT_SHARED_SECRET"] { configuration.appStore.sharedSecret = value }
         if let value = environment["IAPKIT_FINISH_TRANSACTIONS"] { configuration.appStore.finishTransactions = ["1", "true", "yes"].contains(value.lowercased()) }
+        if let value = environment["IAPKIT_SET_APP_ACCOUNT_TOKENS"] { configuration.appStore.setAppAccountTokens = ["1", "true", "yes"].contains(value.lowercased()) }
         if let value = environment["IAPKIT_REFUND_POLICY"] {
             guard let policy = RefundPolicy(rawValue: value) else {
                 throw ConfigurationError("IAPKIT_REFUND_POLICY must be one of \(RefundPolicy.allCases.map(\.rawValue).joined(separator: ", "))")

@@ -208,6 +208,11 @@ struct AppRoutes {
         let granted = results.compactMap { try? $0.get() }
         // What this request delivered, once: a receipt synced again (alreadyGranted) calls Apple for nothing.
         services.finishWithApple(granted.filter { $0.outcome != .alreadyGranted }.map(\.transactionId))
+        // A receipt carries no tokens at all: only signed transactions say whether Apple holds one.
+        if source != "receipt" {
+            let delivered = Set(granted.filter { $0.outcome != .deliveredToOwner }.map(\.transactionId))
+            services.setAppAccountTokensWithApple(transactions.filter { delivered.contains($0.transactionId ?? "") }, account: account)
+        }
         let items = granted.map { PurchaseReply.Item(transactionId: $0.transactionId, outcome: $0.outcome, orderId: $0.orderId) }
         let owned: AccountEntitlements
         if let last = granted.last { owned = last.entitlements } else {

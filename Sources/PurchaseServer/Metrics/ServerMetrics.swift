@@ -63,6 +63,14 @@ public struct ServerMetrics: Sendable {
         MetricNameDescriptor(namespace: "iapkit", metricName: "apple_finish", unitName: "total", helpText: "Finish Transaction calls to Apple by result")
     }
 
+    func appAccountTokenSet(succeeded: Bool) {
+        registry.makeCounter(descriptor: Self.appAccountTokens, labels: [("result", succeeded ? "set" : "failed")]).increment()
+    }
+    static var appAccountTokens: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "apple_app_account_token", unitName: "total",
+                             helpText: "Set App Account Token calls to Apple for purchases made outside the app's flow, by result")
+    }
+
     /// What became of a `CONSUMPTION_REQUEST`: `sent`, `refused` by Apple, or why nothing was sent.
     func consumptionAnswer(_ result: String) {
         registry.makeCounter(descriptor: Self.consumptionAnswers, labels: [("result", result)]).increment()

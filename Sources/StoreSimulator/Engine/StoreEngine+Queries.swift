@@ -55,6 +55,8 @@ extension StoreEngine {
         guard stored.sharedFrom == nil, stored.payload.inAppOwnershipType != .familyShared else { return .familyShared }
         let ids = state.transactions.filter { $0.value.payload.originalTransactionId == originalTransactionId }.map(\.key)
         for id in ids { state.transactions[id]?.payload.appAccountToken = token }
+        // Renewals to come carry it too, whatever an earlier change of plan had queued.
+        if state.subscriptions[originalTransactionId]?.nextAppAccountToken != nil { state.subscriptions[originalTransactionId]?.nextAppAccountToken = token }
         try persist()
         return .set
     }

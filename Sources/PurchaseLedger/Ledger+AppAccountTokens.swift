@@ -1,0 +1,32 @@
+import AppStoreFormats
+import Foundation
+
+extension Ledger {
+    /// The `appAccountToken` that names `accountId` for the series of `transactionId`, for a purchase made outside the
+    /// app's flow (an offer code redeemed in the App Store, a promotion, a purchase on a device without the app's order):
+    /// the token of an order of the account's that names a transaction of the series, or a new granted order of its own
+    /// naming this transaction. The server then sets it at Apple (Set App Account Token), so Apple's later transactions of
+    /// the series — renewals, refunds, consumption requests — name the account by the same rule as any order's.
+    /// Nil when the transaction is not bound to `accountId`, or is a family member's copy (Apple refuses those: 4000185).
+    public func appAccountToken(accountId: String, forTransaction transactionId: String, now: Date = Date()) async throws -> UUID? {
+        try Self.checkAccountId(accountId)
+        return try await write { session in
+            guard let record = try session.purchase(transactionId), record.accountId == accountId, record.ownership != .familyShared else { return nil }
+            if let text = try session.sql.first("""
+                SELECT o.app_account_token FROM orders o JOIN purchases p ON p.transaction_id = o.transaction_id
+                WHERE p.original_transaction_id = $1 AND o.account_id = $2 ORDER BY o.created_at LIMIT 1
+                """, [.text(record.originalTransactionId), .text(accountId)])?.text(0), let token = UUID(uuidString: text) {
+                return token
+            }
+            let token = UUID()
+            try session.sql.execute("""
+                INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7)
+                """, [.text("external-" + UUID().uuidString.lowercased()), .text(accountId), .text(record.productId), .text(token.uuidString.lowercased()),
+                      .text(Order.State.granted.rawValue), .text(transactionId), .of(now)])
+            try session.apply(.audit(actor: "server", action: "app_account_token_assigned", subject: accountId,
+                                     detail: "series \(record.originalTransactionId), bought outside the app's flow (transaction \(transactionId))", at: now))
+            return token
+        }
+    }
+}
