@@ -29,6 +29,14 @@ public struct ServerAPIClient: Sendable {
             self.bundleId = bundleId
             self.privateKey = privateKey
         }
+
+        /// A JWS Compact Serialization of `claims` as Apple's APIs take them: `alg` ES256, `kid` this key, `typ` JWT.
+        public func signJWT(_ claims: some Encodable) throws -> String {
+            let header = #"{"alg":"ES256","kid":"\#(keyId)","typ":"JWT"}"#
+            let input = Base64.urlEncode(Array(header.utf8)) + "." + Base64.urlEncode(Array(try JSONEncoder().encode(claims)))
+            let signature = try privateKey.signature(for: Array(input.utf8))
+            return input + "." + Base64.urlEncode(signature.rawRepresentation)
+        }
     }
 
     public let baseURL: String
@@ -61,14 +69,10 @@ public struct ServerAPIClient: Sendable {
 
     /// A bearer token valid for five minutes.
     public func token(now: Date = Date()) throws -> String {
-        let header = #"{"alg":"ES256","kid":"\#(credentials.keyId)","typ":"JWT"}"#
         let issued = Int64(now.timeIntervalSince1970)
         struct Claims: Encodable { var iss: String; var iat: Int64; var exp: Int64; var aud: String; var bid: String }
-        let claims = try JSONEncoder().encode(Claims(iss: credentials.issuerId, iat: issued, exp: issued + 300, aud: "appstoreconnect-v1",
-                                                     bid: credentials.bundleId))
-        let input = Base64.urlEncode(Array(header.utf8)) + "." + Base64.urlEncode(Array(claims))
-        let signature = try credentials.privateKey.signature(for: Array(input.utf8))
-        return input + "." + Base64.urlEncode(signature.rawRepresentation)
+        return try credentials.signJWT(Claims(iss: credentials.issuerId, iat: issued, exp: issued + 300, aud: "appstoreconnect-v1",
+                                              bid: credentials.bundleId))
     }
 
     /// Get Transaction Info: the signed transaction (`signedTransactionInfo`), still to be verified by the caller.

@@ -229,16 +229,37 @@ public actor PurchaseClient {
     /// Buys `productId`: order, payment, journal, upload, finish. A second call for a product whose purchase is
     /// still running joins it (one order, one payment sheet) and gets the same outcome.
     public func purchase(_ productId: String, quantity: Int = 1) async -> PurchaseOutcome {
+        await purchase(productId, quantity: quantity, promotionalOffer: nil)
+    }
+
+    /// Buys `productId` redeeming what the app's server signs for it: promotional offer `promotionalOffer` (a
+    /// retention or win-back offer set up in App Store Connect, signed only for a customer its rules allow), and, with
+    /// `serverIntroductoryEligibility`, the server's judgement of the introductory offer (across the customer's Apple
+    /// IDs) instead of StoreKit's. A refused signature fails the purchase before anything is ordered or charged.
+    public func purchase(_ productId: String, quantity: Int = 1, promotionalOffer: String?, serverIntroductoryEligibility: Bool = false) async -> PurchaseOutcome {
         if let running = purchasesInFlight[productId] { return await running.value }
-        let task = Task { await self.performPurchase(productId, quantity: quantity) }
+        let task = Task { await self.performPurchase(productId, quantity: quantity, promotionalOffer: promotionalOffer,
+                                                     serverIntroductoryEligibility: serverIntroductoryEligibility) }
         purchasesInFlight[productId] = task
         let outcome = await task.value
         purchasesInFlight[productId] = nil
         return outcome
     }
 
-    private func performPurchase(_ productId: String, quantity: Int) async -> PurchaseOutcome {
+    private func performPurchase(_ productId: String, quantity: Int, promotionalOffer: String? = nil,
+                                 serverIntroductoryEligibility: Bool = false) async -> PurchaseOutcome {
         guard await store.canMakePayments() else { return .failed(PurchaseFailure(.paymentsNotAllowed, "payments are not allowed on this device")) }
+        var offers = SignedOffers()
+        if promotionalOffer != nil || serverIntroductoryEligibility {
+            do {
+                offers = try await server.signOffers(productId: productId, promotionalOffer: promotionalOffer,
+                                                     introductoryOfferEligibility: serverIntroductoryEligibility)
+            } catch let failure as PurchaseFailure {
+                return .failed(failure)
+            } catch {
+                return .failed(PurchaseFailure(.offerRefused, "\(error)"))
+            }
+        }
         // The account the order is for: a sign-in change during the payment must not move the payment.
         let owner = accountId
         eventBroadcast.send(.creatingOrder(productId: productId))
@@ -254,7 +275,7 @@ public actor PurchaseClient {
         }
         eventBroadcast.send(.awaitingPayment(orderId: order.orderId))
         let result: StorePurchaseResult
-        do { result = try await store.purchase(productId, appAccountToken: order.appAccountToken, quantity: quantity) } catch {
+        do { result = try await store.purchase(productId, appAccountToken: order.appAccountToken, quantity: quantity, offers: offers) } catch {
             // No answer from the store: whether it charged is unknown. The intent stays, so a transaction arriving
             // later still finds its order.
             return .failed(PurchaseFailure(.storeFailed, "\(error)"))

@@ -29,6 +29,8 @@ public enum PurchaseServer {
         /// Set at Apple (Set App Account Token) the account's token on purchases made outside the app's flow; needs the
         /// Server API.
         public var setAppAccountTokensWithApple = false
+        /// Promotional offers the server signs, by offer identifier (``OfferRoutes``).
+        public var promotionalOffers: [String: PromotionalOfferRule] = [:]
         /// Answer Apple's consumption requests (a customer asked for a refund) for customers who consented; needs the
         /// Server API. Nil: they are stored and left unanswered.
         public var consumption: ConsumptionSettings?
@@ -57,6 +59,7 @@ public enum PurchaseServer {
             services.entitlementSigner = try EntitlementSigner.loadOrCreate(in: configuration.dataDirectory)
             services.finishTransactionsWithApple = configuration.appStore.finishTransactions ?? false
             services.setAppAccountTokensWithApple = configuration.appStore.setAppAccountTokens ?? false
+            services.promotionalOffers = configuration.promotionalOffers
             services.consumption = configuration.appStore.refundPolicy.map {
                 ConsumptionSettings(policy: $0, sampleContentProvided: configuration.appStore.sampleContentProvided ?? false)
             }
@@ -118,6 +121,7 @@ public enum PurchaseServer {
         }
         AppRoutes(services: services).add(to: router)
         ConsentRoutes(services: services).add(to: router)
+        OfferRoutes(services: services).add(to: router)
         EntitlementKeyRoutes(services: services).add(to: router)
         NotificationRoutes(services: services).add(to: router)
         AdminRoutes(services: services).add(to: router)

@@ -71,6 +71,9 @@ public struct PurchaseFailure: CodedError {
         case storeFailed = "store_failed"
         /// The server could not create the order (nothing was charged).
         case orderFailed = "order_failed"
+        /// The server would not sign the offer asked for (the customer may not have it, or it is not set up): nothing
+        /// was charged.
+        case offerRefused = "offer_refused"
         /// The server refused the paid transaction for good (e.g. it belongs to another account).
         case rejectedByServer = "rejected_by_server"
         /// A promoted purchase is held until the app calls ``PurchaseClient/readyForPromotedPurchases()``.

@@ -150,6 +150,30 @@ public struct PurchaseServerClient: Sendable {
         return try Self.decoder.decode(Reply.self, from: data).balance
     }
 
+    /// Asks the server to sign what a purchase redeems (`POST /v1/offers/sign`): a promotional offer the customer may have,
+    /// or the server's introductory-offer eligibility. Throws ``PurchaseFailure`` `offerRefused` when it will not.
+    public func signOffers(productId: String, promotionalOffer: String?, introductoryOfferEligibility: Bool) async throws -> SignedOffers {
+        struct Body: Encodable { var kind: String; var productId: String; var offerIdentifier: String? }
+        struct Reply: Decodable { var signature: String? }
+        var offers = SignedOffers()
+        if let promotionalOffer {
+            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "promotionalOffer", productId: productId, offerIdentifier: promotionalOffer))
+            guard status == 200, let jws = try Self.decoder.decode(Reply.self, from: data).signature else {
+                throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)")
+            }
+            offers.promotionalOfferId = promotionalOffer
+            offers.promotionalOfferJWS = jws
+        }
+        if introductoryOfferEligibility {
+            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "introductoryOfferEligibility", productId: productId))
+            guard status == 200, let jws = try Self.decoder.decode(Reply.self, from: data).signature else {
+                throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)")
+            }
+            offers.introductoryOfferEligibilityJWS = jws
+        }
+        return offers
+    }
+
     /// Records whether the signed-in customer agrees to have their consumption data sent to Apple when they ask for a
     /// refund (ask them in plain words; they may withdraw it at any time). Returns what the server now holds.
     @discardableResult

@@ -61,16 +61,25 @@ public actor SimulatorStore: StoreAdapter {
     }
 
     public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
+        try await purchase(productId, appAccountToken: appAccountToken, quantity: quantity, offers: SignedOffers())
+    }
+
+    public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int, offers: SignedOffers) async throws -> StorePurchaseResult {
+        struct Offer: Encodable { var kind = "promotional"; var id: String; var signature: String }
         struct Request: Encodable {
             var account, device, productId: String; var appAccountToken: UUID; var quantity: Int; var outcome: String?
             /// As StoreKit 2: the transaction alone (the app receipt is read when asked for, ``receipt()``).
             var withReceipt = false
+            var offer: Offer?
+            var introductoryOfferEligibility: String?
         }
         struct Reply: Decodable { var status: String; var signedTransaction: String?; var reason: String? }
         let outcome = nextOutcome
         nextOutcome = nil
-        let reply: Reply = try await call("POST", baseURL.appendingPathComponent("sim/purchases"), body: Request(
-            account: account, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity, outcome: outcome))
+        var request = Request(account: account, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity, outcome: outcome)
+        if let id = offers.promotionalOfferId, let jws = offers.promotionalOfferJWS { request.offer = Offer(id: id, signature: jws) }
+        request.introductoryOfferEligibility = offers.introductoryOfferEligibilityJWS
+        let reply: Reply = try await call("POST", baseURL.appendingPathComponent("sim/purchases"), body: request)
         switch reply.status {
         case "purchased":
             guard let jws = reply.signedTransaction else { return .failed("the store answered without a transaction") }

@@ -96,11 +96,29 @@ public enum StorePurchaseResult: Sendable, Hashable {
 }
 
 /// The store, behind one protocol: the simulator over HTTP (any platform) or StoreKit 2 (Apple platforms).
+/// What the app's server signed for a purchase, for StoreKit to redeem: a promotional offer (`.promotionalOffer(_:compactJWS:)`)
+/// and the server's introductory-offer eligibility (`.introductoryOfferEligibility(compactJWS:)`).
+public struct SignedOffers: Sendable, Hashable {
+    public var promotionalOfferId: String?
+    public var promotionalOfferJWS: String?
+    public var introductoryOfferEligibilityJWS: String?
+
+    public init(promotionalOfferId: String? = nil, promotionalOfferJWS: String? = nil, introductoryOfferEligibilityJWS: String? = nil) {
+        self.promotionalOfferId = promotionalOfferId
+        self.promotionalOfferJWS = promotionalOfferJWS
+        self.introductoryOfferEligibilityJWS = introductoryOfferEligibilityJWS
+    }
+
+    public var isEmpty: Bool { promotionalOfferJWS == nil && introductoryOfferEligibilityJWS == nil }
+}
+
 public protocol StoreAdapter: Sendable {
     func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String])
     func canMakePayments() async -> Bool
     /// Pays for `productId` with the order's `appAccountToken` set on the payment.
     func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult
+    /// Pays with the offers the app's server signed.
+    func purchase(_ productId: String, appAccountToken: UUID, quantity: Int, offers: SignedOffers) async throws -> StorePurchaseResult
     /// Transactions paid but not finished on this device (StoreKit's `Transaction.unfinished`).
     func unfinished() async throws -> [StoreTransaction]
     func finish(_ transaction: StoreTransaction) async throws
@@ -120,6 +138,15 @@ public protocol StoreAdapter: Sendable {
     /// What the store itself says the customer owns now, read on the device without any server (StoreKit's
     /// `Transaction.currentEntitlements`): backs the offline entitlements.
     func currentEntitlements() async throws -> [StoreTransaction]
+}
+
+extension StoreAdapter {
+    /// An adapter that cannot redeem signed offers refuses them before anything is charged: buying at full price
+    /// instead of the offer the customer chose would be a wrong charge.
+    public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int, offers: SignedOffers) async throws -> StorePurchaseResult {
+        guard offers.isEmpty else { return .failed("this store adapter cannot redeem signed offers") }
+        return try await purchase(productId, appAccountToken: appAccountToken, quantity: quantity)
+    }
 }
 
 extension StoreAdapter {

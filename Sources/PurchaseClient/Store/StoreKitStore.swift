@@ -66,8 +66,24 @@ public struct StoreKitStore: StoreAdapter {
     public func canMakePayments() async -> Bool { AppStore.canMakePayments }
 
     public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
+        try await purchase(productId, appAccountToken: appAccountToken, quantity: quantity, offers: SignedOffers())
+    }
+
+    public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int, offers: SignedOffers) async throws -> StorePurchaseResult {
         guard let product = try await Product.products(for: [productId]).first else { return .failed("unknown product \(productId)") }
         var options: Set<Product.PurchaseOption> = [.appAccountToken(appAccountToken), .quantity(quantity)]
+        if !offers.isEmpty {
+            #if compiler(>=6.2)
+            // Both back-deployed to iOS 15 in the SDKs of 2025 (promotionalOffer(_:compactJWS:) returns its options as an array).
+            if let id = offers.promotionalOfferId, let jws = offers.promotionalOfferJWS {
+                options.formUnion(Product.PurchaseOption.promotionalOffer(id, compactJWS: jws))
+            }
+            if let jws = offers.introductoryOfferEligibilityJWS { options.insert(.introductoryOfferEligibility(compactJWS: jws)) }
+            #else
+            // Nothing is charged: full price instead of the offer the customer chose would be a wrong charge.
+            return .failed("signed offers need an SDK of 2025 or later (Swift 6.2)")
+            #endif
+        }
         if #available(iOS 18.0, macOS 15.0, *), let offer = await intents.take(productId), offer.type == .winBack {
             // The customer chose a win-back offer on the App Store: buying without it would charge the full price.
             options.insert(.winBackOffer(offer))

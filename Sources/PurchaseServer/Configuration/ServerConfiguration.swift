@@ -39,6 +39,9 @@ public struct ServerConfiguration: Codable, Sendable {
     public var deviceIntegrityPolicy: String = "record"
     /// Seconds between runs of the reconciliation job (retrying held proofs, refreshing stale subscriptions).
     public var reconcileIntervalSeconds: Double = 60
+    /// Promotional offers the server signs (`POST /v1/offers/sign`), by offer identifier: the products each is set up
+    /// for in App Store Connect and who may have it. Signing needs the In-App Purchase key (`appStore.privateKeyFile`).
+    public var promotionalOffers: [String: PromotionalOfferRule] = [:]
 
     /// Apple's APIs, asked when local proof is not enough. Each is off until configured.
     public struct AppStoreConfiguration: Codable, Sendable {
@@ -162,6 +165,11 @@ public struct ServerConfiguration: Codable, Sendable {
         }
         guard ["record", "refuse"].contains(deviceIntegrityPolicy) else { throw ConfigurationError("deviceIntegrityPolicy is record or refuse") }
         guard maxBodyBytes >= 1024, maxBodyBytes <= 16 << 20 else { throw ConfigurationError("maxBodyBytes must be 1 KiB to 16 MiB") }
+        for (offer, rule) in promotionalOffers {
+            for productId in rule.productIds where catalog.rule(for: productId)?.type != .autoRenewableSubscription {
+                throw ConfigurationError("promotionalOffers.\(offer): \(productId) is not an auto-renewable subscription the catalog sells")
+            }
+        }
         if appStore.refundPolicy != nil, appStore.serverAPIBaseURL == nil {
             throw ConfigurationError("appStore.refundPolicy answers through the Server API: set appStore.serverAPIBaseURL and its key")
         }
@@ -191,6 +199,7 @@ public struct ServerConfiguration: Codable, Sendable {
         appStore = try c.decodeIfPresent(AppStoreConfiguration.self, forKey: .appStore) ?? d.appStore
         reconcileIntervalSeconds = try c.decodeIfPresent(Double.self, forKey: .reconcileIntervalSeconds) ?? d.reconcileIntervalSeconds
         deviceIntegrityPolicy = try c.decodeIfPresent(String.self, forKey: .deviceIntegrityPolicy) ?? d.deviceIntegrityPolicy
+        promotionalOffers = try c.decodeIfPresent([String: PromotionalOfferRule].self, forKey: .promotionalOffers) ?? d.promotionalOffers
     }
 }
 

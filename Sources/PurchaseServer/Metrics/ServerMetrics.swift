@@ -63,6 +63,13 @@ public struct ServerMetrics: Sendable {
         MetricNameDescriptor(namespace: "iapkit", metricName: "apple_finish", unitName: "total", helpText: "Finish Transaction calls to Apple by result")
     }
 
+    func offerSigned(_ kind: String) {
+        registry.makeCounter(descriptor: Self.offerSignatures, labels: [("kind", kind)]).increment()
+    }
+    static var offerSignatures: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "offer_signatures", unitName: "total", helpText: "Offer signatures made for StoreKit, by kind")
+    }
+
     func appAccountTokenSet(succeeded: Bool) {
         registry.makeCounter(descriptor: Self.appAccountTokens, labels: [("result", succeeded ? "set" : "failed")]).increment()
     }

@@ -8,17 +8,38 @@ public struct OfferRequest: Codable, Sendable, Hashable {
     public var kind: Kind
     /// The promotional offer's id, or the offer code's reference name.
     public var id: String
+    /// A promotional offer's signature from the app's server: the JWS of 2025 (`.promotionalOffer(_:compactJWS:)`)…
+    public var signature: String?
+    /// …or the original API's (`.promotionalOffer(offerID:keyID:nonce:signature:timestamp:)`).
+    public var legacySignature: LegacyPromotionalOfferSignature?
 
-    public init(kind: Kind, id: String) {
+    public init(kind: Kind, id: String, signature: String? = nil, legacySignature: LegacyPromotionalOfferSignature? = nil) {
         self.kind = kind
         self.id = id
+        self.signature = signature
+        self.legacySignature = legacySignature
     }
 }
 
 /// Subscription offers: introductory offers (one per customer per group), promotional offers (current and lapsed
 /// subscribers) and offer codes (whoever the code's eligibility names), each priced and timed by its payment mode.
-/// The simulator does not check promotional-offer signatures: the app's server signs those, not the store.
+/// The engine takes a purchase's offer as given; the simulator's purchase route checks the app server's signatures
+/// first (``OfferSignatureVerifier``), and the engine keeps the nonces they used.
 extension StoreEngine {
+    /// Takes a signature's nonce for `account`'s purchase: false when it was used before (the App Store takes each once),
+    /// or when the transaction id it names is not the customer's (one of their transactions, or their app transaction).
+    public func takeOfferNonce(_ nonce: String, account: String, transactionId: String?) throws -> Bool {
+        if let transactionId {
+            let own = state.transactions[transactionId]?.account == account || state.accounts[account]?.appTransactionId == transactionId
+            guard own else { return false }
+        }
+        var used = state.usedOfferNonces ?? []
+        guard !nonce.isEmpty, used.insert(nonce.lowercased()).inserted else { return false }
+        state.usedOfferNonces = used
+        try persist()
+        return true
+    }
+
     /// Where the customer stands in a subscription group, in offer-code eligibility's words.
     enum GroupStanding: String { case new, existing, expired }
 

@@ -9,12 +9,14 @@ extension StoreEngine {
         public var canMakePayments: Bool
         public var askToBuy: Bool
         public var billingFails: Bool
+        /// The customer's app transaction (every account has one from its creation).
+        public var appTransactionId: String?
     }
 
     /// The settings of account `id`, if it exists.
     public func account(_ id: String) -> AccountSettings? {
         state.accounts[id].map { AccountSettings(id: $0.id, storefront: $0.storefront, canMakePayments: $0.canMakePayments, askToBuy: $0.askToBuy,
-                                                  billingFails: $0.billingFails) }
+                                                  billingFails: $0.billingFails, appTransactionId: $0.appTransactionId) }
     }
 
     /// Ask to Buy and interrupted requests waiting, oldest first.

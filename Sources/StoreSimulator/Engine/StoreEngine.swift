@@ -86,7 +86,8 @@ public actor StoreEngine {
 
     /// Buys `productId` for `account` on `device`, redeeming `offer` when given.
     public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
-                         quantity: Int = 1, offer: OfferRequest? = nil, outcome: Outcome = .success, withReceipt: Bool = true) throws -> PurchaseResult {
+                         quantity: Int = 1, offer: OfferRequest? = nil, allowIntroductoryOffer: Bool? = nil, outcome: Outcome = .success,
+                         withReceipt: Bool = true) throws -> PurchaseResult {
         try processSubscriptions()
         guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
         guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
@@ -94,7 +95,7 @@ public actor StoreEngine {
         guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }
         if let offer, case .failure(let refusal) = resolve(offer, productId: productId, account: accountId) { return .failed(reason: refusal.reason) }
         let request = StoreState.PendingPurchase(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken,
-                                                 quantity: quantity, offer: offer)
+                                                 quantity: quantity, offer: offer, allowIntroductoryOffer: allowIntroductoryOffer)
         switch outcome {
         case .userCancelled: return .userCancelled
         case .failed: return .failed(reason: "the payment failed")
@@ -177,7 +178,7 @@ public actor StoreEngine {
             var offer: StoreState.ScheduledOffer?
             if let requested = request.offer, case .success(let terms) = resolve(requested, productId: productId, account: accountId) {
                 offer = terms
-            } else if let intro = product.introductoryOffer, !account.introOfferGroupsUsed.contains(group) {
+            } else if let intro = product.introductoryOffer, request.allowIntroductoryOffer ?? !account.introOfferGroupsUsed.contains(group) {
                 account.introOfferGroupsUsed.insert(group)
                 offer = schedule(intro, type: .introductoryOffer, product: product)
             }

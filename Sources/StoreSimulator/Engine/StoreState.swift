@@ -18,6 +18,8 @@ struct StoreState: Codable, Sendable {
     var extensionRequests: [String: String] = [:]
     /// Mass renewal-date extensions by request identifier (optional: state files written before them still load).
     var massExtensions: [String: MassExtension]?
+    /// Nonces of the offer signatures purchases used (optional: state files written before them still load).
+    var usedOfferNonces: Set<String>?
     /// Customers' refund requests by transaction id (optional: state files written before them still load).
     var refundRequests: [String: RefundRequest]?
     /// Auto-renewable series by original transaction id.
@@ -155,6 +157,8 @@ struct StoreState: Codable, Sendable {
         var appAccountToken: UUID?
         var quantity: Int
         var offer: OfferRequest?
+        /// The app server's signed word on the introductory offer (introductory-offer eligibility), when it gave one.
+        var allowIntroductoryOffer: Bool?
     }
 
     mutating func mintId() -> String {

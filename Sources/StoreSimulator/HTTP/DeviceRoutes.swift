@@ -22,8 +22,10 @@ struct DeviceRoutes {
         var productId: String
         var appAccountToken: UUID?
         var quantity: Int?
-        /// A promotional offer or offer code to redeem.
+        /// A promotional offer (with the app server's signature) or offer code to redeem.
         var offer: OfferRequest?
+        /// The app server's introductory-offer eligibility JWS (`.introductoryOfferEligibility(compactJWS:)`).
+        var introductoryOfferEligibility: String?
         var outcome: StoreEngine.Outcome?
         /// Whether the reply carries the updated app receipt (StoreKit 1's view of a purchase; the default). StoreKit 2
         /// hands the app a transaction alone, and so does the SDK's adapter: a receipt is an RSA signature to make.
@@ -126,9 +128,15 @@ struct DeviceRoutes {
 
         sim.post("purchases") { request, _ in
             let body = try await request.decode(PurchaseRequest.self)
+            let allowIntroductoryOffer: Bool?
+            switch try await checkSignatures(body) {
+            case .success(let allow): allowIntroductoryOffer = allow
+            case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
+            }
             let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
                                                    appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, offer: body.offer,
-                                                   outcome: body.outcome ?? .success, withReceipt: body.withReceipt ?? true)
+                                                   allowIntroductoryOffer: allowIntroductoryOffer, outcome: body.outcome ?? .success,
+                                                   withReceipt: body.withReceipt ?? true)
             try await services.delivery?.deliverDue()
             switch result {
             case .purchased(let signed, let id, let receipt):
@@ -241,5 +249,39 @@ struct DeviceRoutes {
 extension DeviceRoutes.OfferInfo {
     init(_ offer: SimulatorCatalog.Offer) {
         self.init(id: offer.offerId, discountType: offer.discountType, period: offer.period.description, numberOfPeriods: offer.numberOfPeriods, price: offer.price)
+    }
+}
+
+extension DeviceRoutes {
+    /// The app server's signatures on a purchase, checked as the App Store does before it charges: a promotional
+    /// offer needs one (JWS or the original kind), introductory-offer eligibility is taken when signed; each nonce
+    /// once, each naming the buyer. Answers the introductory-offer decision the signature carries.
+    func checkSignatures(_ body: PurchaseRequest) async throws -> Result<Bool?, OfferSignatureVerifier.Refusal> {
+        let verifier = OfferSignatureVerifier(services.authenticator)
+        var accepted: [OfferSignatureVerifier.Accepted] = []
+        if let offer = body.offer, offer.kind == .promotional {
+            let checked: Result<OfferSignatureVerifier.Accepted, OfferSignatureVerifier.Refusal>
+            if let jws = offer.signature {
+                checked = verifier.promotionalOffer(jws, productId: body.productId, offerIdentifier: offer.id)
+            } else if let legacy = offer.legacySignature {
+                checked = verifier.legacyPromotionalOffer(legacy, productId: body.productId, offerIdentifier: offer.id,
+                                                          applicationUsername: body.appAccountToken?.uuidString ?? "")
+            } else {
+                checked = .failure(.init(reason: "a promotional offer needs the app server's signature"))
+            }
+            guard case .success(let signature) = checked else { return checked.map { _ in nil } }
+            accepted.append(signature)
+        }
+        if let jws = body.introductoryOfferEligibility {
+            let checked = verifier.introductoryOfferEligibility(jws, productId: body.productId)
+            guard case .success(let signature) = checked else { return checked.map { _ in nil } }
+            accepted.append(signature)
+        }
+        for signature in accepted {
+            guard try await engine.takeOfferNonce(signature.nonce, account: body.account, transactionId: signature.transactionId) else {
+                return .failure(.init(reason: "the nonce was used before, or the transaction it names is not the buyer's"))
+            }
+        }
+        return .success(accepted.lazy.compactMap(\.allowIntroductoryOffer).first)
     }
 }

@@ -1,0 +1,95 @@
+import AppStoreFormats
+import Crypto
+import Foundation
+
+/// Checks the signatures the app's server makes for StoreKit, as the App Store does when a purchase uses them: ES256 by
+/// the app's In-App Purchase key (the key the simulator's Server API takes), the feature's audience, the app's bundle
+/// id, the product and offer bought, issued no more than 24 hours ago (real time, as tokens are), and a nonce never
+/// used before (``StoreEngine/takeOfferNonce(_:account:transactionId:)`` keeps them).
+public struct OfferSignatureVerifier: Sendable {
+    public let keyId: String
+    public let issuerId: String?
+    public let publicKey: P256.Signing.PublicKey
+    public let bundleId: String
+
+    public init(_ authenticator: APIAuthenticator) {
+        keyId = authenticator.keyId
+        issuerId = authenticator.issuerId
+        publicKey = authenticator.publicKey
+        bundleId = authenticator.bundleId
+    }
+
+    /// What a valid signature says.
+    public struct Accepted: Sendable, Hashable {
+        public var nonce: String
+        /// The customer's transaction or app transaction it names, to be checked against the buyer.
+        public var transactionId: String?
+        public var allowIntroductoryOffer: Bool?
+    }
+
+    /// Why a signature is refused (StoreKit's `invalidOfferSignature`).
+    public struct Refusal: Error, Sendable, Hashable, CustomStringConvertible {
+        public var reason: String
+        public var description: String { "invalidOfferSignature: \(reason)" }
+    }
+
+    /// A promotional offer's JWS (`.promotionalOffer(_:compactJWS:)`).
+    public func promotionalOffer(_ jws: String, productId: String, offerIdentifier: String, now: Date = Date()) -> Result<Accepted, Refusal> {
+        claims(jws, audience: OfferSignatureClaims.promotionalOfferAudience, productId: productId, now: now).flatMap { claims in
+            guard claims.offerIdentifier == offerIdentifier else { return .failure(Refusal(reason: "signed for another offer")) }
+            return .success(Accepted(nonce: claims.nonce ?? "", transactionId: claims.transactionId))
+        }
+    }
+
+    /// Introductory-offer eligibility's JWS (`.introductoryOfferEligibility(compactJWS:)`).
+    public func introductoryOfferEligibility(_ jws: String, productId: String, now: Date = Date()) -> Result<Accepted, Refusal> {
+        claims(jws, audience: OfferSignatureClaims.introductoryOfferEligibilityAudience, productId: productId, now: now).flatMap { claims in
+            guard let allow = claims.allowIntroductoryOffer, let transactionId = claims.transactionId, !transactionId.isEmpty else {
+                return .failure(Refusal(reason: "allowIntroductoryOffer and transactionId are required"))
+            }
+            return .success(Accepted(nonce: claims.nonce ?? "", transactionId: transactionId, allowIntroductoryOffer: allow))
+        }
+    }
+
+    /// The original API's signature; `applicationUsername` is the purchase's `appAccountToken` (or empty).
+    public func legacyPromotionalOffer(_ signature: LegacyPromotionalOfferSignature, productId: String, offerIdentifier: String,
+                                       applicationUsername: String, now: Date = Date()) -> Result<Accepted, Refusal> {
+        guard signature.keyIdentifier == keyId else { return .failure(Refusal(reason: "signed with another key")) }
+        let issued = Date(timeIntervalSince1970: Double(signature.timestamp) / 1000)
+        guard issued <= now.addingTimeInterval(60), now.timeIntervalSince(issued) <= LegacyPromotionalOfferSignature.lifetime else {
+            return .failure(Refusal(reason: "expired, or dated in the future"))
+        }
+        let text = LegacyPromotionalOfferSignature.signedText(bundleId: bundleId, keyIdentifier: keyId, productId: productId,
+                                                              offerIdentifier: offerIdentifier, applicationUsername: applicationUsername,
+                                                              nonce: signature.nonce, timestamp: signature.timestamp)
+        guard signature.signature.utf8.count <= 512, let der = Base64.decode(signature.signature.utf8),
+              let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: der),
+              publicKey.isValidSignature(ecdsa, for: SHA256.hash(data: Array(text.utf8))) else {
+            return .failure(Refusal(reason: "the signature does not match"))
+        }
+        return .success(Accepted(nonce: signature.nonce.uuidString.lowercased()))
+    }
+
+    private func claims(_ jws: String, audience: String, productId: String, now: Date) -> Result<OfferSignatureClaims, Refusal> {
+        guard jws.utf8.count <= 8 << 10, let compact = try? CompactJWS(jws), let header = try? compact.header() else {
+            return .failure(Refusal(reason: "not a JWS"))
+        }
+        guard header.alg == "ES256", header.kid == keyId else { return .failure(Refusal(reason: "not signed with the app's In-App Purchase key")) }
+        guard let raw = try? compact.signature(), let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw),
+              publicKey.isValidSignature(signature, for: SHA256.hash(data: compact.signingInput)) else {
+            return .failure(Refusal(reason: "the signature does not match"))
+        }
+        guard let claims = try? JSONDecoder().decode(OfferSignatureClaims.self, from: Data(compact.payload())) else {
+            return .failure(Refusal(reason: "claims of the wrong shape"))
+        }
+        guard claims.aud == audience else { return .failure(Refusal(reason: "audience \(claims.aud ?? "none"), not \(audience)")) }
+        guard claims.bid == bundleId else { return .failure(Refusal(reason: "signed for another app")) }
+        if let issuerId, claims.iss != issuerId { return .failure(Refusal(reason: "another issuer")) }
+        guard claims.productId == productId else { return .failure(Refusal(reason: "signed for another product")) }
+        guard let iat = claims.iat, iat <= now.timeIntervalSince1970 + 60, now.timeIntervalSince1970 - iat <= LegacyPromotionalOfferSignature.lifetime else {
+            return .failure(Refusal(reason: "expired, or issued in the future"))
+        }
+        guard let nonce = claims.nonce, UUID(uuidString: nonce) != nil else { return .failure(Refusal(reason: "the nonce is not a UUID")) }
+        return .success(claims)
+    }
+}
