@@ -55,6 +55,9 @@ extension Ledger {
                 try session.rescindConsent(appTransactionId: appTransactionId, signedDate: event.signedDate)
             }
             guard let record else { return .applied }
+            if event.type == .consumptionRequest {
+                try session.oweConsumptionAnswer(notificationUUID: event.notificationUUID, transactionId: record.transactionId, signedDate: event.signedDate)
+            }
             try session.lockSeries(record.originalTransactionId)
             let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)
             try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))

@@ -92,21 +92,68 @@ struct ConsumptionConsentTests {
         #expect(try await ledger.consumptionConsent(accountId: uniqueId("never-")) == nil)
     }
 
-    @Test("A consumable's facts hold its credit and the balance left; an answer is kept once per notification", arguments: StoreKind.allCases)
-    func factsAndAnswers(_ kind: StoreKind) async throws {
+    @Test("A consumable's facts hold its credit and the balance left; a guardian's withdrawal reaches an account linked to it later",
+          arguments: StoreKind.allCases)
+    func factsAndLaterLinks(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
         let account = uniqueId("spender-")
         let coins = transaction(Demo.coins, type: .consumable, quantity: 2)
         _ = try await ledger.submit(.init(accountId: account, transaction: coins))
         _ = try await ledger.spend(accountId: account, currency: "coins", amount: 50, idempotencyKey: "k")
-        try await ledger.setConsumptionConsent(accountId: account, consented: true)
+        let start = Date()
+        try await ledger.setConsumptionConsent(accountId: account, consented: true, now: start)
         let facts = try #require(try await ledger.consumptionFacts(transactionId: coins.transactionId!))
         #expect(facts.accountId == account && facts.consented)
         #expect(facts.credited == 200 && facts.balance == 150)
         #expect(try await ledger.consumptionFacts(transactionId: uniqueId()) == nil)
+        // A guardian withdraws consent for an app transaction no account presented yet; then this account presents it.
+        let appTransactionId = uniqueId("app-")
+        _ = try await rescind(ledger, appTransactionId: appTransactionId, signed: start + 5)
+        #expect(try await ledger.consumptionFacts(transactionId: coins.transactionId!)?.consented == true)
+        var app = AppTransactionDecodedPayload()
+        app.appTransactionId = appTransactionId
+        app.bundleId = "com.example.iapkit"
+        try await ledger.recordAppTransaction(app, accountId: account, now: start + 10)
+        #expect(try await ledger.consumptionFacts(transactionId: coins.transactionId!)?.consented == false, "withdrawn, though linked after")
+        try await ledger.setConsumptionConsent(accountId: account, consented: true, now: start + 20)
+        #expect(try await ledger.consumptionFacts(transactionId: coins.transactionId!)?.consented == true, "the customer's later choice")
+    }
+
+    @Test("A consumption request owes an answer from the moment it is stored: one sender at a time, owed again while Apple is away, expired after 12 hours",
+          arguments: StoreKind.allCases)
+    func owedAnswers(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("asker-")
+        let coins = transaction(Demo.coins, type: .consumable)
+        _ = try await ledger.submit(.init(accountId: account, transaction: coins))
+        let signed = Date()
         let uuid = UUID().uuidString
-        try await ledger.recordConsumptionAnswer(.init(notificationUUID: uuid, transactionId: coins.transactionId!, accountId: account, body: "first", answeredAt: Date()))
-        try await ledger.recordConsumptionAnswer(.init(notificationUUID: uuid, transactionId: coins.transactionId!, accountId: account, body: "second", answeredAt: Date()))
-        #expect(try await ledger.consumptionAnswer(notificationUUID: uuid)?.body == "first")
+        let request = NotificationEvent(notificationUUID: uuid, type: .consumptionRequest, subtype: nil, signedDate: signed, signedPayload: "x",
+                                        transaction: coins)
+        #expect(try await ledger.apply(request, now: signed) == .applied)
+        #expect(try await ledger.apply(request, now: signed) == .duplicate)
+        let owed = try #require(try await ledger.consumptionAnswer(notificationUUID: uuid))
+        #expect(owed.state == .pending && owed.transactionId == coins.transactionId)
+        #expect(abs(owed.dueBy.timeIntervalSince(signed + 12 * 3600)) < 0.002)
+        #expect(try await ledger.owedConsumptionAnswers(now: signed).map(\.notificationUUID).contains(uuid))
+
+        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 1) == coins.transactionId)
+        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 2) == nil, "another sender holds it")
+        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, state: .pending, accountId: account, body: nil, now: signed + 3)
+        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 4) == coins.transactionId, "owed again")
+        // A sender that died holding it: its claim lapses.
+        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 4 + Ledger.consumptionClaimLease + 1) == coins.transactionId)
+        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, state: .answered, accountId: account, body: "{}", now: signed + 200)
+        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, state: .refused, accountId: account, body: "late", now: signed + 201)
+        let answered = try #require(try await ledger.consumptionAnswer(notificationUUID: uuid))
+        #expect(answered.state == .answered && answered.body == "{}", "only the claim's holder settles it, once")
+        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 300) == nil)
+        #expect(!(try await ledger.owedConsumptionAnswers(now: signed + 300).map(\.notificationUUID).contains(uuid)))
+
+        let late = UUID().uuidString
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: late, type: .consumptionRequest, subtype: nil, signedDate: signed,
+                                                     signedPayload: "x", transaction: coins), now: signed)
+        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: late, now: signed + 13 * 3600) == nil)
+        #expect(try await ledger.consumptionAnswer(notificationUUID: late)?.state == .expired)
     }
 }

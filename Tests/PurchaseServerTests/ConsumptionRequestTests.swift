@@ -122,27 +122,35 @@ struct ConsumptionRequestTests {
         }
     }
 
-    @Test("Apple unreachable when the request arrives: answered 503, and the redelivered request is answered once")
-    func appleDownThenRedelivered() async throws {
-        try await run(.sqlite, policy: .preferRefund) { system in
+    @Test("Apple unreachable when the request arrives: the notification is taken, the answer stays owed, and the reconciler sends it once",
+          arguments: LedgerKind.allCases)
+    func appleDownThenReconciled(_ kind: LedgerKind) async throws {
+        try await run(kind, policy: .preferRefund) { system in
             let (account, _, id) = try await bought(Self.coins, system, prefix: "outage")
             try await consent(system, account, true)
-            _ = try await system.device(.post, "/sim/faults", ["seed": 1, "rules": [
-                ["pathPrefix": "/inApps/v2/transactions/consumption", "errorRate": 1.0, "errorStatus": 503]]])
+            let refuseConsumption: [String: Any] = ["seed": 1, "rules": [["pathPrefix": "/inApps/v2/transactions/consumption", "errorRate": 1.0,
+                                                                         "errorStatus": 503]]]
+            _ = try await system.device(.post, "/sim/faults", refuseConsumption)
             _ = try await system.device(.post, "/sim/transactions/\(id)/refund-request")
             #expect(try await system.device(.get, "/sim/transactions/\(id)/refund-request")["consumption"] == nil)
             let request = try #require(await system.engine.notifications().last { $0.type == .consumptionRequest })
-            #expect(request.attempts.last?.sendAttemptResult != .success, "the server answered the notification with a failure, so Apple retries")
+            #expect(request.attempts.last?.sendAttemptResult == .success, "the notification itself is stored and taken")
+            #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .pending)
+            // Still away at the reconciler's pass: owed still.
+            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried == 1)
+            #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .pending)
             _ = try await system.device(.delete, "/sim/faults")
-            try await system.advance(by: 3_600 * 2)
+            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried == 1)
             let sent = try #require(try await system.device(.get, "/sim/transactions/\(id)/refund-request")["consumption"] as? [String: Any])
             #expect(sent["refundPreference"] as? String == "GRANT_FULL")
-            // Answered once: delivered again while Apple would refuse any call, the request is taken (200) without one.
-            _ = try await system.device(.post, "/sim/faults", ["seed": 1, "rules": [
-                ["pathPrefix": "/inApps/v2/transactions/consumption", "errorRate": 1.0, "errorStatus": 503]]])
+            #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .answered)
+            // Answered once: delivered again while Apple would refuse any call, nothing is sent and nothing owed.
+            _ = try await system.device(.post, "/sim/faults", refuseConsumption)
             let again = try await system.server.execute(uri: "/v1/notifications/appstore", method: .post,
                                                         body: ByteBuffer(string: #"{"signedPayload":"\#(request.signedPayload)"}"#))
             #expect(again.status == .ok)
+            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried == 0)
+            #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .answered)
             _ = try await system.device(.delete, "/sim/faults")
         }
     }

@@ -58,7 +58,8 @@ public enum ConsumptionRules {
         case .preferNoRefund: request.refundPreference = .decline
         case .prorated:
             switch consumed {
-            case nil: request.refundPreference = .grantProrated
+            // An auto-renewable's share is Apple's to compute; an unknown one cannot back GRANT_PRORATED (it needs a share).
+            case nil: request.refundPreference = facts.transaction.productType == .autoRenewableSubscription ? .grantProrated : .grantFull
             case 0?: request.refundPreference = .grantFull
             case 100_000?: request.refundPreference = .decline
             default: request.refundPreference = .grantProrated
@@ -70,10 +71,11 @@ public enum ConsumptionRules {
     /// The share of a purchase the customer consumed, in milliunits: a consumable's credit no longer in the balance
     /// (the refunded purchase's units counted as the last spent, in the customer's favour), a non-renewing
     /// subscription's time elapsed, all of a non-consumable (it unlocked what it sells once delivered).
-    static func consumedShare(_ facts: ConsumptionFacts, now: Date) -> Int {
+    static func consumedShare(_ facts: ConsumptionFacts, now: Date) -> Int? {
         switch facts.transaction.productType {
         case .consumable:
-            guard let credited = facts.credited, credited > 0 else { return 0 }
+            // A catalog that does not say what it credited: unknown, and said as such (no percentage).
+            guard let credited = facts.credited, credited > 0 else { return nil }
             let left = min(credited, max(0, facts.balance ?? 0))
             return Int((credited - left) * 100_000 / credited)
         case .nonRenewingSubscription:

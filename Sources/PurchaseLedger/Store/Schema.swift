@@ -112,13 +112,18 @@ enum Schema {
             "ALTER TABLE purchases ADD COLUMN app_transaction_id TEXT",
         ],
         [
-            // Whether a customer agreed to have their consumption data sent to Apple with a refund request, and the
-            // answers sent (one per CONSUMPTION_REQUEST notification).
+            // Whether a customer agreed to have their consumption data sent to Apple with a refund request; the app
+            // transactions a guardian withdrew consent for (RESCIND_CONSENT); and the answers owed to Apple, one per
+            // CONSUMPTION_REQUEST, written with the notification and sent until answered or due.
             "CREATE TABLE consumption_consents (account_id TEXT PRIMARY KEY, consented BIGINT NOT NULL, changed_at BIGINT NOT NULL, source TEXT NOT NULL)",
+            "CREATE TABLE rescinded_app_transactions (app_transaction_id TEXT PRIMARY KEY, signed_date BIGINT NOT NULL)",
             """
             CREATE TABLE consumption_answers (
-                notification_uuid TEXT PRIMARY KEY, transaction_id TEXT NOT NULL, account_id TEXT, body TEXT NOT NULL, answered_at BIGINT NOT NULL)
+                notification_uuid TEXT PRIMARY KEY, transaction_id TEXT NOT NULL, state TEXT NOT NULL, due_by BIGINT NOT NULL,
+                claimed_at BIGINT, account_id TEXT, body TEXT, answered_at BIGINT)
             """,
+            "CREATE INDEX consumption_answers_state ON consumption_answers (state, due_by)",
+            "CREATE INDEX purchases_app_transaction ON purchases (app_transaction_id)",
         ],
     ]
 

@@ -15,38 +15,50 @@ public struct ConsumptionSettings: Sendable, Hashable {
     }
 }
 
-/// Answers one `CONSUMPTION_REQUEST`, once per notification: the answer (or why none was sent) is kept in the ledger,
-/// so a redelivered notification is not answered again. When Apple cannot be reached the error propagates and the
-/// notification is answered 503: Apple delivers it again, and the answer is retried then (Apple wants it within
-/// 12 hours; its retries come 1 and 12 hours later).
+/// Sends the answers owed to Apple for `CONSUMPTION_REQUEST`s. The ledger writes each owed answer with its notification;
+/// a sender claims it (one at a time across replicas), reads the customer's consent and the facts just before sending,
+/// and settles it: answered, silent (no consent, or nobody here got the purchase), refused by Apple, or owed again when
+/// Apple could not be reached — then the reconciler sends it on its next passes until Apple's 12 hours are up.
 struct ConsumptionResponder {
     let services: PurchaseServer.Services
 
-    func answer(_ event: NotificationEvent) async throws {
-        guard event.type == .consumptionRequest, let settings = services.consumption, let serverAPI = services.verifier.apple.serverAPI,
-              let transaction = event.transaction, let transactionId = transaction.transactionId else { return }
+    /// Sends the answer owed for `notificationUUID`, if it is owed and unclaimed. Never throws for Apple being away: the
+    /// answer stays owed.
+    func answer(notificationUUID: String) async throws {
+        guard let settings = services.consumption, let serverAPI = services.verifier.apple.serverAPI else { return }
         let ledger = services.ledger
-        guard try await ledger.consumptionAnswer(notificationUUID: event.notificationUUID) == nil,
-              let facts = try await ledger.consumptionFacts(transactionId: transactionId) else { return }
-        let now = services.now()
-        let body: String
-        switch ConsumptionRules.answer(facts, policy: settings.policy, sampleContentProvided: settings.sampleContentProvided, now: now) {
+        guard let transactionId = try await ledger.claimConsumptionAnswer(notificationUUID: notificationUUID, now: services.now()) else { return }
+        guard let facts = try await ledger.consumptionFacts(transactionId: transactionId) else {
+            try await settle(notificationUUID, .silent, nil, #"{"silence":"not_delivered"}"#, "not_delivered")
+            return
+        }
+        switch ConsumptionRules.answer(facts, policy: settings.policy, sampleContentProvided: settings.sampleContentProvided, now: services.now()) {
         case .failure(let reason):
-            body = #"{"silence":"\#(reason.silence.rawValue)"}"#
-            services.metrics.consumptionAnswer(reason.silence.rawValue)
+            try await settle(notificationUUID, .silent, facts.accountId, #"{"silence":"\#(reason.silence.rawValue)"}"#, reason.silence.rawValue)
         case .success(let request):
             let sent = String(decoding: try AppStoreJSON.encoder(sortedKeys: true).encode(request), as: UTF8.self)
             do {
-                try await serverAPI.serving(transaction.environment).sendConsumptionInformation(transactionId, request)
-                body = sent
-                services.metrics.consumptionAnswer("sent")
+                try await serverAPI.serving(facts.transaction.environment).sendConsumptionInformation(transactionId, request)
+                try await settle(notificationUUID, .answered, facts.accountId, sent, "sent")
             } catch let error as AppStoreClientError where error.code == .rejected {
                 // Apple will not take it: sending it again cannot help. Kept for the operator with Apple's code.
-                body = #"{"refused":\#(error.apiErrorCode?.rawValue ?? 0),"sent":\#(sent)}"#
-                services.metrics.consumptionAnswer("refused")
+                try await settle(notificationUUID, .refused, facts.accountId, #"{"refused":\#(error.apiErrorCode?.rawValue ?? 0),"sent":\#(sent)}"#, "refused")
+            } catch {
+                try await settle(notificationUUID, .pending, facts.accountId, nil, "postponed")
             }
         }
-        try await ledger.recordConsumptionAnswer(ConsumptionAnswer(notificationUUID: event.notificationUUID, transactionId: transactionId,
-                                                                   accountId: facts.accountId, body: body, answeredAt: now))
+    }
+
+    /// One pass over the answers still owed (the reconciler's).
+    func answerOwed() async throws -> Int {
+        guard services.consumption != nil, services.verifier.apple.serverAPI != nil else { return 0 }
+        let owed = try await services.ledger.owedConsumptionAnswers(now: services.now())
+        for answer in owed { try await self.answer(notificationUUID: answer.notificationUUID) }
+        return owed.count
+    }
+
+    private func settle(_ uuid: String, _ state: ConsumptionAnswer.State, _ accountId: String?, _ body: String?, _ metric: String) async throws {
+        try await services.ledger.settleConsumptionAnswer(notificationUUID: uuid, state: state, accountId: accountId, body: body, now: services.now())
+        services.metrics.consumptionAnswer(metric)
     }
 }

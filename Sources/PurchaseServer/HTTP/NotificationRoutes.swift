@@ -1,4 +1,3 @@
-import AppStoreClient
 import AppStoreFormats
 import Foundation
 import Hummingbird
@@ -16,9 +15,11 @@ struct NotificationRoutes {
                 let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
                 let event = try await proof { try await services.verifier.notification(body.signedPayload) }
                 let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
-                // After the notification is stored: a redelivery finds it stored and answers what was left unanswered.
-                do { try await ConsumptionResponder(services: services).answer(event) } catch let error as AppStoreClientError {
-                    throw APIError(error)
+                // The answer a consumption request owes was stored with it: sent now if it can be, by the reconciler if not.
+                if event.type == .consumptionRequest {
+                    do { try await ConsumptionResponder(services: services).answer(notificationUUID: event.notificationUUID) } catch {
+                        services.metrics.consumptionAnswer("postponed")
+                    }
                 }
                 services.metrics.notification(outcome.rawValue)
                 return try JSONReply.encode(["result": outcome.rawValue])

@@ -29,6 +29,8 @@ public struct Reconciler: Sendable {
         /// Why the notification history could not be read to the present (Apple unavailable, a payload that does not
         /// verify here); the next pass reads it again from where this one stopped.
         public var notificationHistoryStalled: String?
+        /// Answers owed to Apple's consumption requests that this pass tried to send.
+        public var consumptionAnswersTried = 0
     }
 
     /// Whether retrying a held proof can never change its answer: Apple refused it, it does not verify, or it is
@@ -87,6 +89,8 @@ public struct Reconciler: Sendable {
         (report.notificationsRecovered, report.notificationHistoryStalled) = try await recoverNotifications(now: now)
         report.subscriptionsRefreshed = try await refreshStaleSubscriptions(now: now)
         report.ordersRepaired = try await repairStaleOrders(now: now)
+        // Consumption requests recovered from Apple's history, or not sent while Apple was away: answered while due.
+        report.consumptionAnswersTried = try await ConsumptionResponder(services: services).answerOwed()
         services.metrics.reconciled(report)
         return report
     }

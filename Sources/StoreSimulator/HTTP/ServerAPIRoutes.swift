@@ -239,6 +239,12 @@ struct ServerAPIRoutes {
                 return try Reply.apiError(.generalBadRequest, "Invalid request. The consumption percentage must be zero for the provided delivery status.")
             }
         }
+        // GRANT_PRORATED needs a share for what is not an auto-renewable subscription: more than nothing, less than all.
+        if body.refundPreference == .grantProrated, transaction.type != .autoRenewableSubscription {
+            guard let percentage = body.consumptionPercentage, percentage > 0, percentage < 100_000 else {
+                return try Reply.apiError(.generalBadRequest, "Invalid request. A prorated refund preference needs a consumption percentage above 0 and below 100000.")
+            }
+        }
         try await engine.recordConsumption(id, body)
         return Reply.empty(.accepted)
     }
