@@ -73,6 +73,16 @@ struct OfferSignatureTests {
             otherProduct["productId"] = Self.yearly
             otherProduct["offer"] = ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": jws]
             #expect((try await purchase(client, otherProduct))["status"] as? String == "failed", "signed for another product")
+            // Apple's claims as its creators write them, issued 25 hours ago.
+            let stale = OfferSignatureClaims(iss: issuerId, iat: Date().timeIntervalSince1970 - 25 * 3600, aud: OfferSignatureClaims.promotionalOfferAudience,
+                                             bid: "com.example.iapkit", nonce: UUID().uuidString.lowercased(), productId: Self.monthly,
+                                             offerIdentifier: Self.offer, transactionId: annTransaction)
+            let header = Base64.urlEncode(Array(#"{"alg":"ES256","kid":"\#(keyId)","typ":"JWT"}"#.utf8))
+            let input = header + "." + Base64.urlEncode(Array(try JSONEncoder().encode(stale)))
+            var expiredJWS = base
+            expiredJWS["offer"] = offer(input + "." + Base64.urlEncode(try key.signature(for: Array(input.utf8)).rawRepresentation))
+            let refusedStale = try await purchase(client, expiredJWS)
+            #expect(refusedStale["status"] as? String == "failed" && (refusedStale["reason"] as? String)?.contains("expired") == true, "\(refusedStale)")
 
             var good = base
             good["offer"] = offer(jws)

@@ -61,6 +61,8 @@ struct System {
         var signEntitlements = false
         /// Whether the server calls Finish Transaction once a transaction reached its owner.
         var finishWithApple = false
+        /// Promotional offers the server signs.
+        var promotionalOffers: [String: PromotionalOfferRule] = [:]
         /// Whether the server sets the account's token at Apple on purchases made outside the app's flow.
         var setAppAccountTokens = false
         /// How the server answers Apple's consumption requests; nil: it does not.
@@ -113,6 +115,7 @@ struct System {
             services.finishTransactionsWithApple = options.finishWithApple
             services.consumption = options.refundPolicy.map { ConsumptionSettings(policy: $0) }
             services.setAppAccountTokensWithApple = options.setAppAccountTokens
+            services.promotionalOffers = options.promotionalOffers
             let secret = configuration.auth.hs256Secret!
             try await PurchaseServer.application(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
