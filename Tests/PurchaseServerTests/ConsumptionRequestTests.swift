@@ -136,11 +136,12 @@ struct ConsumptionRequestTests {
             let request = try #require(await system.engine.notifications().last { $0.type == .consumptionRequest })
             #expect(request.attempts.last?.sendAttemptResult == .success, "the notification itself is stored and taken")
             #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .pending)
-            // Still away at the reconciler's pass: owed still.
-            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried == 1)
+            // Still away at the reconciler's pass: owed still. (On PostgreSQL the suite shares one database: a pass may
+            // also try other tests' owed answers, so this one's state is what is judged.)
+            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried >= 1)
             #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .pending)
             _ = try await system.device(.delete, "/sim/faults")
-            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried == 1)
+            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried >= 1)
             let sent = try #require(try await system.device(.get, "/sim/transactions/\(id)/refund-request")["consumption"] as? [String: Any])
             #expect(sent["refundPreference"] as? String == "GRANT_FULL")
             #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .answered)
@@ -149,8 +150,8 @@ struct ConsumptionRequestTests {
             let again = try await system.server.execute(uri: "/v1/notifications/appstore", method: .post,
                                                         body: ByteBuffer(string: #"{"signedPayload":"\#(request.signedPayload)"}"#))
             #expect(again.status == .ok)
-            #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried == 0)
-            #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .answered)
+            _ = try await Reconciler(services: system.services).runOnce()
+            #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .answered, "not owed again")
             _ = try await system.device(.delete, "/sim/faults")
         }
     }

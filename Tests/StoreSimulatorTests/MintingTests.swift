@@ -119,24 +119,36 @@ struct MintingTests {
 
 @Suite("Apple's own Python library accepts what the simulator mints")
 struct AppleLibraryTests {
-    @Test("SignedDataVerifier (app-store-server-library) verifies a minted transaction, renewal info and notification")
-    func appleLibraryAccepts() async throws {
+    /// Runs Apple's `SignedDataVerifier` (scripts/apple_library_verify.py) over `inputs` (kind, JWS), trusting the
+    /// simulator's root: one decoded object (or `{"error"}`) per input; nil, with an issue recorded, without Apple's library.
+    static func appleVerify(_ inputs: [(kind: String, jws: String)], bundleId: String) async throws -> [[String: Any]]? {
         guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {
             Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
-            return
+            return nil
         }
-        let minter = try Minter(authority: sharedAuthority)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-apple-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        func write(_ name: String, _ text: String) throws -> String {
-            let url = directory.appendingPathComponent(name)
-            try Data(text.utf8).write(to: url)
-            return url.path
-        }
         let rootPath = directory.appendingPathComponent("root.der").path
         try Data(sharedAuthority.jws.rootDER).write(to: URL(fileURLWithPath: rootPath))
+        var arguments: [String] = []
+        for (index, input) in inputs.enumerated() {
+            let path = directory.appendingPathComponent("\(index).jws").path
+            try Data(input.jws.utf8).write(to: URL(fileURLWithPath: path))
+            arguments.append("\(input.kind)=\(path)")
+        }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_verify.py").path
+        let run = try await Subprocess.run(python, [script, rootPath, bundleId, "Sandbox"] + arguments)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+        try #require(lines.count == inputs.count, "Apple's library printed: \(run.stdout)")
+        return lines
+    }
 
+    @Test("SignedDataVerifier (app-store-server-library) verifies a minted transaction, renewal info and notification")
+    func appleLibraryAccepts() async throws {
+        let minter = try Minter(authority: sharedAuthority)
         let transaction = sampleTransaction()
         var renewal = JWSRenewalInfoDecodedPayload()
         renewal.originalTransactionId = transaction.originalTransactionId
@@ -160,17 +172,9 @@ struct AppleLibraryTests {
         notification.data?.signedRenewalInfo = try minter.sign(renewal)
         notification.data?.status = .active
 
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_verify.py").path
-        let run = try await Subprocess.run(python, [script, rootPath, "com.example.sim", "Sandbox",
-                                                    "transaction=\(try write("t.jws", try minter.sign(transaction)))",
-                                                    "renewal=\(try write("r.jws", try minter.sign(renewal)))",
-                                                    "notification=\(try write("n.jws", try minter.sign(notification)))"])
-        #expect(run.status == 0, "\(run.stderr)")
-        let data = Data(run.stdout.utf8)
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        try #require(lines.count == 3, "Apple's library printed: \(String(decoding: data, as: UTF8.self))")
-        let (t, r, n) = (lines[0] ?? [:], lines[1] ?? [:], lines[2] ?? [:])
+        guard let lines = try await Self.appleVerify([("transaction", try minter.sign(transaction)), ("renewal", try minter.sign(renewal)),
+                                                      ("notification", try minter.sign(notification))], bundleId: "com.example.sim") else { return }
+        let (t, r, n) = (lines[0], lines[1], lines[2])
         #expect(t["error"] == nil, "transaction rejected: \(t)")
         #expect(t["transactionId"] as? String == transaction.transactionId)
         #expect((t["appAccountToken"] as? String)?.lowercased() == transaction.appAccountToken?.uuidString.lowercased())
@@ -182,15 +186,9 @@ struct AppleLibraryTests {
         #expect(n["notificationType"] as? String == "SUBSCRIBED")
         #expect(n["subtype"] as? String == "INITIAL_BUY")
     }
-}
 
-extension AppleLibraryTests {
     @Test("Apple's SignedDataVerifier takes the simulator's CONSUMPTION_REQUEST (with its reason) and RESCIND_CONSENT (appData, no data)")
     func appleLibraryAcceptsCustomerNotices() async throws {
-        guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {
-            Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
-            return
-        }
         let engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: sharedAuthority))
         try await engine.createAccount("kim")
         guard case .purchased(_, let id, _) = try await engine.purchase(account: "kim", device: "d", productId: "com.example.iapkit.coins.100") else {
@@ -201,23 +199,7 @@ extension AppleLibraryTests {
         #expect(try await engine.rescindConsent(account: "kim"))
         let notices = await engine.notifications().filter { [.consumptionRequest, .rescindConsent].contains($0.type) }
         try #require(notices.count == 2)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-apple-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let rootPath = directory.appendingPathComponent("root.der").path
-        try Data(sharedAuthority.jws.rootDER).write(to: URL(fileURLWithPath: rootPath))
-        var arguments: [String] = []
-        for (index, notice) in notices.enumerated() {
-            let path = directory.appendingPathComponent("n\(index).jws").path
-            try Data(notice.signedPayload.utf8).write(to: URL(fileURLWithPath: path))
-            arguments.append("notification=\(path)")
-        }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_verify.py").path
-        let run = try await Subprocess.run(python, [script, rootPath, engine.catalog.bundleId, "Sandbox"] + arguments)
-        #expect(run.status == 0, "\(run.stderr)")
-        let lines = run.stdout.split(separator: "\n").map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
-        try #require(lines.count == 2, "Apple's library printed: \(run.stdout)")
+        guard let lines = try await Self.appleVerify(notices.map { ("notification", $0.signedPayload) }, bundleId: engine.catalog.bundleId) else { return }
         #expect(lines[0]["error"] == nil, "\(lines[0])")
         #expect(lines[0]["notificationType"] as? String == "CONSUMPTION_REQUEST")
         #expect((lines[0]["data"] as? [String: Any])?["consumptionRequestReason"] as? String == "FULFILLMENT_ISSUE")
