@@ -237,31 +237,36 @@ public actor PurchaseClient {
     /// `serverIntroductoryEligibility`, the server's judgement of the introductory offer (across the customer's Apple
     /// IDs) instead of StoreKit's. A refused signature fails the purchase before anything is ordered or charged.
     public func purchase(_ productId: String, quantity: Int = 1, promotionalOffer: String?, serverIntroductoryEligibility: Bool = false) async -> PurchaseOutcome {
-        if let running = purchasesInFlight[productId] { return await running.value }
+        // A second tap joins the purchase under way only if it asks for the same: an offer must not ride on a full-price payment.
+        let key = [productId, promotionalOffer ?? "", serverIntroductoryEligibility ? "intro" : ""].joined(separator: "\u{0}")
+        if let running = purchasesInFlight[key] { return await running.value }
         let task = Task { await self.performPurchase(productId, quantity: quantity, promotionalOffer: promotionalOffer,
                                                      serverIntroductoryEligibility: serverIntroductoryEligibility) }
-        purchasesInFlight[productId] = task
+        purchasesInFlight[key] = task
         let outcome = await task.value
-        purchasesInFlight[productId] = nil
+        purchasesInFlight[key] = nil
         return outcome
     }
 
     private func performPurchase(_ productId: String, quantity: Int, promotionalOffer: String? = nil,
                                  serverIntroductoryEligibility: Bool = false) async -> PurchaseOutcome {
         guard await store.canMakePayments() else { return .failed(PurchaseFailure(.paymentsNotAllowed, "payments are not allowed on this device")) }
+        // The account the order is for: a sign-in change during the payment must not move the payment.
+        let owner = accountId
         var offers = SignedOffers()
         if promotionalOffer != nil || serverIntroductoryEligibility {
             do {
                 offers = try await server.signOffers(productId: productId, promotionalOffer: promotionalOffer,
-                                                     introductoryOfferEligibility: serverIntroductoryEligibility)
+                                                     introductoryOfferEligibility: serverIntroductoryEligibility,
+                                                     appTransaction: try? await store.appTransaction())
             } catch let failure as PurchaseFailure {
                 return .failed(failure)
             } catch {
                 return .failed(PurchaseFailure(.offerRefused, "\(error)"))
             }
+            // Signed for the account signed in when asked: another one now would pay with the first one's offer.
+            guard accountId == owner else { return .failed(PurchaseFailure(.offerRefused, "the account changed while the offer was being signed")) }
         }
-        // The account the order is for: a sign-in change during the payment must not move the payment.
-        let owner = accountId
         eventBroadcast.send(.creatingOrder(productId: productId))
         let order: PurchaseServerClient.Order
         do { order = try await server.createOrder(productId: productId) } catch let failure as PurchaseFailure {

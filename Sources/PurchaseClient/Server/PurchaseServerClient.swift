@@ -152,12 +152,16 @@ public struct PurchaseServerClient: Sendable {
 
     /// Asks the server to sign what a purchase redeems (`POST /v1/offers/sign`): a promotional offer the customer may have,
     /// or the server's introductory-offer eligibility. Throws ``PurchaseFailure`` `offerRefused` when it will not.
-    public func signOffers(productId: String, promotionalOffer: String?, introductoryOfferEligibility: Bool) async throws -> SignedOffers {
-        struct Body: Encodable { var kind: String; var productId: String; var offerIdentifier: String? }
+    /// `appTransaction`: the device's signed app transaction, so that the signatures name this Apple ID's customer.
+    /// Where the server would allow the introductory offer it signs nothing, and StoreKit judges as it always does.
+    public func signOffers(productId: String, promotionalOffer: String?, introductoryOfferEligibility: Bool,
+                           appTransaction: String? = nil) async throws -> SignedOffers {
+        struct Body: Encodable { var kind: String; var productId: String; var offerIdentifier: String?; var appTransaction: String? }
         struct Reply: Decodable { var signature: String? }
         var offers = SignedOffers()
         if let promotionalOffer {
-            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "promotionalOffer", productId: productId, offerIdentifier: promotionalOffer))
+            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "promotionalOffer", productId: productId,
+                                                                                      offerIdentifier: promotionalOffer, appTransaction: appTransaction))
             guard status == 200, let jws = try Self.decoder.decode(Reply.self, from: data).signature else {
                 throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)")
             }
@@ -165,11 +169,10 @@ public struct PurchaseServerClient: Sendable {
             offers.promotionalOfferJWS = jws
         }
         if introductoryOfferEligibility {
-            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "introductoryOfferEligibility", productId: productId))
-            guard status == 200, let jws = try Self.decoder.decode(Reply.self, from: data).signature else {
-                throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)")
-            }
-            offers.introductoryOfferEligibilityJWS = jws
+            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "introductoryOfferEligibility", productId: productId,
+                                                                                      appTransaction: appTransaction))
+            guard status == 200 else { throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)") }
+            offers.introductoryOfferEligibilityJWS = try Self.decoder.decode(Reply.self, from: data).signature
         }
         return offers
     }

@@ -95,7 +95,6 @@ public enum StorePurchaseResult: Sendable, Hashable {
     case failed(String)
 }
 
-/// The store, behind one protocol: the simulator over HTTP (any platform) or StoreKit 2 (Apple platforms).
 /// What the app's server signed for a purchase, for StoreKit to redeem: a promotional offer (`.promotionalOffer(_:compactJWS:)`)
 /// and the server's introductory-offer eligibility (`.introductoryOfferEligibility(compactJWS:)`).
 public struct SignedOffers: Sendable, Hashable {
@@ -112,6 +111,7 @@ public struct SignedOffers: Sendable, Hashable {
     public var isEmpty: Bool { promotionalOfferJWS == nil && introductoryOfferEligibilityJWS == nil }
 }
 
+/// The store, behind one protocol: the simulator over HTTP (any platform) or StoreKit 2 (Apple platforms).
 public protocol StoreAdapter: Sendable {
     func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String])
     func canMakePayments() async -> Bool

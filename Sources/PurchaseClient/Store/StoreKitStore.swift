@@ -88,7 +88,13 @@ public struct StoreKitStore: StoreAdapter {
             // The customer chose a win-back offer on the App Store: buying without it would charge the full price.
             options.insert(.winBackOffer(offer))
         }
-        switch try await product.purchase(options: options) {
+        let result: Product.PurchaseResult
+        do { result = try await product.purchase(options: options) } catch let refused as Product.PurchaseError {
+            // StoreKit refused the purchase before charging (an offer's signature, eligibility or identifier, a
+            // quantity, a product unavailable): nothing was paid, so the order's journal entry may go.
+            return .failed("\(refused)")
+        }
+        switch result {
         // From here on StoreKit has charged: nothing below may throw or report a failure.
         case .success(let verification): return .purchased(await adopt(verification))
         case .pending: return .pending

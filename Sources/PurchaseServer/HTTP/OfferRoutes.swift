@@ -20,8 +20,12 @@ struct OfferRoutes {
         var offerIdentifier: String?
         /// Promotional offers: `jws` (the default) or `legacy`, the original API's signature.
         var format: Format?
-        /// The legacy signature signs the purchase's `appAccountToken` (its application username).
+        /// The legacy signature signs the purchase's `appAccountToken` (its application username): the token of an order
+        /// of this account's for this product.
         var appAccountToken: UUID?
+        /// The device's signed app transaction (`AppTransaction.shared`): the signature names this Apple ID's customer,
+        /// so it serves on this Apple ID only. Without one, the newest the account presented.
+        var appTransaction: String?
     }
 
     struct SignReply: Encodable {
@@ -32,7 +36,9 @@ struct OfferRoutes {
         var signature: String?
         /// The original API's signature.
         var legacySignature: LegacyPromotionalOfferSignature?
-        /// Introductory-offer eligibility: what the signature says.
+        /// Introductory-offer eligibility: the server's judgement. Only a refusal is signed: where the server would allow
+        /// it, StoreKit's own judgement per Apple ID stands (a signed `true` would override it, and the server cannot
+        /// see every account an Apple ID was used with).
         var allowIntroductoryOffer: Bool?
     }
 
@@ -42,15 +48,23 @@ struct OfferRoutes {
 
     @Sendable func sign(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let account = try await AppRoutes(services: services).authenticate(request)
-        let body = try await request.decodeJSON(SignRequest.self, limit: 4 * 1024)
+        let body = try await request.decodeJSON(SignRequest.self, limit: 16 * 1024)
         guard body.productId.utf8.count <= 200, (body.offerIdentifier?.utf8.count ?? 0) <= 200 else { throw APIError.badRequest("ids are at most 200 bytes") }
         guard let credentials = services.verifier.apple.serverAPI?.credentials else {
             throw APIError(.serviceUnavailable, code: "offers_not_configured", "offer signatures need the In-App Purchase key (appStore.serverAPIBaseURL and its key)")
         }
         let signer = OfferSigner(credentials: credentials)
         let ledger = services.ledger
+        var presented: String?
+        if let appTransaction = body.appTransaction {
+            let payload = try await proof { try await services.verifier.signedData.verifyAppTransaction(appTransaction).payload }
+            try await ledgerCall { try await ledger.recordAppTransaction(payload, accountId: account, now: services.now()) }
+            presented = payload.appTransactionId
+        }
         let purchases = try await ledgerCall { try await ledger.purchases(accountId: account) }
         let now = Date()
+        // Every signature names a transaction of the buyer's, so that the App Store takes it from this customer only.
+        let named = try await customerTransactionId(account, presented: presented)
         switch body.kind {
         case .promotionalOffer:
             guard let offer = body.offerIdentifier else { throw APIError.badRequest("offerIdentifier is required for a promotional offer") }
@@ -61,11 +75,17 @@ struct OfferRoutes {
             }
             var reply = SignReply(kind: "promotionalOffer", productId: body.productId, offerIdentifier: offer)
             if body.format == .legacy {
+                // The original signature names no customer, only the payment's appAccountToken: it must be this account's
+                // order for this product, or the signature would serve anyone who pays with the same (or no) token.
+                guard let token = body.appAccountToken, let order = try await ledgerCall({ try await ledger.order(appAccountToken: token) }),
+                      order.accountId == account, order.productId == body.productId else {
+                    throw APIError(.conflict, code: "order_required", "the original signature needs the appAccountToken of this account's order for this product")
+                }
                 reply.legacySignature = try signer.legacyPromotionalOffer(productId: body.productId, offerIdentifier: offer,
-                                                                          applicationUsername: body.appAccountToken?.uuidString ?? "", now: now)
+                                                                          applicationUsername: token.uuidString, now: now)
             } else {
-                reply.signature = try signer.promotionalOffer(productId: body.productId, offerIdentifier: offer,
-                                                              transactionId: try await customerTransactionId(account), now: now)
+                guard let named else { throw Self.noCustomerTransaction }
+                reply.signature = try signer.promotionalOffer(productId: body.productId, offerIdentifier: offer, transactionId: named, now: now)
             }
             services.metrics.offerSigned("promotional")
             return try JSONReply.encode(reply)
@@ -75,20 +95,23 @@ struct OfferRoutes {
             case .success(let allow): allowed = allow
             case .failure(let refusal): throw Self.error(refusal)
             }
-            guard let transactionId = try await customerTransactionId(account) else {
-                throw APIError(.conflict, code: "no_customer_transaction",
-                               "introductory-offer eligibility names a transaction of the customer's: send the app transaction first (POST /v1/purchases)")
+            var reply = SignReply(kind: "introductoryOfferEligibility", productId: body.productId, allowIntroductoryOffer: allowed)
+            if !allowed {
+                guard let named else { throw Self.noCustomerTransaction }
+                reply.signature = try signer.introductoryOfferEligibility(productId: body.productId, allowIntroductoryOffer: false, transactionId: named, now: now)
+                services.metrics.offerSigned("introductory")
             }
-            let signature = try signer.introductoryOfferEligibility(productId: body.productId, allowIntroductoryOffer: allowed,
-                                                                    transactionId: transactionId, now: now)
-            services.metrics.offerSigned("introductory")
-            return try JSONReply.encode(SignReply(kind: "introductoryOfferEligibility", productId: body.productId, signature: signature,
-                                                  allowIntroductoryOffer: allowed))
+            return try JSONReply.encode(reply)
         }
     }
 
-    /// The customer's app transaction (the same on every device and reinstall), else any transaction of theirs.
-    func customerTransactionId(_ account: String) async throws -> String? {
+    static let noCustomerTransaction = APIError(.conflict, code: "no_customer_transaction",
+                                                "the signature names a transaction of the customer's: send the device's app transaction with the request")
+
+    /// The app transaction the device sent, else the customer's newest app transaction (the same on every device and
+    /// reinstall of one Apple ID), else any transaction of theirs.
+    func customerTransactionId(_ account: String, presented: String?) async throws -> String? {
+        if let presented { return presented }
         if let app = try await ledgerCall({ try await services.ledger.appTransactions(accountId: account) }).last?.appTransactionId,
            !app.hasPrefix("purchase-") {
             return app

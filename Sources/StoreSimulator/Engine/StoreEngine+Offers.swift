@@ -33,8 +33,10 @@ extension StoreEngine {
             let own = state.transactions[transactionId]?.account == account || state.accounts[account]?.appTransactionId == transactionId
             guard own else { return false }
         }
-        var used = state.usedOfferNonces ?? []
-        guard !nonce.isEmpty, used.insert(nonce.lowercased()).inserted else { return false }
+        let now = Date()
+        // A signature is taken for 24 hours (and a minute of clock skew): an older nonce could not come back valid.
+        var used = (state.usedOfferNonces ?? [:]).filter { now.timeIntervalSince($0.value) <= LegacyPromotionalOfferSignature.lifetime + 120 }
+        guard !nonce.isEmpty, used.updateValue(now, forKey: nonce.lowercased()) == nil else { return false }
         state.usedOfferNonces = used
         try persist()
         return true

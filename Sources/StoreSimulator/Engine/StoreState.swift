@@ -18,8 +18,9 @@ struct StoreState: Codable, Sendable {
     var extensionRequests: [String: String] = [:]
     /// Mass renewal-date extensions by request identifier (optional: state files written before them still load).
     var massExtensions: [String: MassExtension]?
-    /// Nonces of the offer signatures purchases used (optional: state files written before them still load).
-    var usedOfferNonces: Set<String>?
+    /// Nonces of the offer signatures purchases used, with when (real time), kept while a signature could still be
+    /// valid (optional: state files written before them still load).
+    var usedOfferNonces: [String: Date]?
     /// Customers' refund requests by transaction id (optional: state files written before them still load).
     var refundRequests: [String: RefundRequest]?
     /// Auto-renewable series by original transaction id.
