@@ -54,6 +54,39 @@ struct IAPServeProcessTests {
         #expect(!process.isRunning, "iap serve must exit on SIGTERM")
     }
 
+    @Test("SIGTERM under load: the requests in flight are answered and iap serve exits 0 (its reconciliation job running)")
+    func gracefulShutdown() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-sigterm-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let port = try FreePort.pick()
+        let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health")
+        // Eight clients asking without pause; the signal lands while requests are in flight.
+        let load = Task {
+            await withTaskGroup(of: (answered: Int, refused: Int).self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        var (answered, refused) = (0, 0)
+                        for _ in 0..<2_000 {
+                            guard let (status, _) = try? await Self.request("http://127.0.0.1:\(port)/health") else { refused += 1; break }
+                            if status == 200 { answered += 1 } else { refused += 1 }
+                        }
+                        return (answered, refused)
+                    }
+                }
+                return await group.reduce(into: (answered: 0, refused: 0)) { $0.answered += $1.answered; $0.refused += $1.refused }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(400))
+        process.terminate()
+        for _ in 0..<500 where process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!process.isRunning, "iap serve must exit on SIGTERM")
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) } else {
+            #expect(process.terminationReason == .exit && process.terminationStatus == 0, "exit status \(process.terminationStatus)")
+        }
+        let (answered, _) = await load.value
+        #expect(answered > 0, "the load ran before the signal")
+    }
+
     @Test("Two iap serve processes on one PostgreSQL: 200 concurrent submissions of one transaction, one grant")
     func twoReplicas() async throws {
         let database = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"], "run the suite with scripts/test")

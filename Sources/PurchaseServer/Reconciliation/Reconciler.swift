@@ -178,7 +178,9 @@ public struct ReconciliationService: Service {
             } catch {
                 logger.error("reconciliation failed: \(error)")
             }
-            try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            // A shutdown (SIGTERM, SIGINT) ends the wait, and the job with it: a pass under way finishes first. Ending
+            // on the cancelled wait's error would make the whole server exit as failed.
+            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) } } catch is CancellationError { return }
         }
     }
 }
