@@ -15,6 +15,24 @@ struct JSONFormatTests {
         #expect(again == payload)
     }
 
+    @Test("Advanced Commerce and commitment info (API 1.21) are kept as Apple sent them, nested objects included")
+    func unmodelledObjectsKept() throws {
+        let json = #"{"advancedCommerceInfo":{"requestReferenceId":"ref-1","taxCode":"C003-00-2","items":[{"SKU":"sku.one","price":4990,"refunds":[]}],"estimatedTax":123,"descriptors":{"displayName":"One"}},"commitmentInfo":{"commitmentExpiresDate":1769817600000,"commitmentPrice":47880,"billingPeriodNumber":3},"billingPlanType":"MONTHLY","transactionId":"2000000000000001"}"#
+        let payload = try AppStoreJSON.decode(JWSTransactionDecodedPayload.self, from: Array(json.utf8), what: "test")
+        #expect(payload.advancedCommerceInfo?["requestReferenceId"] == .string("ref-1"))
+        #expect(payload.advancedCommerceInfo?["items"] == .array([.object(["SKU": .string("sku.one"), "price": .number(4990), "refunds": .array([])])]))
+        #expect(payload.commitmentInfo?["billingPeriodNumber"] == .number(3))
+        let written = try AppStoreJSON.encoder(sortedKeys: true).encode(payload)
+        let original = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? NSDictionary
+        #expect(try JSONSerialization.jsonObject(with: written) as? NSDictionary == original, "nothing lost in writing it back")
+        let renewal = try AppStoreJSON.decode(JWSRenewalInfoDecodedPayload.self, from: Array(#"{"commitmentInfo":{"commitmentRenewalPrice":47880},"advancedCommerceInfo":{"consistencyToken":"abc"}}"#.utf8), what: "test")
+        #expect(renewal.commitmentInfo?["commitmentRenewalPrice"] == .number(47880) && renewal.advancedCommerceInfo?["consistencyToken"] == .string("abc"))
+        #expect(NotificationTypeV2(rawValue: "PRICE_CHANGE") == .priceChange)
+        // Hostile nesting is refused, never a stack overflow.
+        let deep = #"{"advancedCommerceInfo":"# + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}"
+        #expect(throws: (any Error).self) { try AppStoreJSON.decode(JWSTransactionDecodedPayload.self, from: Array(deep.utf8), what: "test") }
+    }
+
     @Test("Fractional millisecond dates decode; encoding writes whole milliseconds and omits absent fields")
     func datesAndOmission() throws {
         let json = #"{"purchaseDate":1697679936049.7297,"signedDate":1739161772561,"quantity":1}"#

@@ -43,6 +43,10 @@ public struct JWSTransactionDecodedPayload: Codable, Hashable, Sendable {
     /// Milliunits: 50000 is 50 %.
     public var revocationPercentage: Int?
     public var billingPlanType: BillingPlanType?
+    /// Advanced Commerce API purchases (`AdvancedCommerceTransactionInfo`) and API 1.21's commitment plans
+    /// (`TransactionCommitmentInfo`), kept as Apple sent them.
+    public var advancedCommerceInfo: AppStoreJSONValue?
+    public var commitmentInfo: AppStoreJSONValue?
     /// Xcode and StoreKit 2 device-verification fields.
     public var deviceVerification: String?
     public var deviceVerificationNonce: UUID?
@@ -78,6 +82,9 @@ public struct JWSRenewalInfoDecodedPayload: Codable, Hashable, Sendable {
     public var appAccountToken: UUID?
     public var appTransactionId: String?
     public var renewalBillingPlanType: BillingPlanType?
+    /// `AdvancedCommerceRenewalInfo` and `RenewalCommitmentInfo`, kept as Apple sent them.
+    public var advancedCommerceInfo: AppStoreJSONValue?
+    public var commitmentInfo: AppStoreJSONValue?
 
     public init() {}
 }

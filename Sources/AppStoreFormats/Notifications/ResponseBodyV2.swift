@@ -116,6 +116,10 @@ public struct NotificationTypeV2: AppStoreOpenEnum {
     public static let oneTimeCharge = Self(rawValue: "ONE_TIME_CHARGE")
     public static let externalPurchaseToken = Self(rawValue: "EXTERNAL_PURCHASE_TOKEN")
     public static let rescindConsent = Self(rawValue: "RESCIND_CONSENT")
+    /// Advanced Commerce API subscriptions: their metadata changed, they migrated, their price changed.
+    public static let metadataUpdate = Self(rawValue: "METADATA_UPDATE")
+    public static let migration = Self(rawValue: "MIGRATION")
+    public static let priceChange = Self(rawValue: "PRICE_CHANGE")
 }
 
 /// `subtype`.
