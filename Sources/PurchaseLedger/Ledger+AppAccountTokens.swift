@@ -7,11 +7,25 @@ extension Ledger {
     /// the token of an order of the account's that names a transaction of the series, or a new granted order of its own
     /// naming this transaction. The server then sets it at Apple (Set App Account Token), so Apple's later transactions of
     /// the series — renewals, refunds, consumption requests — name the account by the same rule as any order's.
-    /// Nil when the transaction is not bound to `accountId`, or is a family member's copy (Apple refuses those: 4000185).
+    /// Nil when the transaction is not bound to `accountId`, or is a family member's copy (Apple refuses those: 4000185),
+    /// or when the series is no longer this account's: its latest bound period is another's, or one of its transactions
+    /// carries another account's order token (a resubscription through that account's order) — an old period
+    /// uploaded again must not name its series' later owner's renewals after the uploader.
     public func appAccountToken(accountId: String, forTransaction transactionId: String, now: Date = Date()) async throws -> UUID? {
         try Self.checkAccountId(accountId)
         return try await write { session in
             guard let record = try session.purchase(transactionId), record.accountId == accountId, record.ownership != .familyShared else { return nil }
+            // One decision per series at a time across replicas (two uploads at once would make two orders).
+            try session.lockSeries(record.originalTransactionId)
+            let latestOwner = try session.sql.first("""
+                SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date DESC LIMIT 1
+                """, [.text(record.originalTransactionId)])?.optionalText(0)
+            guard latestOwner == accountId else { return nil }
+            let namedElsewhere = try session.sql.first("""
+                SELECT 1 FROM purchases p JOIN orders o ON o.app_account_token = p.app_account_token
+                WHERE p.original_transaction_id = $1 AND o.account_id <> $2 LIMIT 1
+                """, [.text(record.originalTransactionId), .text(accountId)])
+            guard namedElsewhere == nil else { return nil }
             if let text = try session.sql.first("""
                 SELECT o.app_account_token FROM orders o JOIN purchases p ON p.transaction_id = o.transaction_id
                 WHERE p.original_transaction_id = $1 AND o.account_id = $2 ORDER BY o.created_at LIMIT 1
