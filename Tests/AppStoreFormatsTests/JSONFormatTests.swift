@@ -33,6 +33,15 @@ struct JSONFormatTests {
         #expect(throws: (any Error).self) { try AppStoreJSON.decode(JWSTransactionDecodedPayload.self, from: Array(deep.utf8), what: "test") }
     }
 
+    @Test("verifyReceipt's _ms dates write back to the same milliseconds (rounding down once wrote 2097610912 as …911)")
+    func legacyMillisecondsRoundTrip() throws {
+        let json = #"{"status":0,"latest_receipt_info":[{"original_purchase_date_ms":"2097610912","purchase_date_ms":"1594755206999"}]}"#
+        let response = try AppStoreJSON.decode(VerifyReceiptResponse.self, from: Array(json.utf8), what: "test")
+        let written = String(decoding: try AppStoreJSON.encoder(sortedKeys: true).encode(response), as: UTF8.self)
+        #expect(written.contains(#""original_purchase_date_ms":"2097610912""#), "\(written)")
+        #expect(written.contains(#""purchase_date_ms":"1594755206999""#))
+    }
+
     @Test("Fractional millisecond dates decode; encoding writes whole milliseconds and omits absent fields")
     func datesAndOmission() throws {
         let json = #"{"purchaseDate":1697679936049.7297,"signedDate":1739161772561,"quantity":1}"#

@@ -84,7 +84,9 @@ struct LegacyWriter {
     mutating func date(_ key: String, _ value: Date?) throws {
         guard let value else { return }
         try container.encode(ReceiptDate.legacyGMT(value), forKey: AnyKey(key))
-        try container.encode(String(ReceiptDate.milliseconds(value)), forKey: AnyKey(key + "_ms"))
+        // To the nearest millisecond: a date read from `_ms` is that many milliseconds give or take a rounding error,
+        // and rounding down wrote some of them back one millisecond early (found by the fuzzer's write-back check).
+        try container.encode(String(ReceiptDate.milliseconds(value, rounding: .toNearestOrAwayFromZero)), forKey: AnyKey(key + "_ms"))
         try container.encode(ReceiptDate.legacyPacific(value), forKey: AnyKey(key + "_pst"))
     }
 
