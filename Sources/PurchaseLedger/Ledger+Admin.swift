@@ -124,6 +124,16 @@ extension Ledger {
         }
     }
 
+    /// The account the latest bound period of a subscription series belongs to, if any.
+    public func seriesAccount(originalTransactionId: String) async throws -> String? {
+        try await read { session in
+            try session.sql.first("""
+                SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL
+                ORDER BY purchase_date DESC, transaction_id DESC LIMIT 1
+                """, [.text(originalTransactionId)])?.optionalText(0)
+        }
+    }
+
     /// Which of `uuids` the ledger has stored already (a notification is stored once, by its `notificationUUID`).
     public func knownNotifications(_ uuids: [String]) async throws -> Set<String> {
         guard !uuids.isEmpty else { return [] }

@@ -34,6 +34,8 @@ public enum PurchaseServer {
         /// Answer Apple's consumption requests (a customer asked for a refund) for customers who consented; needs the
         /// Server API. Nil: they are stored and left unanswered.
         public var consumption: ConsumptionSettings?
+        /// Answer the App Store's Get Retention Message requests (``RetentionRoutes``); nil: the endpoint answers 404.
+        public var retention: RetentionSettings?
 
         public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
                     refuseSuspiciousDevices: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -63,6 +65,7 @@ public enum PurchaseServer {
             services.consumption = configuration.appStore.refundPolicy.map {
                 ConsumptionSettings(policy: $0, sampleContentProvided: configuration.appStore.sampleContentProvided ?? false)
             }
+            services.retention = configuration.retentionMessaging.map { RetentionSettings(rules: $0.rules) }
             return services
         }
 
@@ -124,6 +127,7 @@ public enum PurchaseServer {
         OfferRoutes(services: services).add(to: router)
         EntitlementKeyRoutes(services: services).add(to: router)
         NotificationRoutes(services: services).add(to: router)
+        RetentionRoutes(services: services).add(to: router)
         AdminRoutes(services: services).add(to: router)
         return router
     }

@@ -80,6 +80,14 @@ public final class SignedDataVerifier: Sendable {
         }
     }
 
+    /// Verifies the `signedPayload` of a Get Retention Message request (Retention Messaging): it names no bundle id, so
+    /// its environment and, in production, its app Apple id are what tie it to the app.
+    public func verifyRealtimeRequest(_ jws: some StringProtocol) async throws -> Verified<DecodedRealtimeRequestBody> {
+        try await verify(Array(jws.utf8), as: DecodedRealtimeRequestBody.self) {
+            ($0.signedDate, $0.environment, nil, $0.appAppleId)
+        }
+    }
+
     /// The signing date, environment, bundle id and app Apple id a payload states, for the checks.
     public typealias Claims = (signedDate: Date?, environment: AppStoreEnvironment?, bundleId: String?, appAppleId: Int64?)
 

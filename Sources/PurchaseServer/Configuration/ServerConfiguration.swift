@@ -42,6 +42,15 @@ public struct ServerConfiguration: Codable, Sendable {
     /// Promotional offers the server signs (`POST /v1/offers/sign`), by offer identifier: the products each is set up
     /// for in App Store Connect and who may have it. Signing needs the In-App Purchase key (`appStore.privateKeyFile`).
     public var promotionalOffers: [String: PromotionalOfferRule] = [:]
+    /// Retention Messaging: what `POST /v1/retention/appstore` (the Get Retention Message endpoint, configured at Apple
+    /// with Configure Realtime URL) answers. Unset: that endpoint answers 404 and Apple shows the default messages.
+    public var retentionMessaging: RetentionMessagingConfiguration?
+
+    public struct RetentionMessagingConfiguration: Codable, Sendable {
+        /// Tried in order; the first that fits the subscription, the locale and the customer is answered.
+        public var rules: [RetentionMessageRule]
+        public init(rules: [RetentionMessageRule]) { self.rules = rules }
+    }
 
     /// Apple's APIs, asked when local proof is not enough. Each is off until configured.
     public struct AppStoreConfiguration: Codable, Sendable {
@@ -170,6 +179,12 @@ public struct ServerConfiguration: Codable, Sendable {
                 throw ConfigurationError("promotionalOffers.\(offer): \(productId) is not an auto-renewable subscription the catalog sells")
             }
         }
+        for (index, rule) in (retentionMessaging?.rules ?? []).enumerated() {
+            if let problem = rule.problem(catalog: catalog, offers: promotionalOffers) { throw ConfigurationError("retentionMessaging.rules[\(index)]: \(problem)") }
+            if rule.promotionalOfferIdentifier != nil, appStore.serverAPIBaseURL == nil {
+                throw ConfigurationError("retentionMessaging.rules[\(index)]: a promotional offer is signed with the In-App Purchase key: set appStore.serverAPIBaseURL and its key")
+            }
+        }
         if appStore.refundPolicy != nil, appStore.serverAPIBaseURL == nil {
             throw ConfigurationError("appStore.refundPolicy answers through the Server API: set appStore.serverAPIBaseURL and its key")
         }
@@ -200,6 +215,7 @@ public struct ServerConfiguration: Codable, Sendable {
         reconcileIntervalSeconds = try c.decodeIfPresent(Double.self, forKey: .reconcileIntervalSeconds) ?? d.reconcileIntervalSeconds
         deviceIntegrityPolicy = try c.decodeIfPresent(String.self, forKey: .deviceIntegrityPolicy) ?? d.deviceIntegrityPolicy
         promotionalOffers = try c.decodeIfPresent([String: PromotionalOfferRule].self, forKey: .promotionalOffers) ?? d.promotionalOffers
+        retentionMessaging = try c.decodeIfPresent(RetentionMessagingConfiguration.self, forKey: .retentionMessaging)
     }
 }
 

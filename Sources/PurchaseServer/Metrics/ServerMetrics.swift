@@ -87,6 +87,16 @@ public struct ServerMetrics: Sendable {
                              helpText: "Answers to Apple's consumption requests (Send Consumption Information) by result")
     }
 
+    /// What a Get Retention Message request was answered with: `message`, `alternateProduct`, `promotionalOffer`, or
+    /// `default` (no rule fitted).
+    func retentionMessage(_ choice: String) {
+        registry.makeCounter(descriptor: Self.retentionMessages, labels: [("choice", choice)]).increment()
+    }
+    static var retentionMessages: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "retention_messages", unitName: "total",
+                             helpText: "Answers to the App Store's Get Retention Message requests, by choice")
+    }
+
     /// The text Prometheus scrapes.
     public func exposition() -> String { registry.emitToString() }
 }

@@ -23,6 +23,8 @@ struct StoreState: Codable, Sendable {
     var usedOfferNonces: [String: Date]?
     /// Customers' refund requests by transaction id (optional: state files written before them still load).
     var refundRequests: [String: RefundRequest]?
+    /// Retention Messaging content and settings (optional: state files written before them still load).
+    var retention: Retention?
     /// Auto-renewable series by original transaction id.
     var subscriptions: [String: Subscription] = [:]
     /// Every notification minted, oldest first.

@@ -40,6 +40,7 @@ public enum SimulatorServer {
         CustomerRequestRoutes(services: services).add(to: router)
         VerifyReceiptRoutes(engine: services.engine, sharedSecret: services.sharedSecret).add(to: router)
         ServerAPIRoutes(services: services).add(to: router)
+        RetentionMessagingRoutes(services: services).add(to: router)
         return router
     }
 

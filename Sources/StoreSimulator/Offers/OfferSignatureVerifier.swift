@@ -70,6 +70,38 @@ public struct OfferSignatureVerifier: Sendable {
         return .success(Accepted(nonce: signature.nonce.uuidString.lowercased()))
     }
 
+    /// The promotional offer of a Get Retention Message answer: either signature, naming the subscription the customer
+    /// is looking at (the JWS's `transactionId` is its original transaction id). Returns the product and offer it is for.
+    public func retentionOffer(_ offer: RetentionPromotionalOffer, originalTransactionId: String, now: Date = Date()) -> Result<(productId: String, offerIdentifier: String), Refusal> {
+        if let jws = offer.promotionalOfferSignatureV2 {
+            // The claims say which product and offer; the checks below then hold them to the signature.
+            guard offer.promotionalOfferSignatureV1 == nil else { return .failure(Refusal(reason: "both signatures given")) }
+            guard jws.utf8.count <= 8 << 10, let compact = try? CompactJWS(jws),
+                  let stated = try? JSONDecoder().decode(OfferSignatureClaims.self, from: Data(compact.payload())),
+                  let productId = stated.productId, let offerIdentifier = stated.offerIdentifier else {
+                return .failure(Refusal(reason: "not a promotional offer's JWS"))
+            }
+            return promotionalOffer(jws, productId: productId, offerIdentifier: offerIdentifier, now: now).flatMap { accepted in
+                guard accepted.transactionId == originalTransactionId else { return .failure(Refusal(reason: "signed for another subscription")) }
+                return .success((productId, offerIdentifier))
+            }
+        }
+        guard let legacy = offer.promotionalOfferSignatureV1, let productId = legacy.productId, let offerIdentifier = legacy.offerIdentifier,
+              let nonce = legacy.nonce, let timestamp = legacy.timestamp, let signature = legacy.encodedSignature else {
+            return .failure(Refusal(reason: "no signature"))
+        }
+        guard legacy.keyId == keyId else { return .failure(Refusal(reason: "signed with another key")) }
+        let stated = LegacyPromotionalOfferSignature(keyIdentifier: keyId, nonce: nonce, timestamp: timestamp, signature: signature)
+        // The original API signs the application username as the app set it: StoreKit's UUID string, upper case, or lower.
+        let usernames = legacy.appAccountToken.map { [$0.uuidString, $0.uuidString.lowercased()] } ?? [""]
+        for username in usernames {
+            if case .success = legacyPromotionalOffer(stated, productId: productId, offerIdentifier: offerIdentifier, applicationUsername: username, now: now) {
+                return .success((productId, offerIdentifier))
+            }
+        }
+        return .failure(Refusal(reason: "the signature does not match"))
+    }
+
     private func claims(_ jws: String, audience: String, productId: String, now: Date) -> Result<OfferSignatureClaims, Refusal> {
         guard jws.utf8.count <= 8 << 10, let compact = try? CompactJWS(jws), let header = try? compact.header() else {
             return .failure(Refusal(reason: "not a JWS"))

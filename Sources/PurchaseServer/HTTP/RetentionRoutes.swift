@@ -1,0 +1,80 @@
+import AppStoreClient
+import AppStoreFormats
+import Foundation
+import Hummingbird
+import PurchaseLedger
+
+/// `POST /v1/retention/appstore`: Retention Messaging's Get Retention Message endpoint. The App Store calls it while a
+/// customer looks at a subscription they may cancel and shows what it answers — within 700 ms, or the default message
+/// configured at Apple instead. The request is signed by the App Store like a notification; the answer is the first
+/// configured ``RetentionMessageRule`` that fits the subscription, the locale and the customer (``RetentionRules``).
+/// A promotional offer is signed on the spot for the subscription's original transaction id, so only that customer can
+/// redeem it. No rule fitting: `{}`, and Apple shows the default message.
+struct RetentionRoutes {
+    let services: PurchaseServer.Services
+
+    /// A request signed longer ago than this is refused: Apple calls in real time, and an old one is a replay.
+    static let maxRequestAge: TimeInterval = 300
+
+    func add(to router: Router<BasicRequestContext>) {
+        router.post("v1/retention/appstore", use: retentionMessage)
+    }
+
+    @Sendable func retentionMessage(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        guard let settings = services.retention else {
+            throw APIError(.notFound, code: "retention_not_configured", "no retention messages are configured (retentionMessaging)")
+        }
+        let body = try await request.decodeJSON(RealtimeRequestBody.self, limit: 16 * 1024)
+        let ask = try await proof { try await services.verifier.signedData.verifyRealtimeRequest(body.signedPayload).payload }
+        guard let original = ask.originalTransactionId, let productId = ask.productId, let locale = ask.userLocale, let signed = ask.signedDate,
+              original.utf8.count <= 64, productId.utf8.count <= 200, locale.utf8.count <= 35 else {
+            throw APIError(.unprocessableContent, code: "malformed", "the request lacks its originalTransactionId, productId, userLocale or signedDate")
+        }
+        // Apple: answer only requests for this app. The verifier checks a production id that is present; a missing one
+        // is refused here.
+        if ask.environment == .production, let expected = services.verifier.signedData.configuration.appAppleId, ask.appAppleId != expected {
+            throw APIError(.unprocessableContent, code: "wrong_app_apple_id", "the request is for another app")
+        }
+        let now = Date()
+        guard abs(now.timeIntervalSince(signed)) <= Self.maxRequestAge else {
+            throw APIError(.unprocessableContent, code: "stale_request", "the request was signed more than \(Int(Self.maxRequestAge)) s from now")
+        }
+        let ledger = services.ledger
+        let account = try await ledgerCall { try await ledger.seriesAccount(originalTransactionId: original) }
+        var purchases: [PurchaseRecord] = []
+        var owned = AccountEntitlements(accountId: "", entitlements: [], balances: [:])
+        if let account {
+            purchases = try await ledgerCall { try await ledger.purchases(accountId: account) }
+            owned = try await ledgerCall { try await ledger.entitlements(accountId: account, now: services.now()) }
+        }
+        let choice = RetentionRules.choose(productId: productId, locale: locale, rules: settings.rules, offers: services.promotionalOffers,
+                                           catalog: ledger.catalog, purchases: purchases, owned: owned)
+        var answer = RealtimeResponseBody()
+        switch choice {
+        case .none:
+            services.metrics.retentionMessage("default")
+        case .message(let id)?:
+            answer.message = RetentionMessage(messageIdentifier: id)
+            services.metrics.retentionMessage("message")
+        case .alternateProduct(let id, let alternate, let plan)?:
+            answer.alternateProduct = AlternateProduct(messageIdentifier: id, productId: alternate, billingPlanType: plan)
+            services.metrics.retentionMessage("alternateProduct")
+        case .promotionalOffer(let id, let offerProductId, let offer)?:
+            guard let credentials = services.verifier.apple.serverAPI?.credentials else {
+                throw APIError(.serviceUnavailable, code: "offers_not_configured", "offer signatures need the In-App Purchase key")
+            }
+            let signature = try OfferSigner(credentials: credentials).promotionalOffer(productId: offerProductId, offerIdentifier: offer,
+                                                                                       transactionId: original, now: now)
+            answer.promotionalOffer = RetentionPromotionalOffer(messageIdentifier: id, promotionalOfferSignatureV2: signature)
+            services.metrics.retentionMessage("promotionalOffer")
+        }
+        let data = try AppStoreJSON.encoder(sortedKeys: true).encode(answer)
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// What the server answers Get Retention Message with.
+public struct RetentionSettings: Sendable {
+    public var rules: [RetentionMessageRule]
+    public init(rules: [RetentionMessageRule]) { self.rules = rules }
+}
