@@ -52,6 +52,7 @@ let package = Package(
             name: "StoreSimulator",
             dependencies: [
                 "AppStoreFormats",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + certificatesAndCrypto

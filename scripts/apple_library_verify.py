@@ -2,7 +2,7 @@
 """Verify JWS with Apple's official App Store Server Library (PyPI app-store-server-library).
 
 Usage: apple_library_verify.py ROOT_DER BUNDLE_ID ENVIRONMENT KIND=FILE ...
-KIND is transaction, renewal, notification or app. Prints one JSON object per input with the decoded fields,
+KIND is transaction, renewal, notification, app or realtime (a Get Retention Message request). Prints one JSON object per input with the decoded fields,
 or {"error": "..."} when Apple's verifier rejects it. Used by the StoreSimulator tests: anything Apple's library
 rejects is a simulator bug.
 """
@@ -35,13 +35,14 @@ def main():
         "renewal": verifier.verify_and_decode_renewal_info,
         "notification": verifier.verify_and_decode_notification,
         "app": verifier.verify_and_decode_app_transaction,
+        "realtime": verifier.verify_and_decode_realtime_request,
     }
     for argument in sys.argv[4:]:
         kind, path = argument.split("=", 1)
         with open(path) as f:
             jws = f.read().strip()
         try:
-            print(json.dumps(plain(methods[kind](jws)), sort_keys=True))
+            print(json.dumps(plain(methods[kind](jws)), sort_keys=True, default=str))
         except VerificationException as error:
             print(json.dumps({"error": str(error.status)}))
 

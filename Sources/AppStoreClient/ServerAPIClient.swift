@@ -136,7 +136,7 @@ public struct ServerAPIClient: Sendable {
         try await call(.GET, path, body: nil, as: type)
     }
 
-    func call<T: Decodable>(_ method: HTTPMethod, _ path: String, body: [UInt8]?, as type: T.Type) async throws -> T {
+    func call<T: Decodable>(_ method: HTTPMethod, _ path: String, body: [UInt8]?, contentType: String = "application/json", as type: T.Type) async throws -> T {
         let url = baseURL + path
         let answer = try await transport.send { [self] in
             var request = HTTPClientRequest(url: url)
@@ -144,7 +144,7 @@ public struct ServerAPIClient: Sendable {
             request.headers.add(name: "Authorization", value: "Bearer \(try token())")
             request.headers.add(name: "Accept", value: "application/json")
             if let body {
-                request.headers.add(name: "Content-Type", value: "application/json")
+                request.headers.add(name: "Content-Type", value: contentType)
                 request.body = .bytes(ByteBuffer(bytes: body))
             }
             return request

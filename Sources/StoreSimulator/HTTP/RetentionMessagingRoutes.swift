@@ -31,7 +31,7 @@ struct RetentionMessagingRoutes {
         api.post("performanceTest", use: initiatePerformanceTest)
         api.get("performanceTest/result/:requestId", use: performanceTestResult)
 
-        router.post("sim/subscriptions/:originalTransactionId/retention-message", use: viewSubscription)
+        router.post("sim/subscriptions/:id/retention-message", use: viewSubscription)
         router.post("sim/messaging/:id/review", use: review)
         router.put("sim/messaging/realtime-url", use: configureSandboxURL)
     }
@@ -167,13 +167,14 @@ struct RetentionMessagingRoutes {
             case none = "NONE"
         }
         var source: Source
-        var messageIdentifier: UUID?
+        /// Lower case, as Apple writes UUIDs.
+        var messageIdentifier: String?
         var alternateProduct: AlternateProduct?
         /// The offer shown, as the App Store read it from the signature.
         var promotionalOfferIdentifier: String?
         var promotionalOfferProductId: String?
         /// The real-time request, when one was made.
-        var requestIdentifier: UUID?
+        var requestIdentifier: String?
         var sendAttemptResult: SendAttemptResult?
         var milliseconds: Int?
         var problem: StoreEngine.RetentionAnswerProblem?
@@ -181,7 +182,7 @@ struct RetentionMessagingRoutes {
 
     /// A customer looks at an active subscription's details, where they could cancel it.
     @Sendable func viewSubscription(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let original = try context.parameters.require("originalTransactionId")
+        let original = try context.parameters.require("id")
         let view = try await request.decodeIfPresent(View.self) ?? View()
         let locale = view.userLocale ?? "en-US"
         guard StoreEngine.isAppStoreLocale(locale) else { throw HTTPError(.badRequest, message: "userLocale is not an App Store locale") }
@@ -191,7 +192,7 @@ struct RetentionMessagingRoutes {
         var shown = Shown(source: .none)
         if let url = ask.url {
             let attempt = await requester.ask(url, signedPayload: ask.signedPayload)
-            shown.requestIdentifier = ask.request.requestIdentifier
+            shown.requestIdentifier = ask.request.requestIdentifier?.uuidString.lowercased()
             shown.sendAttemptResult = attempt.result
             shown.milliseconds = attempt.milliseconds
             if let answer = attempt.answer {
@@ -200,7 +201,7 @@ struct RetentionMessagingRoutes {
                 shown.problem = await engine.judgeRetentionAnswer(answer, ask: ask, offer: offer)
                 if shown.problem == nil {
                     shown.source = .realtime
-                    shown.messageIdentifier = answer.messageIdentifier
+                    shown.messageIdentifier = answer.messageIdentifier?.uuidString.lowercased()
                     shown.alternateProduct = answer.alternateProduct
                     shown.promotionalOfferIdentifier = offer?.offerIdentifier
                     shown.promotionalOfferProductId = offer?.productId
@@ -209,7 +210,7 @@ struct RetentionMessagingRoutes {
         }
         if shown.source == .none, let fallback = await engine.configuredDefaultMessage(productId: ask.request.productId ?? "", locale: locale) {
             shown.source = .defaultMessage
-            shown.messageIdentifier = fallback
+            shown.messageIdentifier = fallback.uuidString.lowercased()
         }
         return try Reply.json(shown)
     }

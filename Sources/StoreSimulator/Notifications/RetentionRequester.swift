@@ -1,8 +1,8 @@
 import AppStoreFormats
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
 
 /// Calls the developer's Get Retention Message endpoint as the App Store does: `POST {"signedPayload": "<JWS>"}`, an answer
 /// within the response-time budget (700 ms), HTTP 200 with a ``RealtimeResponseBody``.
@@ -12,14 +12,7 @@ public struct RetentionRequester: Sendable {
     /// The largest answer read.
     static let maxAnswer = 64 * 1024
 
-    let session: URLSession
-
-    public init() {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 0.7
-        configuration.httpMaximumConnectionsPerHost = 16
-        session = URLSession(configuration: configuration)
-    }
+    public init() {}
 
     /// One call: how it ended, how long it took, and the answer when it was a usable one.
     public struct Attempt: Sendable {
@@ -29,33 +22,35 @@ public struct RetentionRequester: Sendable {
     }
 
     public func ask(_ url: URL, signedPayload: String) async -> Attempt {
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = try? AppStoreJSON.encoder().encode(RealtimeRequestBody(signedPayload: signedPayload))
         let clock = ContinuousClock()
         let started = clock.now
         func elapsed() -> Int {
             let duration = clock.now - started
             return Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
         }
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: (try? AppStoreJSON.encoder().encode(RealtimeRequestBody(signedPayload: signedPayload))) ?? Data()))
         do {
-            let (data, response) = try await session.data(for: request)
+            let response = try await HTTPClient.shared.execute(request, deadline: .now() + .milliseconds(700))
+            let body = try await response.body.collect(upTo: Self.maxAnswer)
             let milliseconds = elapsed()
             guard Duration.milliseconds(milliseconds) <= Self.budget else { return Attempt(result: .timedOut, milliseconds: milliseconds) }
-            guard (response as? HTTPURLResponse)?.statusCode == 200 else { return Attempt(result: .unsuccessfulHTTPResponseCode, milliseconds: milliseconds) }
-            guard data.count <= Self.maxAnswer, let answer = try? AppStoreJSON.decoder().decode(RealtimeResponseBody.self, from: data) else {
+            guard response.status == .ok else { return Attempt(result: .unsuccessfulHTTPResponseCode, milliseconds: milliseconds) }
+            guard let answer = try? AppStoreJSON.decoder().decode(RealtimeResponseBody.self, from: Data(body.readableBytesView)) else {
                 return Attempt(result: .invalidResponse, milliseconds: milliseconds)
             }
             return Attempt(result: .success, milliseconds: milliseconds, answer: answer)
-        } catch let error as URLError where error.code == .timedOut {
+        } catch let error as HTTPClientError where [.deadlineExceeded, .readTimeout, .connectTimeout].contains(error) {
             return Attempt(result: .timedOut, milliseconds: elapsed())
-        } catch let error as URLError where error.code == .networkConnectionLost {
+        } catch let error as HTTPClientError where error == .remoteConnectionClosed {
             return Attempt(result: .prematureClose, milliseconds: elapsed())
-        } catch let error as URLError where error.code == .secureConnectionFailed || error.code == .serverCertificateUntrusted {
-            return Attempt(result: .tlsIssue, milliseconds: elapsed())
+        } catch let error as NIOTooManyBytesError {
+            _ = error
+            return Attempt(result: .invalidResponse, milliseconds: elapsed())
         } catch {
-            return Attempt(result: .noResponse, milliseconds: elapsed())
+            return Attempt(result: String(describing: error).contains("SSL") ? .tlsIssue : .noResponse, milliseconds: elapsed())
         }
     }
 

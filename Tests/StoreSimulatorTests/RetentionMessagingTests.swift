@@ -1,0 +1,248 @@
+import AppStoreFormats
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import IAPTestSupport
+import StoreSimulator
+import Testing
+
+/// A Get Retention Message endpoint for tests: answers every request with `answer` after `delay`, keeping the signed
+/// payloads it received.
+actor RealtimeEndpoint {
+    var answer: [UInt8]
+    var delay: Duration = .zero
+    private(set) var received: [String] = []
+    init(answer: [String: Any]) {
+        self.answer = Array((try? JSONSerialization.data(withJSONObject: answer)) ?? Data())
+    }
+    nonisolated func set(answer: [String: Any]? = nil, delay: Duration? = nil) async {
+        let bytes = answer.map { Array((try? JSONSerialization.data(withJSONObject: $0)) ?? Data()) }
+        await store(bytes, delay)
+    }
+    private func store(_ bytes: [UInt8]?, _ delay: Duration?) {
+        if let bytes { answer = bytes }
+        if let delay { self.delay = delay }
+    }
+    func take(_ signedPayload: String) async throws -> [UInt8] {
+        received.append(signedPayload)
+        try await Task.sleep(for: delay)
+        return answer
+    }
+
+    /// Serves the endpoint on a loopback port while `body` runs.
+    func serve(_ body: @Sendable (URL) async throws -> Void) async throws {
+        let router = Router()
+        router.post("retention") { request, _ in
+            let buffer = try await request.body.collect(upTo: 1 << 20)
+            let sent = try JSONDecoder().decode(RealtimeRequestBody.self, from: Data(buffer.readableBytesView))
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: try await self.take(sent.signedPayload))))
+        }
+        try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0))).test(.live) { client in
+            try await body(URL(string: "http://127.0.0.1:\(client.port!)/retention")!)
+        }
+    }
+}
+
+@Suite("Retention Messaging in the simulator: Apple's 14 calls, its review, and what a customer who may cancel is shown")
+struct RetentionMessagingTests {
+    let fixture: SimulatorFixture
+    init() throws { fixture = try SimulatorFixture() }
+
+    static let monthly = "com.revenuecat.monthly_4.99.1_week_intro"
+
+    func call(_ client: some TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, _ body: [String: Any]? = nil,
+              bytes: [UInt8]? = nil) async throws -> (status: Int, body: [String: Any]) {
+        let response = try await client.execute(uri: uri, method: method, headers: [.authorization: "Bearer \(try fixture.token())"],
+                                                body: try bytes.map { ByteBuffer(bytes: $0) } ?? body.map(jsonBody))
+        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:]
+        return (Int(response.status.code), object)
+    }
+
+    func subscribe(_ account: String) async throws -> String {
+        try await fixture.engine.createAccount(account)
+        guard case .purchased(_, let original, _) = try await fixture.engine.purchase(account: account, device: "d", productId: Self.monthly) else {
+            Issue.record("purchase failed")
+            return ""
+        }
+        return original
+    }
+
+    @Test("Apple's Python client: all 14 Retention Messaging calls answered as Apple documents, and a performance test that passes")
+    func applePythonClient() async throws {
+        guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {
+            Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
+            return
+        }
+        let original = try await subscribe("rita")
+        let text = UUID()
+        let endpoint = RealtimeEndpoint(answer: ["message": ["messageIdentifier": text.uuidString.lowercased()]])
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-rm-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyPath = directory.appendingPathComponent("key.p8").path
+        try Data(fixture.apiKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_retention.py").path
+        try await endpoint.serve { realtime in
+            try await fixture.application().test(.live) { client in
+                let run = try await Subprocess.run(python, [script, "http://127.0.0.1:\(client.port!)", keyPath, fixture.keyId, fixture.issuerId,
+                                                            "com.revenuecat", original, Self.monthly, realtime.absoluteString, text.uuidString.lowercased()])
+                let r = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stdout) \(run.stderr)")
+                func code(_ name: String) -> Int? { (r[name] as? [String: Any])?["apiError"] as? Int }
+                for name in ["uploadImage", "uploadBulletImage", "uploadMessage", "uploadTextMessage", "configureDefault", "configureRealtimeURL",
+                             "deleteDefault", "deleteDefaultAgain", "deleteMessage", "deleteImage", "deleteRealtimeURL"] {
+                    #expect(r[name] as? String == "ok", "\(name): \(r[name] ?? "-")")
+                }
+                #expect(code("uploadImageAgain") == 4_090_000)
+                #expect(code("uploadImageNotPNG") == 4_000_161)
+                #expect(code("uploadImageTransparent") == 4_000_161, "Apple takes no transparency")
+                #expect(code("uploadImageWrongSize") == 4_000_161)
+                let images = try #require(r["imageList"] as? [[String: Any]], "\(r["imageList"] ?? "-")")
+                #expect(images.count == 2 && images.allSatisfy { $0["state"] as? String == "APPROVED" }, "sandbox approves at once: \(images)")
+                #expect(Set(images.compactMap { $0["size"] as? String }) == ["FULL_SIZE", "BULLET_POINT"])
+                #expect(code("uploadMessageAgain") == 4_090_001)
+                #expect(code("uploadMessageAboveMissingImage") == 4_000_224)
+                #expect((r["messageList"] as? [[String: Any]])?.count == 2)
+                #expect(r["getDefault"] as? String != nil && (r["getDefault"] as? String) != text.uuidString.lowercased())
+                #expect(code("configureDefaultBadLocale") == 4_000_164)
+                #expect(code("configureDefaultUnknownMessage") == 4_040_015)
+                #expect(code("configureDefaultUnknownProduct") == 4_000_023)
+                #expect(code("getDefaultUnset") == 4_040_020)
+                #expect(code("deleteImageInUse") == 4_030_019)
+                #expect(code("deleteImageUnknown") == 4_040_014)
+                #expect(code("configureRealtimeURLBad") == 4_000_215)
+                #expect(code("getRealtimeURLUnset") == 4_040_021)
+                #expect(r["getRealtimeURL"] as? String == realtime.absoluteString)
+                let started = try #require(r["initiatePerformanceTest"] as? [String: Any], "\(r["initiatePerformanceTest"] ?? "-")")
+                #expect(started["requestId"] as? Bool == true && started["threshold"] as? Int == 700)
+                #expect(code("initiatePerformanceTestAgain") == 4_000_213, "one test at a time")
+                let result = try #require(r["performanceTestResults"] as? [String: Any], "\(r["performanceTestResults"] ?? "-")")
+                #expect(result["result"] as? String == "PASS", "\(result)")
+                #expect(result["successRate"] as? Int == 100 && result["numPending"] as? Int == 0)
+                #expect(result["target"] as? String == realtime.absoluteString)
+                #expect((result["p99"] as? Int ?? 1_000) < 700)
+                #expect(code("performanceTestResultsUnknown") == 4_040_018)
+                #expect(code("performanceTestResultsInvalid") == 4_000_212)
+                #expect(code("getDefaultDeleted") == 4_040_020)
+                #expect(code("deleteMessageAgain") == 4_040_015)
+                #expect(code("getRealtimeURLDeleted") == 4_040_021)
+            }
+            // Every request the test sent is one Apple's own SignedDataVerifier takes.
+            let received = await endpoint.received
+            #expect(received.count == StoreEngine.performanceTestConfig.totalRequests)
+            if let first = received.first, let lines = try await AppleLibraryTests.appleVerify([("realtime", first)], bundleId: "com.revenuecat") {
+                #expect(lines.first?["originalTransactionId"] as? String == original, "\(lines)")
+                #expect(lines.first?["productId"] as? String == Self.monthly)
+                #expect(lines.first?["userLocale"] as? String == "en-US")
+            }
+        }
+    }
+
+    @Test("Apple's limits: header, body, alt text, bullet points and image sizes each refused with their own code")
+    func messageLimits() async throws {
+        try await fixture.application().test(.live) { client in
+            let bullet = UUID().uuidString.lowercased(), full = UUID().uuidString.lowercased()
+            #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(bullet)?imageSize=BULLET_POINT", bytes: PNGImageHeader.blankOpaque(width: 1024, height: 1024)).status == 200)
+            #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(full)", bytes: PNGImageHeader.blankOpaque(width: 3840, height: 2160)).status == 200)
+            #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(UUID())", bytes: PNGImageHeader.blankOpaque(width: 3840, height: 2161)).body["errorCode"] as? Int == 4_000_161)
+            #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(UUID())?imageSize=HUGE", bytes: PNGImageHeader.blankOpaque(width: 1024, height: 1024)).body["errorCode"] as? Int == 4_000_216)
+            func upload(_ body: [String: Any]) async throws -> Int? {
+                let reply = try await call(client, .put, "/inApps/v1/messaging/message/\(UUID())", body)
+                return reply.status == 200 ? 0 : reply.body["errorCode"] as? Int
+            }
+            let point: [String: Any] = ["text": "Sync", "imageIdentifier": bullet, "altText": "Sync"]
+            #expect(try await upload(["header": String(repeating: "h", count: 66), "body": String(repeating: "b", count: 144)]) == 0, "at the limits")
+            #expect(try await upload(["header": String(repeating: "é", count: 67), "body": "b"]) == 4_000_162, "characters, not bytes, are counted")
+            #expect(try await upload(["header": "h", "body": String(repeating: "b", count: 145)]) == 4_000_163)
+            #expect(try await upload(["header": "h", "body": "b", "image": ["imageIdentifier": full, "altText": String(repeating: "a", count: 151)]]) == 4_000_175)
+            #expect(try await upload(["header": "h", "body": "b", "bulletPoints": Array(repeating: point, count: 6)]) == 4_000_218)
+            #expect(try await upload(["header": "h", "body": "b", "bulletPoints": Array(repeating: point, count: 5)]) == 0)
+            #expect(try await upload(["header": "h", "body": "b", "bulletPoints": [["text": String(repeating: "t", count: 67), "imageIdentifier": bullet, "altText": "x"]]]) == 4_000_219)
+            #expect(try await upload(["header": "h", "body": "b", "image": ["imageIdentifier": bullet, "altText": "x"]]) == 4_000_216, "a bullet-point image as the main image")
+            #expect(try await upload(["header": "h", "body": "b", "bulletPoints": [["text": "t", "imageIdentifier": full, "altText": "x"]]]) == 4_000_216)
+            #expect(try await upload(["header": "h", "body": "b", "headerPosition": "ABOVE_IMAGE"]) == 4_000_224)
+            // Without the API key: Apple's bare 401.
+            let anonymous = try await client.execute(uri: "/inApps/v1/messaging/message/list", method: .get)
+            #expect(anonymous.status == .unauthorized)
+        }
+    }
+
+    @Test("Outside sandbox content waits for review: a default needs an approved message and image, and production needs a passed test for its URL")
+    func reviewAndProduction() async throws {
+        let catalog = try SimulatorCatalog(storeKit: CatalogTests.storeKit(), settings: CatalogSettings(bundleId: "com.revenuecat", appAppleId: 42))
+        let engine = try StoreEngine(catalog: catalog, minter: Minter(authority: sharedAuthority), environment: .production)
+        let app = SimulatorServer.application(.init(engine: engine, authenticator: APIAuthenticator(keyId: fixture.keyId, issuerId: fixture.issuerId,
+                                                                                                    publicKey: fixture.apiKey.publicKey, bundleId: "com.revenuecat")), port: 0)
+        try await app.test(.live) { client in
+            let image = UUID().uuidString.lowercased(), message = UUID().uuidString.lowercased()
+            #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(image)", bytes: PNGImageHeader.blankOpaque(width: 3840, height: 800)).status == 200)
+            #expect(try await call(client, .put, "/inApps/v1/messaging/message/\(message)",
+                                   ["header": "h", "body": "b", "image": ["imageIdentifier": image, "altText": "x"]]).status == 200)
+            let listed = try await call(client, .get, "/inApps/v1/messaging/message/list").body["messageIdentifiers"] as? [[String: Any]]
+            #expect(listed?.first?["messageState"] as? String == "PENDING")
+            let configure = { try await call(client, .put, "/inApps/v1/messaging/default/\(Self.monthly)/en-US", ["messageIdentifier": message]).body["errorCode"] as? Int }
+            #expect(try await configure() == 4_030_017)
+            _ = try await client.execute(uri: "/sim/messaging/\(message)/review", method: .post, body: try jsonBody(["state": "APPROVED"]))
+            #expect(try await configure() == 4_030_018, "its image is still pending")
+            _ = try await client.execute(uri: "/sim/messaging/\(image)/review", method: .post, body: try jsonBody(["state": "APPROVED"]))
+            #expect(try await call(client, .put, "/inApps/v1/messaging/default/\(Self.monthly)/en-US", ["messageIdentifier": message]).status == 200)
+            #expect(try await call(client, .put, "/inApps/v1/messaging/realtime/url", ["realtimeURL": "https://retention.example.com/apple"]).body["errorCode"] as? Int == 4_030_026)
+        }
+    }
+
+    @Test("A customer who may cancel sees the developer's answer when it is valid and in time, the default message otherwise")
+    func customerView() async throws {
+        let original = try await subscribe("vera")
+        try await fixture.engine.createAccount("fay")
+        let text = UUID(), other = UUID(), fallback = UUID()
+        let endpoint = RealtimeEndpoint(answer: ["message": ["messageIdentifier": text.uuidString.lowercased()]])
+        try await endpoint.serve { realtime in
+            try await fixture.application().test(.live) { client in
+                for id in [text, other, fallback] {
+                    #expect(try await call(client, .put, "/inApps/v1/messaging/message/\(id)", ["header": "Stay", "body": "Please"]).status == 200)
+                }
+                func view(_ locale: String = "en-US") async throws -> [String: Any] {
+                    let response = try await client.execute(uri: "/sim/subscriptions/\(original)/retention-message", method: .post,
+                                                            body: try jsonBody(["userLocale": locale]))
+                    return try object(response)
+                }
+                // No URL and no default: nothing is shown.
+                #expect(try await view()["source"] as? String == "NONE")
+                #expect(try await call(client, .put, "/inApps/v1/messaging/default/\(Self.monthly)/en-US", ["messageIdentifier": fallback.uuidString]).status == 200)
+                #expect(try await view()["source"] as? String == "DEFAULT")
+                #expect(try await call(client, .put, "/inApps/v1/messaging/realtime/url", ["realtimeURL": realtime.absoluteString]).status == 200)
+                let shown = try await view()
+                #expect(shown["source"] as? String == "REALTIME" && shown["messageIdentifier"] as? String == text.uuidString.lowercased(), "\(shown)")
+                // Another locale without a default: the answer still counts; a failure would show nothing.
+                #expect(try await view("de-DE")["source"] as? String == "REALTIME")
+
+                // Answers the App Store cannot show fall back to the default, each for its reason.
+                let cases: [([String: Any], String)] = [
+                    ([:], "NOT_ONE_CHOICE"),
+                    (["message": ["messageIdentifier": UUID().uuidString]], "MESSAGE_NOT_FOUND"),
+                    (["message": ["messageIdentifier": text.uuidString], "alternateProduct": ["messageIdentifier": other.uuidString, "productId": Self.monthly]], "NOT_ONE_CHOICE"),
+                    (["alternateProduct": ["messageIdentifier": other.uuidString, "productId": "com.revenuecat.consumable"]], "PRODUCT_NOT_IN_GROUP"),
+                    (["promotionalOffer": ["messageIdentifier": other.uuidString, "promotionalOfferSignatureV2": "a.b.c"]], "OFFER_INVALID"),
+                ]
+                for (answer, problem) in cases {
+                    await endpoint.set(answer: answer)
+                    let shown = try await view()
+                    #expect(shown["source"] as? String == "DEFAULT" && shown["problem"] as? String == problem, "\(answer): \(shown)")
+                }
+                _ = try await client.execute(uri: "/sim/messaging/\(other)/review", method: .post, body: try jsonBody(["state": "REJECTED"]))
+                await endpoint.set(answer: ["message": ["messageIdentifier": other.uuidString]])
+                #expect(try await view()["problem"] as? String == "MESSAGE_NOT_APPROVED")
+
+                // Too slow: Apple waits 700 ms and no longer.
+                await endpoint.set(answer: ["message": ["messageIdentifier": text.uuidString]], delay: .milliseconds(900))
+                let slow = try await view()
+                #expect(slow["source"] as? String == "DEFAULT" && slow["sendAttemptResult"] as? String == "TIMED_OUT", "\(slow)")
+                // A family member's copy, or no active subscription, is not the customer's to cancel.
+                let missing = try await client.execute(uri: "/sim/subscriptions/999999/retention-message", method: .post)
+                #expect(missing.status == .notFound)
+            }
+        }
+    }
+}
