@@ -173,6 +173,8 @@ struct RetentionMessagingRoutes {
         /// The offer shown, as the App Store read it from the signature.
         var promotionalOfferIdentifier: String?
         var promotionalOfferProductId: String?
+        /// The offer's signature, which the App Store's sheet redeems when the customer accepts (`/sim/purchases` with it).
+        var promotionalOfferSignatureV2: String?
         /// The real-time request, when one was made.
         var requestIdentifier: String?
         var sendAttemptResult: SendAttemptResult?
@@ -205,6 +207,7 @@ struct RetentionMessagingRoutes {
                     shown.alternateProduct = answer.alternateProduct
                     shown.promotionalOfferIdentifier = offer?.offerIdentifier
                     shown.promotionalOfferProductId = offer?.productId
+                    shown.promotionalOfferSignatureV2 = answer.promotionalOffer?.promotionalOfferSignatureV2
                 }
             }
         }

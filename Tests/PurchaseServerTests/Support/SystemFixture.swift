@@ -67,6 +67,8 @@ struct System {
         var setAppAccountTokens = false
         /// How the server answers Apple's consumption requests; nil: it does not.
         var refundPolicy: RefundPolicy?
+        /// What the server answers the App Store's Get Retention Message requests with; nil: it does not.
+        var retention: [RetentionMessageRule]?
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -116,6 +118,7 @@ struct System {
             services.consumption = options.refundPolicy.map { ConsumptionSettings(policy: $0) }
             services.setAppAccountTokensWithApple = options.setAppAccountTokens
             services.promotionalOffers = options.promotionalOffers
+            services.retention = options.retention.map(RetentionSettings.init(rules:))
             let secret = configuration.auth.hs256Secret!
             try await PurchaseServer.application(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])

@@ -1,0 +1,158 @@
+import AppStoreClient
+import AppStoreFormats
+import Foundation
+import PurchaseLedger
+import PurchaseServer
+import StoreSimulator
+import Testing
+
+/// Retention Messaging end to end over real HTTP: content set up at the simulator with `AppStoreClient`, the simulator's
+/// App Store asking the purchase server's Get Retention Message endpoint while a customer may cancel, and what the
+/// customer is shown and can redeem.
+@Suite("Get Retention Message: the server answers Apple in real time from its rules, and only Apple's fresh requests")
+struct RetentionMessagingServerTests {
+    static let monthly = "com.example.iapkit.pro.monthly"
+    static let yearly = "com.example.iapkit.pro.yearly"
+    static let offerMessage = UUID(), switchMessage = UUID(), stayMessage = UUID(), defaultMessage = UUID()
+
+    static func options(_ kind: LedgerKind = .sqlite) -> System.Options {
+        var options = System.Options()
+        options.kind = kind
+        options.promotionalOffers = ["pro.yearly.upgrade": PromotionalOfferRule(productIds: [yearly], eligibility: .subscribers)]
+        options.retention = [
+            RetentionMessageRule(messageIdentifier: offerMessage, productIds: [monthly], locales: ["en-US"], promotionalOfferIdentifier: "pro.yearly.upgrade"),
+            RetentionMessageRule(messageIdentifier: switchMessage, locales: ["de-DE"], alternateProductId: yearly),
+            RetentionMessageRule(messageIdentifier: stayMessage),
+        ]
+        return options
+    }
+
+    /// Uploads the messages at Apple (the simulator), sets the default and points Apple at the server's endpoint.
+    static func setUpAtApple(_ system: System) async throws -> ServerAPIClient {
+        let apple = try #require(system.services.verifier.apple.serverAPI)
+        for id in [offerMessage, switchMessage, stayMessage, defaultMessage] {
+            try await apple.uploadRetentionMessage(id, UploadMessageRequestBody(header: "Before you go", body: "Here is something for you."))
+        }
+        try await apple.configureDefaultRetentionMessage(productId: monthly, locale: "en-US", messageIdentifier: defaultMessage)
+        try await apple.configureRealtimeURL("http://127.0.0.1:\(system.server.port!)/v1/retention/appstore")
+        return apple
+    }
+
+    /// The customer opens the subscription's page, where they could cancel: what the App Store shows.
+    static func view(_ system: System, _ originalTransactionId: String, locale: String = "en-US") async throws -> [String: Any] {
+        try await system.device(.post, "/sim/subscriptions/\(originalTransactionId)/retention-message", ["userLocale": locale])
+    }
+
+    @Test("A subscriber gets the offer its rules allow, signed for that subscription and redeemed once; another locale gets another plan; a customer the server does not know gets the plain message")
+    func answersFromRules() async throws {
+        try await System.run(Self.options()) { system in
+            _ = try await Self.setUpAtApple(system)
+            let (account, store) = try await system.customer("keeper")
+            let (_, purchase, reply) = try await system.buy(Self.monthly, account: account, storeAccount: store)
+            #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String), "\(reply)")
+            let original = try #require(purchase["transactionId"] as? String)
+
+            let offered = try await Self.view(system, original)
+            #expect(offered["source"] as? String == "REALTIME" && offered["problem"] == nil, "\(offered)")
+            #expect(offered["messageIdentifier"] as? String == Self.offerMessage.uuidString.lowercased())
+            #expect(offered["promotionalOfferIdentifier"] as? String == "pro.yearly.upgrade" && offered["promotionalOfferProductId"] as? String == Self.yearly)
+            let milliseconds = try #require(offered["milliseconds"] as? Int)
+            #expect(milliseconds < 700, "answered within Apple's budget: \(milliseconds) ms")
+
+            let switched = try await Self.view(system, original, locale: "de-DE")
+            #expect(switched["source"] as? String == "REALTIME" && switched["messageIdentifier"] as? String == Self.switchMessage.uuidString.lowercased())
+            #expect((switched["alternateProduct"] as? [String: Any])?["productId"] as? String == Self.yearly)
+
+            // The customer accepts the offer in the App Store's sheet: the signature names their subscription, once.
+            let signature = try #require(offered["promotionalOfferSignatureV2"] as? String)
+            let fresh = try #require(try await Self.view(system, original)["promotionalOfferSignatureV2"] as? String)
+            #expect(fresh != signature, "each answer is signed anew, with its own nonce")
+            let offer: [String: Any] = ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": signature]
+            let redeemed = try await system.device(.post, "/sim/purchases", ["account": store, "device": "settings", "productId": Self.yearly, "offer": offer])
+            #expect(redeemed["signedTransaction"] is String, "\(redeemed)")
+            let again = try await system.device(.post, "/sim/purchases", ["account": store, "device": "settings", "productId": Self.yearly, "offer": offer])
+            #expect(again["signedTransaction"] == nil, "a signature is taken once: \(again)")
+            // Another customer cannot use an unused one either: it names this subscription.
+            let (_, thief) = try await system.customer("thief")
+            let stolen = try await system.device(.post, "/sim/purchases", ["account": thief, "device": "d", "productId": Self.yearly,
+                                                                          "offer": ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": fresh]])
+            #expect(stolen["signedTransaction"] == nil, "\(stolen)")
+            // Now on the yearly plan, the monthly plan's offer rule no longer fits: the plain message.
+            #expect(try await Self.view(system, original)["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased())
+
+            // A subscription bought where the server never saw it: nobody the offer's rules know, so the plain message.
+            let (_, stranger) = try await system.customer("stranger")
+            let unseen = try await system.device(.post, "/sim/purchases", ["account": stranger, "device": "d", "productId": Self.monthly])
+            let plain = try await Self.view(system, try #require(unseen["transactionId"] as? String))
+            #expect(plain["source"] as? String == "REALTIME" && plain["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased(), "\(plain)")
+            #expect(plain["promotionalOfferIdentifier"] == nil)
+        }
+    }
+
+    @Test("Refused: an altered request, a replayed old one, a body of the wrong shape; a server without rules answers 404 and Apple shows its default")
+    func refusals() async throws {
+        var options = System.Options()
+        options.retention = [RetentionMessageRule(messageIdentifier: Self.stayMessage)]
+        try await System.run(options) { system in
+            let (account, store) = try await system.customer("asked")
+            let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
+            let original = try #require(purchase["transactionId"] as? String)
+            let minter = try Minter(authority: simulatorAuthority)
+            func request(signedDate: Date, originalTransactionId: String = original) -> DecodedRealtimeRequestBody {
+                DecodedRealtimeRequestBody(originalTransactionId: originalTransactionId, appAppleId: 1_234_567_890, productId: Self.monthly,
+                                           userLocale: "en-US", requestIdentifier: UUID(), signedDate: signedDate, environment: .sandbox)
+            }
+            func post(_ signedPayload: String) async throws -> (Int, [String: Any]) {
+                let (status, body) = try await system.call(.post, "/v1/retention/appstore", as: nil, ["signedPayload": signedPayload])
+                return (Int(status.code), body)
+            }
+            let good = try minter.sign(request(signedDate: Date()))
+            let (status, answer) = try await post(good)
+            #expect(status == 200 && (answer["message"] as? [String: Any])?["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased(), "\(answer)")
+
+            // Another subscription's id put into a signed request: the signature no longer holds.
+            let parts = good.split(separator: ".").map(String.init)
+            let altered = parts[0] + "." + Base64.urlEncode(try AppStoreJSON.encoder(sortedKeys: true).encode(request(signedDate: Date(), originalTransactionId: "1"))) + "." + parts[2]
+            let (alteredStatus, alteredBody) = try await post(altered)
+            #expect(alteredStatus == 422 && (alteredBody["error"] as? [String: Any])?["code"] as? String == "bad_signature", "\(alteredBody)")
+            let (staleStatus, staleBody) = try await post(try minter.sign(request(signedDate: Date().addingTimeInterval(-600))))
+            #expect(staleStatus == 422 && (staleBody["error"] as? [String: Any])?["code"] as? String == "stale_request")
+            #expect(try await system.call(.post, "/v1/retention/appstore", as: nil, ["signed": "x"]).0 == .badRequest)
+            // A notification's payload is not a retention request, though Apple signed it.
+            #expect(try await post("not.a.jws").0 == 422)
+        }
+        try await System.run(System.Options()) { system in
+            let apple = try #require(system.services.verifier.apple.serverAPI)
+            try await apple.uploadRetentionMessage(Self.defaultMessage, UploadMessageRequestBody(header: "Stay", body: "Please stay."))
+            try await apple.configureDefaultRetentionMessage(productId: Self.monthly, locale: "en-US", messageIdentifier: Self.defaultMessage)
+            try await apple.configureRealtimeURL("http://127.0.0.1:\(system.server.port!)/v1/retention/appstore")
+            let (account, store) = try await system.customer("unconfigured")
+            let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
+            let shown = try await Self.view(system, try #require(purchase["transactionId"] as? String))
+            #expect(shown["source"] as? String == "DEFAULT" && shown["sendAttemptResult"] as? String == "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "\(shown)")
+            #expect(shown["messageIdentifier"] as? String == Self.defaultMessage.uuidString.lowercased())
+        }
+    }
+
+    @Test("Apple's performance test of the server's endpoint passes within the 700 ms budget", arguments: LedgerKind.allCases)
+    func performanceTest(_ kind: LedgerKind) async throws {
+        try await System.run(Self.options(kind)) { system in
+            let apple = try await Self.setUpAtApple(system)
+            let (account, store) = try await system.customer("tested")
+            let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
+            let started = try await apple.initiatePerformanceTest(originalTransactionId: try #require(purchase["transactionId"] as? String))
+            let requestId = try #require(started.requestId)
+            var result = try await apple.performanceTestResult(requestId)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while result.result == .pending, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+                result = try await apple.performanceTestResult(requestId)
+            }
+            #expect(result.result == .pass, "\(result)")
+            #expect(result.successRate == 100 && result.numPending == 0 && result.failures?.isEmpty == true, "\(result)")
+            let p99 = try #require(result.responseTimes?.p99)
+            #expect(p99 < 700)
+            print("retention performance test (\(kind.rawValue)): \(result.config?.totalRequests ?? 0) requests, \(result.config?.maxConcurrentRequests ?? 0) at once: average \(result.responseTimes?.average ?? -1) ms, p50 \(result.responseTimes?.p50 ?? -1) ms, p99 \(p99) ms")
+        }
+    }
+}
