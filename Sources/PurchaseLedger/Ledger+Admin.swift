@@ -124,11 +124,13 @@ extension Ledger {
         }
     }
 
-    /// The account the latest bound period of a subscription series belongs to, if any.
+    /// The account the latest bound period of a subscription series belongs to, if any: the purchaser's (a family
+    /// member's copy is theirs to use, not to be offered anything for).
     public func seriesAccount(originalTransactionId: String) async throws -> String? {
         try await read { session in
             try session.sql.first("""
                 SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL
+                AND (ownership IS NULL OR ownership <> 'FAMILY_SHARED')
                 ORDER BY purchase_date DESC, transaction_id DESC LIMIT 1
                 """, [.text(originalTransactionId)])?.optionalText(0)
         }

@@ -36,3 +36,38 @@ struct Base64AndJWSTests {
         #expect(throws: AppStoreError(.tooLarge, "")) { _ = try CompactJWS(big) }
     }
 }
+
+@Suite("PNG headers for Upload Image: dimensions and transparency, never a trap")
+struct PNGImageHeaderTests {
+    @Test("An opaque RGB PNG reads its dimensions; an alpha channel or a tRNS chunk is transparency")
+    func reads() throws {
+        let opaque = try #require(PNGImageHeader.parse(PNGImageHeader.blankOpaque(width: 3840, height: 2160)))
+        #expect(opaque.width == 3840 && opaque.height == 2160 && opaque.colorType == 2 && !opaque.hasTransparency)
+        var alpha = PNGImageHeader.blankOpaque(width: 1024, height: 1024)
+        alpha[25] = 6  // RGBA: the CRC no longer matches, so the header is refused…
+        #expect(PNGImageHeader.parse(alpha) == nil)
+        // …and with its CRC recomputed it reads as transparent.
+        let crc = PNGImageHeader.crc32(alpha[12..<29])
+        alpha.replaceSubrange(29..<33, with: [UInt8(crc >> 24 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc & 0xFF)])
+        #expect(PNGImageHeader.parse(alpha)?.hasTransparency == true)
+        // A tRNS chunk before the image data.
+        var withTRNS = PNGImageHeader.blankOpaque(width: 1024, height: 1024)
+        let trns: [UInt8] = [0, 0, 0, 6] + Array("tRNS".utf8) + [0, 0, 0, 0, 0, 0] + [0, 0, 0, 0]
+        withTRNS.insert(contentsOf: trns, at: 33)
+        #expect(PNGImageHeader.parse(withTRNS)?.hasTransparency == true)
+    }
+
+    @Test("Truncated, misnamed, zero-sized or lying chunks are refused, not trapped on")
+    func refuses() {
+        let good = PNGImageHeader.blankOpaque(width: 3840, height: 400)
+        for count in [0, 7, 8, 20, 32, 33, 40] { #expect(PNGImageHeader.parse(good.prefix(count)) == nil, "\(count) bytes") }
+        var wrongName = good
+        wrongName[12] = UInt8(ascii: "X")
+        #expect(PNGImageHeader.parse(wrongName) == nil)
+        #expect(PNGImageHeader.parse(PNGImageHeader.blankOpaque(width: 0, height: 10)) == nil)
+        var huge = good
+        huge.insert(contentsOf: [0xFF, 0xFF, 0xFF, 0xF0] + Array("tEXt".utf8), at: 33)
+        #expect(PNGImageHeader.parse(huge) == nil, "a chunk longer than the file")
+        #expect(PNGImageHeader.parse(Array("GIF89a-not-a-png-at-all-but-long-enough-to-read".utf8)) == nil)
+    }
+}

@@ -33,7 +33,10 @@ struct RetentionMessagingServerTests {
         for id in [offerMessage, switchMessage, stayMessage, defaultMessage] {
             try await apple.uploadRetentionMessage(id, UploadMessageRequestBody(header: "Before you go", body: "Here is something for you."))
         }
-        try await apple.configureDefaultRetentionMessage(productId: monthly, locale: "en-US", messageIdentifier: defaultMessage)
+        // Apple shows retention messages (and asks the server) only where a default is configured.
+        for product in [monthly, yearly] {
+            for locale in ["en-US", "de-DE"] { try await apple.configureDefaultRetentionMessage(productId: product, locale: locale, messageIdentifier: defaultMessage) }
+        }
         try await apple.configureRealtimeURL("http://127.0.0.1:\(system.server.port!)/v1/retention/appstore")
         return apple
     }
@@ -43,7 +46,7 @@ struct RetentionMessagingServerTests {
         try await system.device(.post, "/sim/subscriptions/\(originalTransactionId)/retention-message", ["userLocale": locale])
     }
 
-    @Test("A subscriber gets the offer its rules allow, signed for that subscription and redeemed once; another locale gets another plan; a customer the server does not know gets the plain message")
+    @Test("A subscriber gets the offer its rules allow, signed for that subscription and redeemed once; another locale gets another plan; a subscription the server never saw is still the one Apple vouches for")
     func answersFromRules() async throws {
         try await System.run(Self.options()) { system in
             _ = try await Self.setUpAtApple(system)
@@ -78,18 +81,22 @@ struct RetentionMessagingServerTests {
                                                                           "offer": ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": fresh]])
             #expect(stolen["signedTransaction"] == nil, "\(stolen)")
             // Now on the yearly plan, the monthly plan's offer rule no longer fits: the plain message.
-            #expect(try await Self.view(system, original)["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased())
+            let upgraded = try await Self.view(system, original)
+            #expect(upgraded["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased(), "\(upgraded)")
 
-            // A subscription bought where the server never saw it: nobody the offer's rules know, so the plain message.
+            // A subscription bought where the server never saw it: Apple's signed request shows it is active, so the
+            // subscribers' offer is given — signed for that subscription, it serves its customer only.
             let (_, stranger) = try await system.customer("stranger")
             let unseen = try await system.device(.post, "/sim/purchases", ["account": stranger, "device": "d", "productId": Self.monthly])
-            let plain = try await Self.view(system, try #require(unseen["transactionId"] as? String))
-            #expect(plain["source"] as? String == "REALTIME" && plain["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased(), "\(plain)")
-            #expect(plain["promotionalOfferIdentifier"] == nil)
+            let unseenId = try #require(unseen["transactionId"] as? String)
+            let offeredToStranger = try await Self.view(system, unseenId)
+            #expect(offeredToStranger["promotionalOfferIdentifier"] as? String == "pro.yearly.upgrade", "\(offeredToStranger)")
+            let claims = try #require((offeredToStranger["promotionalOfferSignatureV2"] as? String).flatMap { try? CompactJWS($0).payload() })
+            #expect((try JSONSerialization.jsonObject(with: Data(claims)) as? [String: Any])?["transactionId"] as? String == unseenId)
         }
     }
 
-    @Test("Refused: an altered request, a replayed old one, a body of the wrong shape; a server without rules answers 404 and Apple shows its default")
+    @Test("Refused: an altered request, a replayed old one, a production one the server cannot tie to the app, a body of the wrong shape; a server without rules answers 404 and Apple shows its default")
     func refusals() async throws {
         var options = System.Options()
         options.retention = [RetentionMessageRule(messageIdentifier: Self.stayMessage)]
@@ -115,6 +122,11 @@ struct RetentionMessagingServerTests {
             let altered = parts[0] + "." + Base64.urlEncode(try AppStoreJSON.encoder(sortedKeys: true).encode(request(signedDate: Date(), originalTransactionId: "1"))) + "." + parts[2]
             let (alteredStatus, alteredBody) = try await post(altered)
             #expect(alteredStatus == 422 && (alteredBody["error"] as? [String: Any])?["code"] as? String == "bad_signature", "\(alteredBody)")
+            // Production names the app only by its app Apple id, and this server knows none: not answered.
+            var production = request(signedDate: Date())
+            production.environment = .production
+            let (productionStatus, productionBody) = try await post(try minter.sign(production))
+            #expect(productionStatus == 422 && (productionBody["error"] as? [String: Any])?["code"] as? String == "wrong_app_apple_id", "\(productionBody)")
             let (staleStatus, staleBody) = try await post(try minter.sign(request(signedDate: Date().addingTimeInterval(-600))))
             #expect(staleStatus == 422 && (staleBody["error"] as? [String: Any])?["code"] as? String == "stale_request")
             #expect(try await system.call(.post, "/v1/retention/appstore", as: nil, ["signed": "x"]).0 == .badRequest)

@@ -56,5 +56,14 @@ struct ServerConfigurationTests {
         #expect(message(#"{"deviceIntegrityPolicy": "shrug"}"#).contains("deviceIntegrityPolicy"))
         #expect(message(#"{"port": 70000}"#).contains("out of range"))
         #expect(message(#"{"storeKitFile": "/no/such.storekit"}"#).contains("cannot read the .storekit file"))
+        let rm = "3f1c8a52-6d1e-4f0b-9a43-2b7f1f3a9d10"
+        #expect(message(#"{"retentionMessaging": {"rules": [{"messageIdentifier": "\#(rm)", "productIds": ["com.example.iapkit.premium"]}]}, "appAppleId": 42}"#)
+            .contains("retentionMessaging.rules[0]: com.example.iapkit.premium is not an auto-renewable subscription"))
+        #expect(message(#"{"promotionalOffers": {"stay": {"productIds": ["com.example.iapkit.pro.monthly"], "eligibility": "subscribers"}}, "retentionMessaging": {"rules": [{"messageIdentifier": "\#(rm)", "promotionalOfferIdentifier": "stay"}]}, "appAppleId": 42}"#)
+            .contains("appStore.serverAPIBaseURL"), "an offer is signed with the In-App Purchase key")
+        #expect(message(#"{"retentionMessaging": {"rules": [{"messageIdentifier": "\#(rm)", "locales": ["en-US"]}]}}"#).contains("needs appAppleId"))
+        #expect(message(#"{"appAppleId": 42, "retentionMessaging": {"rules": [{"messageIdentifier": "\#(rm)", "locales": ["en-US"]}]}}"#) == "accepted")
+        #expect(message(nil, ["IAPKIT_APP_APPLE_ID": "forty-two"]).contains("cannot read configuration file"), "the file is read first")
+        #expect((try? ServerConfiguration.load(file: nil, environment: ["IAPKIT_APP_APPLE_ID": "forty-two"])) == nil, "a non-numeric app Apple id is an error")
     }
 }

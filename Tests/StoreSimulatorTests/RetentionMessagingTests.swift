@@ -39,6 +39,16 @@ actor RealtimeEndpoint {
             let sent = try JSONDecoder().decode(RealtimeRequestBody.self, from: Data(buffer.readableBytesView))
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: try await self.take(sent.signedPayload))))
         }
+        // Headers at once, then a body that never completes within the budget.
+        router.post("trickle") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody { writer in
+                try await writer.write(ByteBuffer(string: "{"))
+                try await Task.sleep(for: .seconds(3))
+                try await writer.write(ByteBuffer(string: "}"))
+                try await writer.finish(nil)
+            })
+        }
+        router.post("redirect") { _, _ in Response(status: .found, headers: [.location: "http://127.0.0.1:1/elsewhere"]) }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0))).test(.live) { client in
             try await body(URL(string: "http://127.0.0.1:\(client.port!)/retention")!)
         }
@@ -147,7 +157,8 @@ struct RetentionMessagingTests {
             #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(bullet)?imageSize=BULLET_POINT", bytes: PNGImageHeader.blankOpaque(width: 1024, height: 1024)).status == 200)
             #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(full)", bytes: PNGImageHeader.blankOpaque(width: 3840, height: 2160)).status == 200)
             #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(UUID())", bytes: PNGImageHeader.blankOpaque(width: 3840, height: 2161)).body["errorCode"] as? Int == 4_000_161)
-            #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(UUID())?imageSize=HUGE", bytes: PNGImageHeader.blankOpaque(width: 1024, height: 1024)).body["errorCode"] as? Int == 4_000_216)
+            #expect(try await call(client, .put, "/inApps/v1/messaging/image/\(UUID())?imageSize=HUGE", bytes: PNGImageHeader.blankOpaque(width: 1024, height: 1024)).body["errorCode"] as? Int == 4_000_161,
+                    "Apple lists only InvalidImageError on Upload Image")
             func upload(_ body: [String: Any]) async throws -> Int? {
                 let reply = try await call(client, .put, "/inApps/v1/messaging/message/\(UUID())", body)
                 return reply.status == 200 ? 0 : reply.body["errorCode"] as? Int
@@ -215,8 +226,10 @@ struct RetentionMessagingTests {
                 #expect(try await call(client, .put, "/inApps/v1/messaging/realtime/url", ["realtimeURL": realtime.absoluteString]).status == 200)
                 let shown = try await view()
                 #expect(shown["source"] as? String == "REALTIME" && shown["messageIdentifier"] as? String == text.uuidString.lowercased(), "\(shown)")
-                // Another locale without a default: the answer still counts; a failure would show nothing.
-                #expect(try await view("de-DE")["source"] as? String == "REALTIME")
+                // A locale without a default: Apple shows no retention message there and asks nobody.
+                let before = await endpoint.received.count
+                #expect(try await view("de-DE")["source"] as? String == "NONE")
+                #expect(await endpoint.received.count == before)
 
                 // Answers the App Store cannot show fall back to the default, each for its reason.
                 let cases: [([String: Any], String)] = [
@@ -239,6 +252,22 @@ struct RetentionMessagingTests {
                 await endpoint.set(answer: ["message": ["messageIdentifier": text.uuidString]], delay: .milliseconds(900))
                 let slow = try await view()
                 #expect(slow["source"] as? String == "DEFAULT" && slow["sendAttemptResult"] as? String == "TIMED_OUT", "\(slow)")
+                // Headers in time and a body that trickles: the budget covers the whole answer.
+                let trickle = realtime.deletingLastPathComponent().appendingPathComponent("trickle").absoluteString
+                #expect(try await call(client, .put, "/inApps/v1/messaging/realtime/url", ["realtimeURL": trickle]).status == 200)
+                let started = ContinuousClock.now
+                let trickled = try await view()
+                #expect(trickled["sendAttemptResult"] as? String == "TIMED_OUT" && ContinuousClock.now - started < .milliseconds(1_500), "\(trickled)")
+                // A redirect is not followed.
+                let redirect = realtime.deletingLastPathComponent().appendingPathComponent("redirect").absoluteString
+                #expect(try await call(client, .put, "/inApps/v1/messaging/realtime/url", ["realtimeURL": redirect]).status == 200)
+                #expect(try await view()["sendAttemptResult"] as? String == "UNSUCCESSFUL_HTTP_RESPONSE_CODE")
+                #expect(try await call(client, .put, "/inApps/v1/messaging/realtime/url", ["realtimeURL": realtime.absoluteString]).status == 200)
+                // A default whose message was deleted is configured but cannot be shown: nothing is.
+                await endpoint.set(answer: [:], delay: .zero)
+                #expect(try await call(client, .delete, "/inApps/v1/messaging/message/\(fallback)").status == 200)
+                let gone = try await view()
+                #expect(gone["source"] as? String == "NONE" && gone["problem"] as? String == "NOT_ONE_CHOICE", "\(gone)")
                 // A family member's copy, or no active subscription, is not the customer's to cancel.
                 let missing = try await client.execute(uri: "/sim/subscriptions/999999/retention-message", method: .post)
                 #expect(missing.status == .notFound)

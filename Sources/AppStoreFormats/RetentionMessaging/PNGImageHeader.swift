@@ -32,12 +32,13 @@ public struct PNGImageHeader: Hashable, Sendable {
         guard crc32(bytes[12..<29]) == uint32(29) else { return nil }
         var header = PNGImageHeader(width: width, height: height, bitDepth: bitDepth, colorType: colorType, hasTransparency: colorType == 4 || colorType == 6)
         // Chunks after IHDR, up to the image data: tRNS makes a colour or palette entry transparent.
+        let (tRNS, IDAT, IEND): (UInt32, UInt32, UInt32) = (0x7452_4E53, 0x4944_4154, 0x4945_4E44)
         var offset = 33
         while offset + 8 <= bytes.count {
             let length = Int(uint32(offset))
-            let type = Array(bytes[offset + 4..<offset + 8])
-            if type == Array("tRNS".utf8) { header.hasTransparency = true }
-            if type == Array("IDAT".utf8) || type == Array("IEND".utf8) { return header }
+            let type = uint32(offset + 4)
+            if type == tRNS { header.hasTransparency = true }
+            if type == IDAT || type == IEND { return header }
             // length + type + data + CRC; a length past the end is a truncated file.
             guard length <= bytes.count - offset - 12 else { return nil }
             offset += 12 + length
@@ -46,7 +47,7 @@ public struct PNGImageHeader: Hashable, Sendable {
     }
 
     /// CRC-32 (ISO 3309) as PNG computes it over a chunk's type and data.
-    static func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+    public static func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF
         for byte in bytes {
             crc ^= UInt32(byte)

@@ -37,6 +37,12 @@ public struct RetentionMessageRule: Codable, Sendable, Hashable {
         if let alternate = alternateProductId, catalog.rule(for: alternate)?.type != .autoRenewableSubscription {
             return "alternateProductId \(alternate) is not an auto-renewable subscription the catalog sells"
         }
+        // Apple shows only another plan of the same subscription group; the catalog's stand-in for a group is what its
+        // plans grant.
+        let entitlement = { (productId: String) in catalog.rule(for: productId)?.entitlement }
+        if let alternate = alternateProductId, let productIds, productIds.contains(where: { entitlement($0) != entitlement(alternate) }) {
+            return "alternateProductId \(alternate) grants something else than the rule's productIds: Apple shows only a plan of the same group"
+        }
         if billingPlanType != nil, alternateProductId == nil { return "billingPlanType goes with alternateProductId" }
         if let offer = promotionalOfferIdentifier, offers[offer] == nil { return "promotionalOfferIdentifier \(offer) is not one of promotionalOffers" }
         return nil
@@ -54,21 +60,29 @@ public enum RetentionChoice: Sendable, Hashable {
 /// Which retention message a customer gets: pure functions of the request, the rules and the customer's purchases.
 public enum RetentionRules {
     /// The first rule, in order, that applies to the subscription and locale and that the customer may have: an
-    /// alternate product other than the current one, or an offer the offer's rules allow this customer (judged with
-    /// ``OfferRules/promotionalOffer(_:productId:rules:catalog:purchases:owned:)``, for the current product when the
-    /// offer is set up for it, else for the first of its products). Nil: no rule applies, and Apple shows the
-    /// default message.
+    /// alternate product other than the current one, of the same group; or an offer the offer's rules allow this
+    /// customer (judged with ``OfferRules/promotionalOffer(_:productId:rules:catalog:purchases:owned:)``, for the current
+    /// product when the offer is set up for it, else for the first of its products in the group). A plan's group is
+    /// what it grants (the catalog knows no groups). Nil: no rule applies, and Apple shows the default message.
     public static func choose(productId: String, locale: String, rules: [RetentionMessageRule], offers: [String: PromotionalOfferRule],
                               catalog: LedgerCatalog, purchases: [PurchaseRecord], owned: AccountEntitlements) -> RetentionChoice? {
+        // Apple asks only while the subscription is active: the request itself shows the customer holds it, whatever a
+        // late renewal notification left the ledger believing (a win-back offer is not for them).
+        var owned = owned
+        if let current = catalog.rule(for: productId)?.entitlement, !owned.entitlements.contains(where: { $0.name == current }) {
+            owned.entitlements.append(Entitlement(name: current, productId: productId, transactionId: "", expiresAt: nil, state: .active, environment: .sandbox))
+        }
+        let group = catalog.rule(for: productId)?.entitlement
         for rule in rules {
             if let products = rule.productIds, !products.isEmpty, !products.contains(productId) { continue }
             if let locales = rule.locales, !locales.isEmpty, !locales.contains(locale) { continue }
             if let alternate = rule.alternateProductId {
-                guard alternate != productId else { continue }
+                guard alternate != productId, catalog.rule(for: alternate)?.entitlement == group else { continue }
                 return .alternateProduct(rule.messageIdentifier, productId: alternate, billingPlanType: rule.billingPlanType)
             }
             if let offer = rule.promotionalOfferIdentifier {
-                guard let setUp = offers[offer]?.productIds, let target = setUp.contains(productId) ? productId : setUp.first else { continue }
+                let inGroup = (offers[offer]?.productIds ?? []).filter { catalog.rule(for: $0)?.entitlement == group }
+                guard let target = inGroup.contains(productId) ? productId : inGroup.first else { continue }
                 guard case .success = OfferRules.promotionalOffer(offer, productId: target, rules: offers, catalog: catalog,
                                                                   purchases: purchases, owned: owned) else { continue }
                 return .promotionalOffer(rule.messageIdentifier, productId: target, offerIdentifier: offer)

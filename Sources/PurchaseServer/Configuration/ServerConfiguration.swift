@@ -117,7 +117,10 @@ public struct ServerConfiguration: Codable, Sendable {
             }
         }
         if let value = environment["IAPKIT_BUNDLE_ID"] { configuration.bundleId = value }
-        if let value = environment["IAPKIT_APP_APPLE_ID"], let id = Int64(value) { configuration.appAppleId = id }
+        if let value = environment["IAPKIT_APP_APPLE_ID"] {
+            guard let id = Int64(value) else { throw ConfigurationError("IAPKIT_APP_APPLE_ID must be a number, not \(value)") }
+            configuration.appAppleId = id
+        }
         if let value = environment["IAPKIT_ENVIRONMENTS"] { configuration.environments = value.split(separator: ",").map(String.init) }
         if let value = environment["IAPKIT_TRUSTED_ROOTS"] { configuration.trustedRoots += value.split(separator: ":").map(String.init) }
         if let value = environment["IAPKIT_DATABASE"] { configuration.database = value }
@@ -178,6 +181,9 @@ public struct ServerConfiguration: Codable, Sendable {
             for productId in rule.productIds where catalog.rule(for: productId)?.type != .autoRenewableSubscription {
                 throw ConfigurationError("promotionalOffers.\(offer): \(productId) is not an auto-renewable subscription the catalog sells")
             }
+        }
+        if retentionMessaging != nil, environments.contains("Production"), appAppleId == nil {
+            throw ConfigurationError("retentionMessaging needs appAppleId: a production retention request names the app only by it")
         }
         for (index, rule) in (retentionMessaging?.rules ?? []).enumerated() {
             if let problem = rule.problem(catalog: catalog, offers: promotionalOffers) { throw ConfigurationError("retentionMessaging.rules[\(index)]: \(problem)") }

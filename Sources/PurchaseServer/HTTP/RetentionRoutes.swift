@@ -9,7 +9,7 @@ import PurchaseLedger
 /// configured at Apple instead. The request is signed by the App Store like a notification; the answer is the first
 /// configured ``RetentionMessageRule`` that fits the subscription, the locale and the customer (``RetentionRules``).
 /// A promotional offer is signed on the spot for the subscription's original transaction id, so only that customer can
-/// redeem it. No rule fitting: `{}`, and Apple shows the default message.
+/// redeem it. No rule fitting, or no answer within 550 ms: `{}`, and Apple shows the default message.
 struct RetentionRoutes {
     let services: PurchaseServer.Services
 
@@ -30,15 +30,43 @@ struct RetentionRoutes {
               original.utf8.count <= 64, productId.utf8.count <= 200, locale.utf8.count <= 35 else {
             throw APIError(.unprocessableContent, code: "malformed", "the request lacks its originalTransactionId, productId, userLocale or signedDate")
         }
-        // Apple: answer only requests for this app. The verifier checks a production id that is present; a missing one
-        // is refused here.
-        if ask.environment == .production, let expected = services.verifier.signedData.configuration.appAppleId, ask.appAppleId != expected {
-            throw APIError(.unprocessableContent, code: "wrong_app_apple_id", "the request is for another app")
+        // Apple signs these in sandbox and production only: an Xcode-signed one (a self-signed certificate, accepted for
+        // other proofs when the operator allows it) proves nothing and could name any product or locale.
+        guard ask.environment == .production || ask.environment == .sandbox else {
+            throw APIError(.unprocessableContent, code: "wrong_environment", "retention requests come from the App Store's sandbox or production")
         }
-        let now = Date()
+        // Apple: answer only requests for this app. A realtime request names no bundle id; in production its app Apple id
+        // must be the app's (the configuration requires one), as Apple's library checks.
+        if ask.environment == .production, ask.appAppleId == nil || ask.appAppleId != services.verifier.signedData.configuration.appAppleId {
+            throw APIError(.unprocessableContent, code: "wrong_app_apple_id", "the request is for another app, or the server knows no appAppleId")
+        }
+        // The server's clock (a simulated one in demos and tests, where the simulator signs by the same clock).
+        let now = services.now()
         guard abs(now.timeIntervalSince(signed)) <= Self.maxRequestAge else {
             throw APIError(.unprocessableContent, code: "stale_request", "the request was signed more than \(Int(Self.maxRequestAge)) s from now")
         }
+        // Apple waits 700 ms, then shows the default message: work that cannot finish well before is abandoned and the
+        // default answered at once, instead of holding a connection Apple has let go.
+        let answer = try await withThrowingTaskGroup(of: RealtimeResponseBody?.self) { group in
+            group.addTask { try await choose(original: original, productId: productId, locale: locale, rules: settings.rules) }
+            group.addTask {
+                try await Task.sleep(for: Self.deadline)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        if answer == nil { services.metrics.retentionMessage("deadline") }
+        let data = try AppStoreJSON.encoder(sortedKeys: true).encode(answer ?? RealtimeResponseBody())
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// How long the server works on an answer before it gives Apple `{}` (the default message) instead.
+    static let deadline: Duration = .milliseconds(550)
+
+    /// The answer for the subscription's customer: ledger reads, the rules, an offer signed for the subscription.
+    func choose(original: String, productId: String, locale: String, rules: [RetentionMessageRule]) async throws -> RealtimeResponseBody {
         let ledger = services.ledger
         let account = try await ledgerCall { try await ledger.seriesAccount(originalTransactionId: original) }
         var purchases: [PurchaseRecord] = []
@@ -47,7 +75,7 @@ struct RetentionRoutes {
             purchases = try await ledgerCall { try await ledger.purchases(accountId: account) }
             owned = try await ledgerCall { try await ledger.entitlements(accountId: account, now: services.now()) }
         }
-        let choice = RetentionRules.choose(productId: productId, locale: locale, rules: settings.rules, offers: services.promotionalOffers,
+        let choice = RetentionRules.choose(productId: productId, locale: locale, rules: rules, offers: services.promotionalOffers,
                                            catalog: ledger.catalog, purchases: purchases, owned: owned)
         var answer = RealtimeResponseBody()
         switch choice {
@@ -63,13 +91,13 @@ struct RetentionRoutes {
             guard let credentials = services.verifier.apple.serverAPI?.credentials else {
                 throw APIError(.serviceUnavailable, code: "offers_not_configured", "offer signatures need the In-App Purchase key")
             }
+            // Dated by the wall clock: the App Store judges an offer signature's age by real time.
             let signature = try OfferSigner(credentials: credentials).promotionalOffer(productId: offerProductId, offerIdentifier: offer,
-                                                                                       transactionId: original, now: now)
+                                                                                       transactionId: original, now: Date())
             answer.promotionalOffer = RetentionPromotionalOffer(messageIdentifier: id, promotionalOfferSignatureV2: signature)
             services.metrics.retentionMessage("promotionalOffer")
         }
-        let data = try AppStoreJSON.encoder(sortedKeys: true).encode(answer)
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return answer
     }
 }
 

@@ -61,14 +61,15 @@ extension StoreEngine {
 
     // MARK: Messages
 
+    /// Lengths count Unicode code points, as Apple's libraries do (`max_len`), not grapheme clusters.
     public func uploadRetentionMessage(_ id: UUID, _ body: UploadMessageRequestBody) throws {
         let key = id.uuidString.lowercased()
         typealias Limits = UploadMessageRequestBody
-        guard let header = body.header, header.count <= Limits.maxHeaderLength else { throw RetentionRefusal(.headerTooLong, "Invalid request. The header is too long.") }
-        guard let text = body.body, text.count <= Limits.maxBodyLength else { throw RetentionRefusal(.bodyTooLong, "Invalid request. The body is too long.") }
+        guard let header = body.header, header.unicodeScalars.count <= Limits.maxHeaderLength else { throw RetentionRefusal(.headerTooLong, "Invalid request. The header is too long.") }
+        guard let text = body.body, text.unicodeScalars.count <= Limits.maxBodyLength else { throw RetentionRefusal(.bodyTooLong, "Invalid request. The body is too long.") }
         guard !header.isEmpty, !text.isEmpty else { throw RetentionRefusal(.generalBadRequest, "Invalid request. A message needs a header and a body.") }
         if let image = body.image {
-            guard (image.altText ?? "").count <= Limits.maxAltTextLength else { throw RetentionRefusal(.altTextTooLong, "Invalid request. The alt text is too long.") }
+            guard (image.altText ?? "").unicodeScalars.count <= Limits.maxAltTextLength else { throw RetentionRefusal(.altTextTooLong, "Invalid request. The alt text is too long.") }
             // The message's image is a full-size one (bullet-point images are for bullet points).
             if let imageId = image.imageIdentifier, let stored = retention.images[imageId.uuidString.lowercased()], stored.size != .fullSize {
                 throw RetentionRefusal(.badRequestImageSize, "Invalid request. The image's size is invalid.")
@@ -84,10 +85,10 @@ extension StoreEngine {
         if let points = body.bulletPoints {
             guard points.count <= Limits.maxBulletPoints else { throw RetentionRefusal(.badRequestTooManyBulletPoints, "Invalid request. Too many bullet points.") }
             for point in points {
-                guard let text = point.text, text.count <= Limits.maxBulletPointLength else {
+                guard let text = point.text, text.unicodeScalars.count <= Limits.maxBulletPointLength else {
                     throw RetentionRefusal(.badRequestBulletPointTextTooLong, "Invalid request. The bullet point text is too long.")
                 }
-                guard (point.altText ?? "").count <= Limits.maxAltTextLength else { throw RetentionRefusal(.altTextTooLong, "Invalid request. The alt text is too long.") }
+                guard (point.altText ?? "").unicodeScalars.count <= Limits.maxAltTextLength else { throw RetentionRefusal(.altTextTooLong, "Invalid request. The alt text is too long.") }
                 guard let imageId = point.imageIdentifier else { throw RetentionRefusal(.generalBadRequest, "Invalid request. A bullet point needs an imageIdentifier.") }
                 if let stored = retention.images[imageId.uuidString.lowercased()], stored.size != .bulletPoint {
                     throw RetentionRefusal(.badRequestImageSize, "Invalid request. The image's size is invalid.")
@@ -187,7 +188,9 @@ extension StoreEngine {
               url.scheme == "https" || (allowInsecure && url.scheme == "http") else {
             throw RetentionRefusal(.badRequestRealtimeURL, "Invalid request. The url is invalid.")
         }
-        if environment == .production, !retention.performanceTests.values.contains(where: { $0.result == .pass }) {
+        // The pass must be of the sandbox URL as it is now: a slower endpoint put there since has not passed.
+        let sandboxURL = retention.realtimeURLs[AppStoreEnvironment.sandbox.rawValue]
+        if environment == .production, !retention.performanceTests.values.contains(where: { $0.result == .pass && $0.target == sandboxURL }) {
             throw RetentionRefusal(.forbiddenNoPassingTest, "A passing performance test is required before configuring the production URL.")
         }
         retention.realtimeURLs[environment.rawValue] = text
@@ -221,7 +224,8 @@ extension StoreEngine {
         try processSubscriptions()
         guard let series = state.subscriptions[originalTransactionId], series.sharedFrom == nil, series.phase == .active else { return nil }
         let request = DecodedRealtimeRequestBody(originalTransactionId: originalTransactionId, appAppleId: catalog.appAppleId, productId: series.productId,
-                                                 userLocale: userLocale, requestIdentifier: UUID(), signedDate: clock.now, environment: self.environment)
+                                                 userLocale: userLocale, requestIdentifier: UUID(), signedDate: clock.now,
+                                                 environment: environment ?? self.environment)
         return RetentionAsk(request: request, signedPayload: try minter.sign(request),
                             url: realtimeURL(environment: environment).flatMap(URL.init(string:)), group: series.group, account: series.account)
     }
@@ -261,9 +265,18 @@ extension StoreEngine {
         return nil
     }
 
-    /// The default message for a product and locale, if one is set.
+    /// The default message for a product and locale, if one is set and can be shown: Apple shows only approved content,
+    /// and a deleted message is gone (Get Default Message still names it, as the configuration was not changed).
     public func configuredDefaultMessage(productId: String, locale: String) -> UUID? {
-        retention.defaults[StoreState.Retention.defaultKey(productId, locale)].flatMap(UUID.init(uuidString:))
+        guard let id = retention.defaults[StoreState.Retention.defaultKey(productId, locale)], let message = retention.messages[id],
+              message.state == .approved, message.imageIds.allSatisfy({ retention.images[$0]?.state == .approved }) else { return nil }
+        return UUID(uuidString: id)
+    }
+
+    /// Whether a default is configured for the product and locale, shown or not: without one, Apple shows no retention
+    /// message there at all and does not ask the developer.
+    public func hasDefaultMessage(productId: String, locale: String) -> Bool {
+        retention.defaults[StoreState.Retention.defaultKey(productId, locale)] != nil
     }
 
     // MARK: Performance tests
@@ -272,15 +285,31 @@ extension StoreEngine {
     public static let performanceTestConfig = PerformanceTestConfig(maxConcurrentRequests: 5, totalRequests: 50, totalDuration: 30_000,
                                                                      responseTimeThreshold: 700, successRateThreshold: 90)
 
-    /// Starts a test of the sandbox URL with requests for `originalTransactionId`; returns its id and the asks to send.
-    public func startPerformanceTest(originalTransactionId: String?) throws -> (requestId: String, target: URL, asks: [RetentionAsk]) {
-        guard let id = originalTransactionId, ServerAPIRoutes.isTransactionId(id) else { throw RetentionRefusal(.invalidTransactionId, "Invalid transaction id.") }
-        // A test whose runner is gone (the simulator restarted mid-test) ends failed once it is well past its duration.
-        let config = Self.performanceTestConfig
-        let limit = TimeInterval(2 * (config.totalDuration ?? 30_000)) / 1000
+    /// A performance test under way: what its runner sends.
+    public struct PerformanceTestRun: Sendable {
+        public var requestId: String
+        public var target: URL
+        public var originalTransactionId: String
+        public var requests: Int
+    }
+
+    /// Tests kept for Get Performance Test Results (the newest; older ones are forgotten).
+    static let keptPerformanceTests = 20
+
+    /// A test whose runner is gone (the simulator restarted mid-test) ends failed once it is well past its duration.
+    private func expireStalePerformanceTests() {
+        let limit = TimeInterval(2 * (Self.performanceTestConfig.totalDuration ?? 30_000)) / 1000
         for (key, test) in retention.performanceTests where test.result == .pending && Date().timeIntervalSince(test.startedAt ?? .distantPast) > limit {
             retention.performanceTests[key]?.result = .fail
         }
+    }
+
+    /// Starts a test of the sandbox URL with requests for `originalTransactionId`, an active subscription the customer
+    /// pays for. Requests are signed as they are sent, as `Sandbox` (the test runs in sandbox, whichever environment the
+    /// simulator plays). One test at a time.
+    public func startPerformanceTest(originalTransactionId: String?) throws -> PerformanceTestRun {
+        guard let id = originalTransactionId, ServerAPIRoutes.isTransactionId(id) else { throw RetentionRefusal(.invalidTransactionId, "Invalid transaction id.") }
+        expireStalePerformanceTests()
         guard !retention.performanceTests.values.contains(where: { $0.result == .pending }) else {
             throw RetentionRefusal(.existingPerformanceTestRun, "Invalid request. Existing performance test run.")
         }
@@ -290,37 +319,46 @@ extension StoreEngine {
                 throw RetentionRefusal(.transactionIdIsNotOriginalTransactionId, "The transaction id is not an original transaction id.")
             }
         }
+        // Apple documents no code for a test without a sandbox URL; the invalid-request one is answered.
         guard let target = realtimeURL(environment: .sandbox).flatMap(URL.init(string:)) else {
-            throw RetentionRefusal(.realtimeURLNotFound, "Realtime URL not found.")
+            throw RetentionRefusal(.invalidPerformanceTestRequest, "Invalid request. No realtime URL is configured in sandbox.")
         }
-        var asks: [RetentionAsk] = []
-        for _ in 0..<(config.totalRequests ?? 1) {
-            guard let ask = try retentionAsk(originalTransactionId: id, userLocale: "en-US", environment: .sandbox) else {
-                throw RetentionRefusal(.invalidPerformanceTestRequest, "Invalid request. The subscription is not an active auto-renewable subscription.")
-            }
-            asks.append(ask)
+        guard try retentionAsk(originalTransactionId: id, userLocale: "en-US", environment: .sandbox) != nil else {
+            throw RetentionRefusal(.invalidPerformanceTestRequest, "Invalid request. The subscription is not an active auto-renewable subscription.")
         }
+        let requests = Self.performanceTestConfig.totalRequests ?? 1
         let requestId = UUID().uuidString.lowercased()
-        retention.performanceTests[requestId] = .init(target: target.absoluteString, result: .pending, pending: asks.count, startedAt: Date())
+        retention.performanceTests[requestId] = .init(target: target.absoluteString, result: .pending, pending: requests, startedAt: Date())
+        let oldest = retention.performanceTests.filter { $0.value.result != .pending }.sorted { ($0.value.startedAt ?? .distantPast) > ($1.value.startedAt ?? .distantPast) }
+            .dropFirst(Self.keptPerformanceTests)
+        for (key, _) in oldest { retention.performanceTests[key] = nil }
         try persist()
-        return (requestId, target, asks)
+        return PerformanceTestRun(requestId: requestId, target: target, originalTransactionId: id, requests: requests)
     }
 
-    /// Records one request of a running test: its time in milliseconds and how it ended.
+    public func isPerformanceTestRunning(_ requestId: String) -> Bool {
+        expireStalePerformanceTests()
+        return retention.performanceTests[requestId]?.result == .pending
+    }
+
+    /// Records one request of a running test: its time in milliseconds and how it ended. Saved when the test ends (a
+    /// restart mid-test ends it failed).
     public func recordPerformanceTestAttempt(_ requestId: String, milliseconds: Int, result: SendAttemptResult) throws {
         guard var test = retention.performanceTests[requestId], test.result == .pending else { return }
         test.attempts.append(.init(milliseconds: milliseconds, result: result))
         test.pending -= 1
         if test.pending <= 0 {
-            let config = Self.performanceTestConfig
-            test.result = test.successRate >= (config.successRateThreshold ?? 100) ? .pass : .fail
+            test.result = test.successRate >= (Self.performanceTestConfig.successRateThreshold ?? 100) ? .pass : .fail
         }
         retention.performanceTests[requestId] = test
-        try persist()
+        if test.result != .pending { try persist() }
     }
 
+    /// A test's result. Response times are over every request, a failed one at the time it took to fail (Apple does not
+    /// say which it counts).
     public func performanceTestResult(_ requestId: String) throws -> PerformanceTestResultResponse {
         guard UUID(uuidString: requestId) != nil else { throw RetentionRefusal(.invalidRequestId, "Invalid request id.") }
+        expireStalePerformanceTests()
         guard let test = retention.performanceTests[requestId.lowercased()] else {
             throw RetentionRefusal(.performanceTestRunNotFound, "Performance test run not found.")
         }
