@@ -42,6 +42,17 @@ struct JSONFormatTests {
         #expect(written.contains(#""purchase_date_ms":"1594755206999""#))
     }
 
+    @Test("A date beyond the clamp writes its Pacific time at the clamp's offset, so writing it again gives the same text (found by the fuzzer)")
+    func clampedPacificDate() throws {
+        // 1.59 × 10¹⁵ ms falls in Pacific standard time, the 10¹⁵ ms it is clamped to in daylight saving time.
+        let json = #"{"status":0,"latest_receipt_info":[{"expires_date_ms":"1594764475386000"}]}"#
+        let response = try AppStoreJSON.decode(VerifyReceiptResponse.self, from: Array(json.utf8), what: "test")
+        let once = try AppStoreJSON.encoder(sortedKeys: true).encode(response)
+        let twice = try AppStoreJSON.encoder(sortedKeys: true).encode(try AppStoreJSON.decode(VerifyReceiptResponse.self, from: Array(once), what: "test"))
+        #expect(once == twice, "\(String(decoding: once, as: UTF8.self))")
+        #expect(String(decoding: once, as: UTF8.self).contains("33658-09-26 18:46:40 America/Los_Angeles"))
+    }
+
     @Test("Fractional millisecond dates decode; encoding writes whole milliseconds and omits absent fields")
     func datesAndOmission() throws {
         let json = #"{"purchaseDate":1697679936049.7297,"signedDate":1739161772561,"quantity":1}"#

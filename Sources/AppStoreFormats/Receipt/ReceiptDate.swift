@@ -49,7 +49,10 @@ public enum ReceiptDate {
 
     /// Formats verifyReceipt's `2020-07-22 10:39:08 America/Los_Angeles`, honouring daylight saving time.
     public static func legacyPacific(_ date: Date) -> String {
-        let offset = pacific?.secondsFromGMT(for: date) ?? -8 * 3600
+        // The offset of the date as written: a hostile date beyond the clamp is written as the clamp, and the offset
+        // of the original (in or out of daylight saving time) would make the text name another instant.
+        let written = Date(timeIntervalSince1970: Double(milliseconds(date)) / 1000)
+        let offset = pacific?.secondsFromGMT(for: written) ?? -8 * 3600
         let (day, time) = split(date, offset: offset)
         return "\(day) \(time) America/Los_Angeles"
     }
