@@ -7,6 +7,33 @@ extension LifecycleTests {
     static let promotional = OfferRequest(kind: .promotional, id: "pro.monthly.comeback")
     static let offerCode = OfferRequest(kind: .offerCode, id: "PRO-FRIENDS")
 
+    @Test("An offer code for a one-time purchase: its price for each unit, offer type OFFER_CODE, ONE_TIME, no offer period, ONE_TIME_CHARGE")
+    func oneTimeOfferCode() async throws {
+        let store = try engine()
+        var seen = 0
+        try await store.createAccount("coder")
+        let coins = "com.example.iapkit.coins.100"
+        guard case .purchased(_, let id, _) = try await store.purchase(account: "coder", device: "d", productId: coins, quantity: 2,
+                                                                         offer: .init(kind: .offerCode, id: "COINS-WELCOME")) else {
+            Issue.record("offer-code purchase failed"); return
+        }
+        let events = try await told(store, since: &seen)
+        #expect(events.map(\.type) == [.oneTimeCharge] && events[0].subtype == nil)
+        let coded = try #require(events[0].transaction)
+        #expect(coded.transactionId == id)
+        #expect(coded.offerType == .offerCode && coded.offerIdentifier == "COINS-WELCOME" && coded.offerDiscountType == .oneTime)
+        #expect(coded.offerPeriod == nil, "Apple reports an offer period only for subscriptions")
+        #expect(coded.price == 980 && coded.quantity == 2, "0.49 each")
+        #expect(try await store.purchase(account: "coder", device: "d", productId: coins, offer: .init(kind: .offerCode, id: "NOPE"))
+                == .failed(reason: "no offer code NOPE for \(coins)"))
+        #expect(try await store.purchase(account: "coder", device: "d", productId: coins, offer: .init(kind: .promotional, id: "COINS-WELCOME"))
+                == .failed(reason: "promotional offers apply to auto-renewable subscriptions only"))
+        // Without a code, the full price.
+        guard case .purchased(_, _, _) = try await store.purchase(account: "coder", device: "d", productId: coins) else { Issue.record("purchase failed"); return }
+        let plain = try #require(try await told(store, since: &seen).first?.transaction)
+        #expect(plain.offerType == nil && plain.offerDiscountType == nil && plain.price == 990)
+    }
+
     @Test("Offer codes and promotional offers: eligibility, OFFER_REDEEMED subtypes, terms in the transactions they price")
     func offers() async throws {
         let store = try engine()

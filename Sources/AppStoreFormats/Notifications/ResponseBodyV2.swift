@@ -80,7 +80,20 @@ public struct ExternalPurchaseToken: Codable, Hashable, Sendable {
     public var tokenCreationDate: Date?
     public var appAppleId: Int64?
     public var bundleId: String?
+    /// Custom-link tokens (2025): when the token stops being usable, and `ACQUISITION` or `SERVICES`.
+    public var tokenExpirationDate: Date?
+    public var tokenType: ExternalPurchaseTokenType?
     public init() {}
+}
+
+/// `tokenType` of a custom-link external purchase token.
+public struct ExternalPurchaseTokenType: AppStoreOpenEnum {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// The customer's first acquisition through the link.
+    public static let acquisition = Self(rawValue: "ACQUISITION")
+    /// Use of App Store services through the link.
+    public static let services = Self(rawValue: "SERVICES")
 }
 
 /// `appData` of a `RESCIND_CONSENT` notification.
@@ -143,6 +156,9 @@ public struct NotificationSubtype: AppStoreOpenEnum {
     public static let summary = Self(rawValue: "SUMMARY")
     public static let failure = Self(rawValue: "FAILURE")
     public static let unreported = Self(rawValue: "UNREPORTED")
+    /// External purchase tokens (2025): Apple created a custom-link token; it is still active (monthly).
+    public static let created = Self(rawValue: "CREATED")
+    public static let activeTokenReminder = Self(rawValue: "ACTIVE_TOKEN_REMINDER")
 }
 
 /// `consumptionRequestReason`.

@@ -2,7 +2,8 @@ import AppStoreFormats
 
 extension CatalogSettings {
     /// The catalog the simulator sells when given none: one product of each of the four types, and a subscription
-    /// group with two levels, an introductory free trial, a promotional offer and an offer code. Premium and the
+    /// group with two levels, an introductory free trial, a promotional offer and an offer code (and one for the coins).
+/// Premium and the
     /// subscriptions are family-shareable.
     public static let demo: CatalogSettings = {
         func product(_ id: String, _ type: String, _ price: String, name: String) -> StoreKitConfiguration.Product {
@@ -33,8 +34,13 @@ extension CatalogSettings {
         var settings = CatalogSettings(bundleId: "com.example.iapkit", appAppleId: 1_234_567_890)
         var premium = product("premium", "NonConsumable", "9.99", name: "Premium")
         premium.familyShareable = true
+        // An offer code for a one-time purchase (2025): 100 coins for 0.49.
+        var coins = product("coins.100", "Consumable", "0.99", name: "100 Coins")
+        var welcome = StoreKitConfiguration.Offer(paymentMode: nil, subscriptionPeriod: nil, displayPrice: "0.49")
+        welcome.referenceName = "COINS-WELCOME"
+        coins.codeOffers = [welcome]
         settings.products = [
-            product("coins.100", "Consumable", "0.99", name: "100 Coins"),
+            coins,
             premium,
             product("season.pass", "NonRenewingSubscription", "2.99", name: "Season Pass"),
             monthly, yearly,

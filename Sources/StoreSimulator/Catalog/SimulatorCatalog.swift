@@ -21,6 +21,9 @@ public struct SimulatorCatalog: Sendable, Hashable {
         public var introductoryOffer: Offer?
         public var promotionalOffers: [Offer]
         public var offerCodes: [Offer]
+        /// Consumables, non-consumables and non-renewing subscriptions: offer codes (2025) by reference name, each a
+        /// price in milliunits (0: free).
+        public var oneTimeOfferCodes: [String: Int64] = [:]
         /// Prices per storefront (alpha-3) in that storefront's currency, from the settings.
         public var storefrontPrices: [String: StorefrontPrice]
     }
@@ -138,8 +141,21 @@ public struct SimulatorCatalog: Sendable, Hashable {
             subscriptionGroupIdentifier: definition.subscriptionGroupID, groupLevel: definition.groupNumber, period: period,
             introductoryOffer: try definition.introOffer.map(offer),
             promotionalOffers: try (definition.adHocOffers ?? []).map(offer),
-            offerCodes: try (definition.codeOffers ?? []).map(offer),
+            offerCodes: type == .autoRenewableSubscription ? try (definition.codeOffers ?? []).map(offer) : [],
+            oneTimeOfferCodes: type == .autoRenewableSubscription ? [:] : try oneTimeCodes(definition.codeOffers ?? [], productId: id),
             storefrontPrices: settings.storefrontPrices?[id] ?? [:])
+    }
+
+    /// Offer codes of a one-time product. Xcode's format for them is not public yet: the simulator reads `codeOffers` on
+    /// any product, a code's `referenceName` and its `displayPrice` (what the customer pays; absent: free).
+    private static func oneTimeCodes(_ offers: [StoreKitConfiguration.Offer], productId: String) throws -> [String: Int64] {
+        var codes: [String: Int64] = [:]
+        for offer in offers {
+            guard let name = offer.referenceName ?? offer.offerID, !name.isEmpty else { throw SimulatorError.catalog("an offer code of \(productId) has no reference name") }
+            guard let price = Milliunits.parse(offer.displayPrice ?? "0") else { throw SimulatorError.catalog("an offer code of \(productId) has an unreadable price") }
+            codes[name] = price
+        }
+        return codes
     }
 }
 

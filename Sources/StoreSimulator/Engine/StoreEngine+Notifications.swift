@@ -79,8 +79,8 @@ extension StoreEngine {
         return try minter.sign(stampingAppTransaction(payload))
     }
 
-    private func record(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, data: NotificationData?, appData: NotificationAppData? = nil,
-                        transactionId: String?, at time: Date, testToken: String? = nil) throws {
+    func record(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, data: NotificationData?, appData: NotificationAppData? = nil,
+                externalPurchaseToken: ExternalPurchaseToken? = nil, transactionId: String?, at time: Date, testToken: String? = nil) throws {
         var payload = ResponseBodyV2DecodedPayload()
         payload.notificationType = type
         payload.subtype = subtype
@@ -89,6 +89,7 @@ extension StoreEngine {
         payload.signedDate = time
         payload.data = data
         payload.appData = appData
+        payload.externalPurchaseToken = externalPurchaseToken
         state.notifications.append(.init(
             uuid: payload.notificationUUID!, type: type, subtype: subtype, signedPayload: try minter.sign(payload),
             transactionId: transactionId, createdAt: time, nextAttempt: time, testToken: testToken))

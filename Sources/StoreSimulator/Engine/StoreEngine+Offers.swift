@@ -53,6 +53,15 @@ extension StoreEngine {
 
     /// The terms of `request` for `productId`, or why the customer cannot redeem it.
     func resolve(_ request: OfferRequest, productId: String, account: String) -> Result<StoreState.ScheduledOffer, OfferRefusal> {
+        // Offer codes for one-time purchases (2025): a price for the one purchase, `ONE_TIME`, no offer period.
+        if let product = catalog.product(productId), product.type != .autoRenewableSubscription {
+            guard request.kind == .offerCode, let price = product.oneTimeOfferCodes[request.id] else {
+                return .failure(.init(reason: request.kind == .offerCode ? "no offer code \(request.id) for \(productId)"
+                                                                          : "promotional offers apply to auto-renewable subscriptions only"))
+            }
+            return .success(StoreState.ScheduledOffer(type: .offerCode, identifier: request.id, discountType: .oneTime, period: "", price: price,
+                                                      length: 0, periodsAfterNext: 0))
+        }
         guard let product = catalog.product(productId), product.type == .autoRenewableSubscription, let group = product.subscriptionGroupIdentifier else {
             return .failure(.init(reason: "offers apply to auto-renewable subscriptions only"))
         }

@@ -111,6 +111,7 @@ extension StoreEngine {
     /// Runs every subscription event due up to now, in time order.
     func processSubscriptions() throws {
         let now = clock.now
+        try processExternalPurchaseTokens(until: now)
         for _ in 0..<100_000 {
             let due = state.subscriptions.values.compactMap { series -> (Date, String)? in
                 guard let time = nextEvent(series), time <= now else { return nil }

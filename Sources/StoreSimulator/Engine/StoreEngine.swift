@@ -200,6 +200,14 @@ public actor StoreEngine {
             let redeemed = offer.map { $0.type != .introductoryOffer } ?? false
             try notify(redeemed ? .offerRedeemed : .subscribed, subtype, subscription: original, at: now)
         } else {
+            // An offer code redeemed for a one-time purchase: its price for each unit, `ONE_TIME`, and no offer period
+            // (Apple reports one only for subscriptions). Apple sends ONE_TIME_CHARGE for it as for any such purchase.
+            if let requested = request.offer, case .success(let terms) = resolve(requested, productId: productId, account: accountId) {
+                payload.offerType = terms.type
+                payload.offerIdentifier = terms.identifier
+                payload.offerDiscountType = terms.discountType
+                payload.price = terms.price * Int64(request.quantity)
+            }
             state.accounts[accountId] = account
             state.transactions[id] = .init(payload: payload, account: accountId, unfinishedOn: [device])
             state.transactionOrder.append(id)

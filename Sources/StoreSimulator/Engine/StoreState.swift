@@ -23,6 +23,8 @@ struct StoreState: Codable, Sendable {
     var usedOfferNonces: [String: Date]?
     /// Customers' refund requests by transaction id (optional: state files written before them still load).
     var refundRequests: [String: RefundRequest]?
+    /// External purchase tokens by `externalPurchaseId` (optional: state files written before them still load).
+    var externalPurchaseTokens: [String: ExternalToken]?
     /// Retention Messaging content and settings (optional: state files written before them still load).
     var retention: Retention?
     /// Auto-renewable series by original transaction id.
@@ -120,6 +122,19 @@ struct StoreState: Codable, Sendable {
         /// customer first had the app. Optional, so that a state file written before them still loads.
         var appTransactionId: String?
         var appPurchaseDate: Date?
+    }
+
+    /// A token Apple made for a purchase outside the App Store (the External Purchase and custom-link entitlements).
+    struct ExternalToken: Codable, Sendable {
+        var created: Date
+        /// Custom-link tokens only: `ACQUISITION` or `SERVICES`, and when the token expires.
+        var tokenType: ExternalPurchaseTokenType?
+        var expires: Date?
+        /// Whether the developer reported it (External Purchase Server API); unreported, Apple sends UNREPORTED.
+        var reported: Bool = false
+        var unreportedSent: Bool = false
+        /// Monthly reminders sent while a custom-link token is active.
+        var reminders: Int = 0
     }
 
     /// A customer's refund request (Report a Problem, `beginRefundRequest`): open until Apple decides, with the

@@ -28,6 +28,28 @@ struct CustomerRequestRoutes {
         requests.get(use: show)
         requests.post("decide", use: decide)
         router.post("sim/accounts/:account/rescind-consent", use: rescindConsent)
+        router.post("sim/external-purchase-tokens", use: createExternalToken)
+        router.post("sim/external-purchase-tokens/:id/report", use: reportExternalToken)
+    }
+
+    struct ExternalTokenRequest: Decodable {
+        /// `ACQUISITION` or `SERVICES` for a custom-link token; absent for an external purchase link's token.
+        var tokenType: ExternalPurchaseTokenType?
+    }
+
+    /// A customer buys outside the App Store: Apple makes a token (and tells the developer of a custom-link one).
+    @Sendable func createExternalToken(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decodeIfPresent(ExternalTokenRequest.self) ?? ExternalTokenRequest()
+        if let type = body.tokenType, type != .acquisition, type != .services { throw HTTPError(.badRequest, message: "tokenType is ACQUISITION or SERVICES") }
+        let id = try await engine.createExternalPurchaseToken(tokenType: body.tokenType)
+        try await services.delivery?.deliverDue()
+        return try Reply.json(["externalPurchaseId": id])
+    }
+
+    /// The developer reported the token to Apple.
+    @Sendable func reportExternalToken(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        guard try await engine.reportExternalPurchaseToken(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such token") }
+        return Reply.empty()
     }
 
     @Sendable func rescindConsent(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
