@@ -56,6 +56,8 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
         /// Offer codes.
         public var codeOffers: [Offer]?
         public var winbackOffers: [Offer]?
+        /// One-year subscriptions (2026): paid up front, or monthly with a 12-month commitment.
+        public var billingPlans: [BillingPlan]?
 
         /// The product type as JWS payloads name it.
         public var productType: ProductType? {
@@ -110,6 +112,21 @@ public struct StoreKitConfiguration: Decodable, Hashable, Sendable {
             case "payUpFront": .payUpFront
             default: nil
             }
+        }
+    }
+
+    /// A way to pay for a one-year subscription: `BILLED_UPFRONT` or `MONTHLY` (12 payments of `displayPrice`,
+    /// `commitmentDisplayPrice` in all).
+    public struct BillingPlan: Codable, Hashable, Sendable {
+        public var billingPlanType: String?
+        public var displayPrice: String?
+        public var commitmentDisplayPrice: String?
+        public var internalID: String?
+        public var isEnabled: Bool?
+        public init(billingPlanType: String?, displayPrice: String?, commitmentDisplayPrice: String?) {
+            self.billingPlanType = billingPlanType
+            self.displayPrice = displayPrice
+            self.commitmentDisplayPrice = commitmentDisplayPrice
         }
     }
 

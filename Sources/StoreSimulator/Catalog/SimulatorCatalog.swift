@@ -24,6 +24,8 @@ public struct SimulatorCatalog: Sendable, Hashable {
         /// Consumables, non-consumables and non-renewing subscriptions: offer codes (2025) by reference name, each a
         /// price in milliunits (0: free).
         public var oneTimeOfferCodes: [String: Int64] = [:]
+        /// One-year subscriptions with a `MONTHLY` billing plan (2026): 12 monthly payments.
+        public var monthlyCommitment: MonthlyCommitment?
         /// Prices per storefront (alpha-3) in that storefront's currency, from the settings.
         public var storefrontPrices: [String: StorefrontPrice]
     }
@@ -39,6 +41,13 @@ public struct SimulatorCatalog: Sendable, Hashable {
         public var price: Int64
         /// Offer codes: who may redeem it — `new`, `existing` and/or `expired` subscribers of the group; empty means anyone.
         public var eligibility: Set<String> = []
+    }
+
+    /// A one-year subscription paid monthly over a 12-month commitment.
+    public struct MonthlyCommitment: Sendable, Hashable {
+        /// Milliunits a month, and for the whole commitment.
+        public var monthlyPrice: Int64
+        public var commitmentPrice: Int64
     }
 
     /// A price in one storefront.
@@ -143,7 +152,16 @@ public struct SimulatorCatalog: Sendable, Hashable {
             promotionalOffers: try (definition.adHocOffers ?? []).map(offer),
             offerCodes: type == .autoRenewableSubscription ? try (definition.codeOffers ?? []).map(offer) : [],
             oneTimeOfferCodes: type == .autoRenewableSubscription ? [:] : try oneTimeCodes(definition.codeOffers ?? [], productId: id),
+            monthlyCommitment: period == SubscriptionPeriod(value: 1, unit: .year) ? try monthlyPlan(definition.billingPlans ?? [], productId: id) : nil,
             storefrontPrices: settings.storefrontPrices?[id] ?? [:])
+    }
+
+    /// The enabled `MONTHLY` billing plan of a one-year subscription, if it has one.
+    private static func monthlyPlan(_ plans: [StoreKitConfiguration.BillingPlan], productId: String) throws -> MonthlyCommitment? {
+        guard let plan = plans.first(where: { $0.billingPlanType == BillingPlanType.monthly.rawValue && $0.isEnabled != false }) else { return nil }
+        guard let monthly = Milliunits.parse(plan.displayPrice ?? ""), monthly > 0 else { throw SimulatorError.catalog("the monthly plan of \(productId) has no readable price") }
+        let total = plan.commitmentDisplayPrice.flatMap(Milliunits.parse) ?? monthly * 12
+        return MonthlyCommitment(monthlyPrice: monthly, commitmentPrice: total)
     }
 
     /// Offer codes of a one-time product. Xcode's format for them is not public yet: the simulator reads `codeOffers` on

@@ -43,6 +43,8 @@ extension StoreEngine {
         let immediate = (product.groupLevel ?? 0) < (current.groupLevel ?? 0)
             || ((product.groupLevel ?? 0) == (current.groupLevel ?? 0) && product.period == current.period)
         if immediate {
+            // An upgrade ends a commitment at once (Apple refunds the rest pro rata).
+            series.commitment = nil
             state.transactions[series.latestTransactionId]?.payload.isUpgraded = true
             if let appAccountToken { series.nextAppAccountToken = appAccountToken }
             let id = try mintSeriesTransaction(&series, productId: productId, at: now, reason: .purchase, offer: offer)
@@ -91,6 +93,14 @@ extension StoreEngine {
         payload.price = price.price
         payload.currency = price.currency
         var length = rate.duration(of: period)
+        payload.billingPlanType = product.monthlyCommitment == nil ? nil : .billedUpfront
+        payload.commitmentInfo = nil
+        if let commitment = series.commitment, let plan = product.monthlyCommitment {
+            length = rate.duration(of: SubscriptionPeriod(value: 1, unit: .month))
+            stamp(&payload, commitment: commitment, plan: plan)
+        } else {
+            series.commitment = nil
+        }
         series.nextOffer = nil
         if let offer { (length, series.nextOffer) = apply(offer, to: &payload) }
         payload.expiresDate = start.addingTimeInterval(length)
@@ -143,10 +153,19 @@ extension StoreEngine {
                 series.expirationIntent = series.expirationIntent ?? .customerCancelled
                 state.subscriptions[original] = series
                 try notify(.expired, .voluntary, subscription: original, at: time)
+            } else if let commitment = series.commitment, commitment.billingPeriodNumber >= 12, !commitment.renews {
+                // The commitment ran its 12 payments and the customer cancelled during it.
+                series.phase = .expired
+                series.autoRenewStatus = false
+                series.commitment = nil
+                series.expirationIntent = series.expirationIntent ?? .customerCancelled
+                state.subscriptions[original] = series
+                try notify(.expired, .voluntary, subscription: original, at: time)
             } else if state.accounts[series.account]?.billingFails == true {
                 series.billingRetrySince = time
                 series.expirationIntent = .billingError
-                if gracePeriodEnabled {
+                // A commitment's payments get no grace period.
+                if gracePeriodEnabled, series.commitment == nil {
                     series.phase = .gracePeriod
                     series.gracePeriodExpiresDate = time.addingTimeInterval(gracePeriodLength)
                     state.subscriptions[original] = series
@@ -163,9 +182,14 @@ extension StoreEngine {
                 state.subscriptions[original] = series
                 try notify(.expired, .priceIncrease, subscription: original, at: time)
             } else {
-                _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: series.expiresDate, reason: .renewal, offer: series.nextOffer)
+                // Within a commitment the same plan renews, whatever the customer chose for after it; at its end, the
+                // next commitment (or plan) begins with payment 1.
+                let productId = advanceCommitment(&series, at: series.expiresDate) ? series.productId : series.autoRenewProductId
+                _ = try mintSeriesTransaction(&series, productId: productId, at: series.expiresDate, reason: .renewal, offer: series.nextOffer)
                 series.renewals += 1
-                if environment != .production, series.renewals >= Self.sandboxRenewalCap { series.autoRenewStatus = false }
+                if environment != .production, series.renewals >= Self.sandboxRenewalCap {
+                    if series.commitment != nil { series.commitment?.renews = false } else { series.autoRenewStatus = false }
+                }
                 state.subscriptions[original] = series
                 try notify(.didRenew, nil, subscription: original, at: time)
             }
@@ -188,7 +212,10 @@ extension StoreEngine {
         let now = clock.now
         for var series in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId })
         where series.account == account && series.sharedFrom == nil && (series.phase == .gracePeriod || series.phase == .billingRetry) {
-            _ = try mintSeriesTransaction(&series, productId: series.autoRenewProductId, at: now, reason: .renewal, offer: series.nextOffer)
+            // A recovered commitment ends later by the time billing was down.
+            series.commitment?.expires.addTimeInterval(now.timeIntervalSince(series.expiresDate))
+            let productId = advanceCommitment(&series, at: now) ? series.productId : series.autoRenewProductId
+            _ = try mintSeriesTransaction(&series, productId: productId, at: now, reason: .renewal, offer: series.nextOffer)
             series.phase = .active
             state.subscriptions[series.originalTransactionId] = series
             try notify(.didRenew, .billingRecovery, subscription: series.originalTransactionId, at: now)
@@ -199,6 +226,16 @@ extension StoreEngine {
     public func setAutoRenew(originalTransactionId: String, enabled: Bool) throws -> Bool {
         try processSubscriptions()
         guard var series = state.subscriptions[originalTransactionId], series.sharedFrom == nil else { return false }
+        if let commitment = series.commitment, series.autoRenewStatus {
+            // During a commitment the payments continue: cancelling stops the next commitment only, and autoRenewStatus
+            // stays on (Apple's commitmentAutoRenewStatus turns off).
+            guard commitment.renews != enabled else { return true }
+            series.commitment?.renews = enabled
+            state.subscriptions[originalTransactionId] = series
+            try notify(.didChangeRenewalStatus, enabled ? .autoRenewEnabled : .autoRenewDisabled, subscription: originalTransactionId, at: clock.now)
+            try persist()
+            return true
+        }
         guard series.autoRenewStatus != enabled else { return true }
         series.autoRenewStatus = enabled
         series.expirationIntent = enabled ? nil : .customerCancelled
@@ -285,9 +322,46 @@ extension StoreEngine {
             renewal.offerPeriod = offer.period
             renewal.renewalPrice = offer.price
         }
+        if let commitment = series.commitment, let plan = catalog.product(series.productId)?.monthlyCommitment {
+            renewal.renewalBillingPlanType = .monthly
+            renewal.renewalPrice = plan.monthlyPrice
+            let next = catalog.product(series.autoRenewProductId)
+            let nextPlan = next?.monthlyCommitment
+            renewal.commitmentInfo = try? AppStoreJSONValue(encoding: RenewalCommitmentInfo(
+                commitmentAutoRenewProductId: series.autoRenewProductId, commitmentAutoRenewStatus: commitment.renews ? .on : .off,
+                commitmentRenewalBillingPlanType: nextPlan == nil ? .billedUpfront : .monthly, commitmentRenewalDate: commitment.expires,
+                commitmentRenewalPrice: nextPlan?.monthlyPrice ?? next?.price))
+        } else if catalog.product(series.productId)?.monthlyCommitment != nil {
+            renewal.renewalBillingPlanType = .billedUpfront
+        }
         if let consented = series.priceIncreaseConsented {
             renewal.priceIncreaseStatus = consented ? .customerConsentedOrWasNotifiedWithoutClaimingConsent : .customerHasNotResponded
         }
         return renewal
+    }
+
+    /// Moves a commitment to its next payment: true while the same commitment goes on (the same plan renews), false at
+    /// its end, where a new commitment starts at payment 1 when the customer kept it (on the product they chose, if
+    /// that product is paid monthly too).
+    func advanceCommitment(_ series: inout StoreState.Subscription, at start: Date) -> Bool {
+        guard var commitment = series.commitment else { return false }
+        if commitment.billingPeriodNumber < 12 {
+            commitment.billingPeriodNumber += 1
+            series.commitment = commitment
+            return true
+        }
+        let month = rate.duration(of: SubscriptionPeriod(value: 1, unit: .month))
+        series.commitment = catalog.product(series.autoRenewProductId)?.monthlyCommitment == nil ? nil
+            : .init(billingPeriodNumber: 1, expires: start.addingTimeInterval(month * 12), renews: true)
+        return false
+    }
+
+    /// A monthly period's plan fields: `billingPlanType` `MONTHLY`, the month's price, and which payment it is.
+    func stamp(_ payload: inout JWSTransactionDecodedPayload, commitment: StoreState.Subscription.Commitment, plan: SimulatorCatalog.MonthlyCommitment) {
+        payload.billingPlanType = .monthly
+        payload.price = plan.monthlyPrice
+        payload.commitmentInfo = try? AppStoreJSONValue(encoding: TransactionCommitmentInfo(
+            billingPeriodNumber: commitment.billingPeriodNumber, totalBillingPeriods: 12, commitmentExpiresDate: commitment.expires,
+            commitmentPrice: plan.commitmentPrice))
     }
 }

@@ -87,15 +87,20 @@ public actor StoreEngine {
     /// Buys `productId` for `account` on `device`, redeeming `offer` when given.
     public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
                          quantity: Int = 1, offer: OfferRequest? = nil, allowIntroductoryOffer: Bool? = nil, outcome: Outcome = .success,
-                         withReceipt: Bool = true) throws -> PurchaseResult {
+                         withReceipt: Bool = true, billingPlanType: BillingPlanType? = nil) throws -> PurchaseResult {
         try processSubscriptions()
         guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
         guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
         guard catalog.product(productId) != nil else { return .failed(reason: "invalid product id \(productId)") }
         guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }
         if let offer, case .failure(let refusal) = resolve(offer, productId: productId, account: accountId) { return .failed(reason: refusal.reason) }
+        if let plan = billingPlanType, plan != .billedUpfront {
+            guard plan == .monthly, catalog.product(productId)?.monthlyCommitment != nil else { return .failed(reason: "\(productId) has no \(plan) billing plan") }
+            guard offer == nil else { return .failed(reason: "the simulator takes no offer with a monthly plan") }
+        }
         let request = StoreState.PendingPurchase(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken,
-                                                 quantity: quantity, offer: offer, allowIntroductoryOffer: allowIntroductoryOffer)
+                                                 quantity: quantity, offer: offer, allowIntroductoryOffer: allowIntroductoryOffer,
+                                                 billingPlanType: billingPlanType == .monthly ? .monthly : nil)
         switch outcome {
         case .userCancelled: return .userCancelled
         case .failed: return .failed(reason: "the payment failed")
@@ -178,12 +183,25 @@ public actor StoreEngine {
             var offer: StoreState.ScheduledOffer?
             if let requested = request.offer, case .success(let terms) = resolve(requested, productId: productId, account: accountId) {
                 offer = terms
-            } else if let intro = product.introductoryOffer, request.allowIntroductoryOffer ?? !account.introOfferGroupsUsed.contains(group) {
+            } else if let intro = product.introductoryOffer, request.billingPlanType != .monthly,
+                      request.allowIntroductoryOffer ?? !account.introOfferGroupsUsed.contains(group) {
                 account.introOfferGroupsUsed.insert(group)
                 offer = schedule(intro, type: .introductoryOffer, product: product)
             }
             var length = rate.duration(of: period)
             var nextOffer: StoreState.ScheduledOffer?
+            var commitment: StoreState.Subscription.Commitment?
+            if let plan = product.monthlyCommitment {
+                // A one-year plan with billing plans says which; monthly periods are a month each, 12 to a commitment.
+                if request.billingPlanType == .monthly {
+                    offer = nil
+                    length = rate.duration(of: SubscriptionPeriod(value: 1, unit: .month))
+                    commitment = .init(billingPeriodNumber: 1, expires: now.addingTimeInterval(length * 12), renews: true)
+                    stamp(&payload, commitment: commitment!, plan: plan)
+                } else {
+                    payload.billingPlanType = .billedUpfront
+                }
+            }
             if let offer { (length, nextOffer) = apply(offer, to: &payload) }
             payload.expiresDate = now.addingTimeInterval(length)
             // Resubscribing continues the customer's series in the group.
@@ -195,7 +213,8 @@ public actor StoreEngine {
             let original = payload.originalTransactionId ?? id
             state.subscriptions[original] = .init(
                 originalTransactionId: original, account: accountId, group: group, latestTransactionId: id, productId: productId,
-                autoRenewProductId: productId, autoRenewStatus: true, expiresDate: payload.expiresDate!, phase: .active, nextOffer: nextOffer)
+                autoRenewProductId: productId, autoRenewStatus: true, expiresDate: payload.expiresDate!, phase: .active, nextOffer: nextOffer,
+                commitment: commitment)
             let subtype: NotificationSubtype = previous == nil ? .initialBuy : .resubscribe
             let redeemed = offer.map { $0.type != .introductoryOffer } ?? false
             try notify(redeemed ? .offerRedeemed : .subscribed, subtype, subscription: original, at: now)

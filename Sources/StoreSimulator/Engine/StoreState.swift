@@ -59,8 +59,18 @@ struct StoreState: Codable, Sendable {
         var sharedFrom: String?
         /// The token a subscription change was bought with: the next transaction of the series carries it.
         var nextAppAccountToken: UUID?
+        /// A monthly plan's 12-month commitment under way (optional: older state files load).
+        var commitment: Commitment?
 
         enum Phase: String, Codable, Sendable { case active, gracePeriod, billingRetry, expired, revoked }
+
+        /// Monthly payments of a one-year subscription: which of the 12 the current period is, when the commitment ends,
+        /// and whether another follows it (the customer's cancellation turns this off; the payments continue).
+        struct Commitment: Codable, Sendable {
+            var billingPeriodNumber: Int
+            var expires: Date
+            var renews: Bool
+        }
 
         var status: SubscriptionStatus {
             switch phase {
@@ -177,6 +187,8 @@ struct StoreState: Codable, Sendable {
         var offer: OfferRequest?
         /// The app server's signed word on the introductory offer (introductory-offer eligibility), when it gave one.
         var allowIntroductoryOffer: Bool?
+        /// `MONTHLY` for a one-year subscription's 12-month commitment.
+        var billingPlanType: BillingPlanType?
     }
 
     mutating func mintId() -> String {

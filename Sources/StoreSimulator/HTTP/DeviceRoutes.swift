@@ -30,6 +30,8 @@ struct DeviceRoutes {
         /// Whether the reply carries the updated app receipt (StoreKit 1's view of a purchase; the default). StoreKit 2
         /// hands the app a transaction alone, and so does the SDK's adapter: a receipt is an RSA signature to make.
         var withReceipt: Bool?
+        /// `MONTHLY`: a one-year subscription paid monthly over a 12-month commitment (2026).
+        var billingPlanType: BillingPlanType?
     }
 
     struct PurchaseReply: Encodable {
@@ -136,7 +138,7 @@ struct DeviceRoutes {
             let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
                                                    appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, offer: body.offer,
                                                    allowIntroductoryOffer: allowIntroductoryOffer, outcome: body.outcome ?? .success,
-                                                   withReceipt: body.withReceipt ?? true)
+                                                   withReceipt: body.withReceipt ?? true, billingPlanType: body.billingPlanType)
             try await services.delivery?.deliverDue()
             switch result {
             case .purchased(let signed, let id, let receipt):
