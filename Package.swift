@@ -91,6 +91,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
         // The app-side SDK: Foundation (URLSession) and StoreKit only, so it builds for iOS; no NIO, no server code.
@@ -122,7 +123,11 @@ let package = Package(
             name: "AppStoreFormatsTests",
             dependencies: ["AppStoreFormats"]
         ),
-        .target(name: "IAPTestSupport", path: "Tests/Support"),
+        .target(name: "IAPTestSupport", dependencies: [
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ], path: "Tests/Support"),
         // The seeded history explorer: the real simulator, server, ledger and SDK in one process (docs/EXPLORER.md).
         .target(
             name: "HistoryExplorer",

@@ -53,6 +53,16 @@ extension Ledger {
                     throw LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account")
                 }
                 try session.apply(decision.effects)
+                // The operator gave the order's account this transaction: its backend hears of it as a transfer.
+                var transfer = WebhookEvent(id: "TRANSFER.\(record.transactionId).\(orderId)", type: .transfer, accountId: order.accountId, occurredAt: now)
+                transfer.productId = record.productId
+                transfer.transactionId = record.transactionId
+                transfer.originalTransactionId = record.originalTransactionId
+                transfer.environment = record.environment.rawValue
+                transfer.purchaseDate = record.purchaseDate
+                transfer.expiresDate = record.expiresDate
+                transfer.orderId = orderId
+                try session.apply(.emitEvent(transfer))
                 try session.apply(.audit(actor: actor, action: "settle-with-transaction", subject: orderId,
                                          detail: "transaction \(record.transactionId): \(decision.outcome); \(note)", at: now))
             } else {

@@ -61,6 +61,10 @@ extension Ledger {
             try session.lockSeries(record.originalTransactionId)
             let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)
             try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
+            if let owner = facts.owner, let told = WebhookRules.subscriptionEvent(type: event.type, subtype: event.subtype, notificationUUID: event.notificationUUID,
+                                                                                record: record, accountId: owner, now: now) {
+                try session.apply(.emitEvent(told))
+            }
             // News of one transaction that says nothing of the series (no status, no renewal info) leaves the series'
             // status as it was: unknown is not "none", and a later signedDate must not erase a grace period.
             if record.productType == .autoRenewableSubscription, event.status != nil || event.renewal != nil {

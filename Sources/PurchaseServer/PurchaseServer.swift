@@ -34,6 +34,8 @@ public enum PurchaseServer {
         /// Answer Apple's consumption requests (a customer asked for a refund) for customers who consented; needs the
         /// Server API. Nil: they are stored and left unanswered.
         public var consumption: ConsumptionSettings?
+        /// Tell the app's backend what happened (outgoing webhooks); nil: events are kept in the outbox, unsent.
+        public var webhooks: WebhookSettings?
         /// Answer the App Store's Get Retention Message requests (``RetentionRoutes``); nil: the endpoint answers 404.
         public var retention: RetentionSettings?
 
@@ -66,6 +68,7 @@ public enum PurchaseServer {
                 ConsumptionSettings(policy: $0, sampleContentProvided: configuration.appStore.sampleContentProvided ?? false)
             }
             services.retention = configuration.retentionMessaging.map { RetentionSettings(rules: $0.rules) }
+            services.webhooks = configuration.webhooks.map { WebhookSettings(url: $0.url, secret: $0.secret, maxAttempts: $0.maxAttempts ?? 16) }
             return services
         }
 
@@ -138,7 +141,11 @@ public enum PurchaseServer {
                                    logger: Logger? = nil, onRunning: (@Sendable (Int) async -> Void)? = nil) -> some ApplicationProtocol {
         var log = logger ?? Logger(label: "iapkit.server")
         if logger == nil { log.logLevel = .info }
-        let jobs: [any Service] = reconcileEvery.map { [ReconciliationService(reconciler: Reconciler(services: services), interval: $0, logger: log)] } ?? []
+        var jobs: [any Service] = reconcileEvery.map { [ReconciliationService(reconciler: Reconciler(services: services), interval: $0, logger: log)] } ?? []
+        if let webhooks = services.webhooks {
+            jobs.append(WebhookService(sender: WebhookSender(ledger: services.ledger, settings: webhooks, metrics: services.metrics, now: services.now),
+                                       logger: log))
+        }
         return Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),
                            services: jobs, onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? port) }, logger: log)
     }

@@ -101,12 +101,14 @@ public enum SubmissionRules {
                     effects += bind(record, to: owner, source: source, facts: facts, catalog: catalog, now: now).effects + seriesPeriod(record)
                 }
                 effects.append(.recordConflict(transactionId: record.transactionId, claimedBy: uploader, owner: owner, at: now))
+                effects += WebhookRules.events(for: record, facts: facts, effects: effects, catalog: catalog, now: now)
                 return SubmissionDecision(outcome: .refused(owner: owner), effects: effects, orderId: nil)
             }
         }
         var decision = bind(record, to: owner, source: source, facts: facts, catalog: catalog, now: now)
         decision.effects.insert(facts.guardFor(record), at: 0)
         decision.effects += seriesPeriod(record)
+        decision.effects += WebhookRules.events(for: record, facts: facts, effects: decision.effects, catalog: catalog, now: now)
         if owner != uploader { decision.outcome = .deliveredToOwner(owner) }
         return decision
     }
@@ -133,6 +135,7 @@ public enum SubmissionRules {
             unbound.orderId = nil
             effects.append(.insertPurchase(unbound, source: "notification", at: now))
         }
+        effects += WebhookRules.events(for: record, facts: facts, effects: effects, catalog: catalog, now: now)
         return effects + seriesPeriod(record)
     }
 

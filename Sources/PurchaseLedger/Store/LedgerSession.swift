@@ -359,6 +359,11 @@ struct LedgerSession {
                 let stored = try sql.first("SELECT signed_date FROM purchases WHERE transaction_id = $1", [.text(facts.transactionId)])?.optionalInt(0)
                 guard stored == Millis.of(signed) else { throw LedgerRace() }
             }
+        case .emitEvent(let event):
+            try sql.execute("""
+                INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
+                VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5) ON CONFLICT (event_id) DO NOTHING
+                """, [.text(event.id), .text(event.type.rawValue), .of(event.accountId), .text(try event.body()), .of(event.occurredAt)])
         case .audit(let actor, let action, let subject, let detail, let now):
             try sql.execute("""
                 INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, $2, $3, $4, $5, $6)

@@ -125,6 +125,18 @@ enum Schema {
             "CREATE INDEX consumption_answers_state ON consumption_answers (state, due_by)",
             "CREATE INDEX purchases_app_transaction ON purchases (app_transaction_id)",
         ],
+        [
+            // Outgoing webhooks: events for the app's backend, written with the change they report and delivered at least
+            // once; claimed by one sender at a time (claimed_until), retried with backoff, failed after the last attempt.
+            """
+            CREATE TABLE webhook_events (
+                event_id TEXT PRIMARY KEY, type TEXT NOT NULL, account_id TEXT, body TEXT NOT NULL, state TEXT NOT NULL,
+                attempts BIGINT NOT NULL, next_attempt_at BIGINT NOT NULL, claimed_until BIGINT, last_error TEXT,
+                created_at BIGINT NOT NULL, delivered_at BIGINT)
+            """,
+            "CREATE INDEX webhook_events_due ON webhook_events (state, next_attempt_at)",
+            "CREATE INDEX webhook_events_created ON webhook_events (created_at)",
+        ],
     ]
 
     /// Applies the migrations not yet applied, all in one transaction: a start that fails half-way leaves the schema as

@@ -42,6 +42,23 @@ public struct ServerConfiguration: Codable, Sendable {
     /// Promotional offers the server signs (`POST /v1/offers/sign`), by offer identifier: the products each is set up
     /// for in App Store Connect and who may have it. Signing needs the In-App Purchase key (`appStore.privateKeyFile`).
     public var promotionalOffers: [String: PromotionalOfferRule] = [:]
+    /// Outgoing webhooks: every change the ledger makes that the app's backend should know of, POSTed there signed.
+    public var webhooks: WebhooksConfiguration?
+
+    public struct WebhooksConfiguration: Codable, Sendable {
+        /// `https://…` (or `http://` to a loopback host).
+        public var url: String
+        /// At least 16 characters; signs each request (`IAPKit-Signature`).
+        public var secret: String
+        /// Attempts before an event is marked failed (default 16, about 11 hours).
+        public var maxAttempts: Int?
+        public init(url: String, secret: String, maxAttempts: Int? = nil) {
+            self.url = url
+            self.secret = secret
+            self.maxAttempts = maxAttempts
+        }
+    }
+
     /// Retention Messaging: what `POST /v1/retention/appstore` (the Get Retention Message endpoint, configured at Apple
     /// with Configure Realtime URL) answers. Unset: that endpoint answers 404 and Apple shows the default messages.
     public var retentionMessaging: RetentionMessagingConfiguration?
@@ -133,6 +150,12 @@ public struct ServerConfiguration: Codable, Sendable {
         if let value = environment["IAPKIT_SHARED_SECRET"] { configuration.appStore.sharedSecret = value }
         if let value = environment["IAPKIT_FINISH_TRANSACTIONS"] { configuration.appStore.finishTransactions = ["1", "true", "yes"].contains(value.lowercased()) }
         if let value = environment["IAPKIT_SET_APP_ACCOUNT_TOKENS"] { configuration.appStore.setAppAccountTokens = ["1", "true", "yes"].contains(value.lowercased()) }
+        if let url = environment["IAPKIT_WEBHOOK_URL"] {
+            configuration.webhooks = WebhooksConfiguration(url: url, secret: environment["IAPKIT_WEBHOOK_SECRET"] ?? configuration.webhooks?.secret ?? "",
+                                                           maxAttempts: configuration.webhooks?.maxAttempts)
+        } else if let secret = environment["IAPKIT_WEBHOOK_SECRET"] {
+            configuration.webhooks?.secret = secret
+        }
         if let value = environment["IAPKIT_REFUND_POLICY"] {
             guard let policy = RefundPolicy(rawValue: value) else {
                 throw ConfigurationError("IAPKIT_REFUND_POLICY must be one of \(RefundPolicy.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -182,6 +205,13 @@ public struct ServerConfiguration: Codable, Sendable {
                 throw ConfigurationError("promotionalOffers.\(offer): \(productId) is not an auto-renewable subscription the catalog sells")
             }
         }
+        if let webhooks {
+            guard let url = URL(string: webhooks.url), let host = url.host, url.scheme == "https" || (url.scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {
+                throw ConfigurationError("webhooks.url must be https:// (or http:// to a loopback host): \(webhooks.url)")
+            }
+            guard webhooks.secret.utf8.count >= 16 else { throw ConfigurationError("webhooks.secret must be at least 16 characters") }
+            guard (1...100).contains(webhooks.maxAttempts ?? 16) else { throw ConfigurationError("webhooks.maxAttempts is 1 to 100") }
+        }
         if retentionMessaging != nil, environments.contains("Production"), appAppleId == nil {
             throw ConfigurationError("retentionMessaging needs appAppleId: a production retention request names the app only by it")
         }
@@ -222,6 +252,7 @@ public struct ServerConfiguration: Codable, Sendable {
         deviceIntegrityPolicy = try c.decodeIfPresent(String.self, forKey: .deviceIntegrityPolicy) ?? d.deviceIntegrityPolicy
         promotionalOffers = try c.decodeIfPresent([String: PromotionalOfferRule].self, forKey: .promotionalOffers) ?? d.promotionalOffers
         retentionMessaging = try c.decodeIfPresent(RetentionMessagingConfiguration.self, forKey: .retentionMessaging)
+        webhooks = try c.decodeIfPresent(WebhooksConfiguration.self, forKey: .webhooks)
     }
 }
 

@@ -100,6 +100,7 @@ struct AdminRoutes {
             return try JSONReply.encode(Reply(consistent: found.isEmpty, inconsistencies: found.map { Item(check: $0.check, detail: $0.detail) }))
         }
         addRecordRoutes(to: admin)
+        addWebhookRoutes(to: admin)
     }
 
     /// Compares digests, so the comparison takes the same time however much of a wrong key matches.

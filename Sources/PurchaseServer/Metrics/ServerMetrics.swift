@@ -97,6 +97,14 @@ public struct ServerMetrics: Sendable {
                              helpText: "Answers to the App Store's Get Retention Message requests, by choice")
     }
 
+    /// A webhook delivery attempt: `delivered`, `retry`, or `failed` (out of attempts).
+    func webhook(_ result: String) {
+        registry.makeCounter(descriptor: Self.webhooks, labels: [("result", result)]).increment()
+    }
+    static var webhooks: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "webhook_deliveries", unitName: "total", helpText: "Outgoing webhook delivery attempts by result")
+    }
+
     /// The text Prometheus scrapes.
     public func exposition() -> String { registry.emitToString() }
 }

@@ -64,3 +64,36 @@ struct OrdersCommand: AsyncParsableCommand {
         func run() async throws { try await connection.call("POST", "/admin/reconcile") }
     }
 }
+
+/// `iap webhooks list|replay|test`: the outbox of events for the app's backend, on a running purchase server.
+struct WebhooksCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webhooks",
+        abstract: "List, replay and test outgoing webhooks on a running purchase server (admin API).",
+        subcommands: [List.self, Replay.self, Test.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Events, newest first: all, or pending, delivered or failed.")
+        @OptionGroup var connection: OrdersCommand.Connection
+        @Option(help: "pending, delivered or failed.") var state: String?
+        func run() async throws {
+            let query = state.map { "?state=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)" } ?? ""
+            try await connection.call("GET", "/admin/webhooks" + query)
+        }
+    }
+
+    struct Replay: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Send an event again from its first attempt.")
+        @OptionGroup var connection: OrdersCommand.Connection
+        @Argument(help: "The event id.") var eventId: String
+        func run() async throws {
+            try await connection.call("POST", "/admin/webhooks/\(eventId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["-", "_", "."])) ?? eventId)/replay")
+        }
+    }
+
+    struct Test: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Queue a TEST event for the backend.")
+        @OptionGroup var connection: OrdersCommand.Connection
+        func run() async throws { try await connection.call("POST", "/admin/webhooks/test") }
+    }
+}

@@ -69,6 +69,8 @@ struct System {
         var refundPolicy: RefundPolicy?
         /// What the server answers the App Store's Get Retention Message requests with; nil: it does not.
         var retention: [RetentionMessageRule]?
+        /// Where the server sends its webhooks; nil: it keeps them in the outbox.
+        var webhooks: WebhookSettings?
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -119,6 +121,7 @@ struct System {
             services.setAppAccountTokensWithApple = options.setAppAccountTokens
             services.promotionalOffers = options.promotionalOffers
             services.retention = options.retention.map(RetentionSettings.init(rules:))
+            services.webhooks = options.webhooks
             let secret = configuration.auth.hs256Secret!
             try await PurchaseServer.application(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])

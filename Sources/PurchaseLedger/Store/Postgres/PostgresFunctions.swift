@@ -91,6 +91,10 @@ enum PostgresFunctions {
               ON CONFLICT (original_transaction_id) DO UPDATE SET product_id = excluded.product_id, expires_date = excluded.expires_date,
                   period_purchase_date = excluded.period_purchase_date
               WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date <= excluded.period_purchase_date;
+            WHEN 'emitEvent' THEN
+              INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
+              VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, (e->>'at')::bigint, (e->>'at')::bigint)
+              ON CONFLICT (event_id) DO NOTHING;
             WHEN 'recordDeviceReport' THEN
               INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)
               VALUES (e->>'id', e->>'tx', e->>'account', e->>'signals', (e->>'at')::bigint);
@@ -206,6 +210,13 @@ enum PostgresFunctions {
                 object.set("product", .text(productId))
                 object.set("purchased", .of(purchaseDate))
                 object.set("expires", .of(expiresDate))
+            case .emitEvent(let event):
+                object.set("op", .text("emitEvent"))
+                object.set("id", .text(event.id))
+                object.set("type", .text(event.type.rawValue))
+                object.set("account", .of(event.accountId))
+                object.set("body", .text(try event.body()))
+                object.set("at", .of(event.occurredAt))
             case .updateSeriesStatus, .settleOrder, .audit:
                 throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
             }

@@ -1,0 +1,45 @@
+import Foundation
+import Hummingbird
+import PurchaseLedger
+
+/// `/admin/webhooks`: the outbox of events for the app's backend — what waits, what was delivered, what failed — a
+/// replay of one event, and a `TEST` event.
+extension AdminRoutes {
+    func addWebhookRoutes(to admin: RouterGroup<BasicRequestContext>) {
+        admin.get("webhooks", use: webhooks)
+        admin.post("webhooks/test", use: testWebhook)
+        admin.post("webhooks/:id/replay", use: replayWebhook)
+    }
+
+    /// `GET /admin/webhooks?state=pending|delivered|failed&limit=N`: newest first.
+    @Sendable func webhooks(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        var state: StoredWebhookEvent.State?
+        if let name = request.uri.queryParameters["state"].map(String.init) {
+            guard let known = StoredWebhookEvent.State(rawValue: name) else {
+                throw APIError.badRequest("state is one of \(StoredWebhookEvent.State.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            state = known
+        }
+        let events = try await ledgerCall { try await services.ledger.webhookEvents(state: state, limit: limit(request)) }
+        struct Reply: Encodable { var configured: Bool; var events: [StoredWebhookEvent] }
+        return try JSONReply.encode(Reply(configured: services.webhooks != nil, events: events))
+    }
+
+    /// `POST /admin/webhooks/{id}/replay`: from the first attempt again (audited); 404 for an unknown id.
+    @Sendable func replayWebhook(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        let id = try context.parameters.require("id")
+        guard try await ledgerCall({ try await services.ledger.replayWebhookEvent(id, actor: "admin", now: Date()) }) else {
+            throw APIError(.notFound, code: "webhook_event_not_found", "no webhook event \(id)")
+        }
+        return try JSONReply.encode(["replayed": id])
+    }
+
+    /// `POST /admin/webhooks/test`: queues a `TEST` event (audited).
+    @Sendable func testWebhook(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        let event = try await ledgerCall { try await services.ledger.emitTestWebhook(actor: "admin", now: Date()) }
+        return try JSONReply.encode(["queued": event.id])
+    }
+}

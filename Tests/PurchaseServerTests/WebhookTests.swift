@@ -1,0 +1,108 @@
+import Foundation
+import IAPTestSupport
+import PurchaseLedger
+import PurchaseServer
+import Testing
+
+/// Outgoing webhooks over real HTTP: a scripted history on the simulator and the server, and the app's backend (a
+/// receiver in the test) getting every event type, each once by id, signed.
+@Suite("Webhooks to the app's backend: every event once, signed, retried until taken", .serialized)
+struct WebhookTests {
+    static let monthly = "com.example.iapkit.pro.monthly"
+    static let yearly = "com.example.iapkit.pro.yearly"
+    static let secret = "webhook-secret-for-tests"
+
+    @Test("A scripted history makes every event type; each reaches the backend once by id with a valid signature, also when the backend first fails", arguments: LedgerKind.allCases)
+    func everyEventOnce(_ kind: LedgerKind) async throws {
+        let receiver = WebhookReceiver(secret: Self.secret)
+        try await receiver.serve { url in
+            var options = System.Options()
+            options.kind = kind
+            options.faults = .init(duplicate: true)  // Apple delivering notifications twice changes nothing
+            let settings = WebhookSettings(url: url, secret: Self.secret, maxAttempts: 5)
+            options.webhooks = settings
+            try await System.run(options) { system in
+                let sender = WebhookSender(ledger: system.services.ledger, settings: settings, now: system.services.now)
+                let (account, store) = try await system.customer("hooked")
+                // The backend is down for the first deliveries: they are retried, not lost.
+                await receiver.setFailing(true)
+                let (_, subscription, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
+                let original = try #require(subscription["transactionId"] as? String)
+                try await sender.deliverDue()
+                await receiver.setFailing(false)
+
+                try await system.advance(by: 301)                                                     // RENEWAL
+                _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.yearly])  // PRODUCT_CHANGE (+ the upgrade's RENEWAL)
+                _ = try await system.device(.post, "/sim/subscriptions/\(original)/autoRenew", ["enabled": false])   // CANCELLATION
+                _ = try await system.device(.post, "/sim/subscriptions/\(original)/autoRenew", ["enabled": true])    // UNCANCELLATION
+                _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": true])
+                try await system.advance(by: 3_601)                                                   // BILLING_ISSUE
+                try await system.advance(by: 3 * 60 * 80 / 7)                                        // EXPIRATION (grace, then billing retry)
+                _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": false])
+                _ = try await system.buy("com.example.iapkit.premium", account: account, storeAccount: store)   // NON_RENEWING_PURCHASE
+                let (_, coins, _) = try await system.buy("com.example.iapkit.coins.100", account: account, storeAccount: store)  // CONSUMABLE_CREDIT
+                let coinsId = try #require(coins["transactionId"] as? String)
+                _ = try await system.device(.post, "/sim/transactions/\(coinsId)/refund")             // REFUND
+                _ = try await system.device(.post, "/sim/transactions/\(coinsId)/refund-reversal")    // REFUND_REVERSED
+                // An order paid in the store and never submitted, settled by the operator with its transaction: TRANSFER.
+                let (order, paid, _) = try await system.buy("com.example.iapkit.season.pass", account: account, storeAccount: store, submit: false)
+                let settled = try await system.admin(.post, "/admin/orders/\(order["orderId"] as? String ?? "")/settle",
+                                                     ["transactionId": paid["transactionId"] as? String ?? "", "note": "sent by email"])
+                #expect(settled.0 == .ok, "\(settled.1)")
+                #expect(try await system.admin(.post, "/admin/webhooks/test").0 == .ok)          // TEST
+
+                // Everything due now, and the first (failed) ones once their backoff passed.
+                try await sender.deliverDue(limit: 100)
+                let failedFirst = await receiver.deliveries.filter { !$0.accepted }
+                #expect(failedFirst.contains { $0.type == "INITIAL_PURCHASE" }, "the backend refused the first ones")
+                // Those wait for their retry (the server's own sender may have retried some already, its clock moved on).
+                let waiting = try await system.services.ledger.webhookEvents(state: .pending)
+                #expect(Set(waiting.map(\.eventId)).isSubset(of: Set(failedFirst.map(\.eventId))))
+                for event in waiting { _ = try await system.services.ledger.replayWebhookEvent(event.eventId, actor: "test", now: system.services.now()) }
+                try await sender.deliverDue(limit: 100)
+                try await sender.deliverDue(limit: 100)
+
+                let accepted = await receiver.accepted
+                let types = Set(accepted.map(\.type))
+                #expect(types == Set(WebhookEvent.Kind.allCases.map(\.rawValue)), "missing: \(Set(WebhookEvent.Kind.allCases.map(\.rawValue)).subtracting(types))")
+                let ids = accepted.map(\.eventId)
+                #expect(ids.count == Set(ids).count, "each event once: \(ids.sorted())")
+                #expect(accepted.allSatisfy { $0.signatureValid })
+                #expect(accepted.filter { $0.type != "TEST" }.allSatisfy { $0.body["accountId"] == account }, "every event names its account")
+                #expect(try await system.services.ledger.webhookEvents(state: .pending).isEmpty)
+                let credit = try #require(accepted.first { $0.type == "CONSUMABLE_CREDIT" })
+                #expect(credit.body["currency"] == "coins" && credit.body["amount"] == "100")
+                // The admin API lists them, delivered.
+                let listed = try await system.admin(.get, "/admin/webhooks?state=delivered").1["events"] as? [[String: Any]]
+                #expect(listed?.count == ids.count)
+                #expect(try await system.admin(.post, "/admin/webhooks/nope/replay").0 == .notFound)
+                #expect(try await system.admin(.get, "/admin/webhooks?state=lost").0 == .badRequest)
+            }
+        }
+    }
+
+    @Test("Out of attempts an event is failed, visible, and a replay delivers it")
+    func failedThenReplayed() async throws {
+        let receiver = WebhookReceiver(secret: Self.secret)
+        try await receiver.serve { url in
+            var options = System.Options()
+            let settings = WebhookSettings(url: url, secret: Self.secret, maxAttempts: 1)
+            options.webhooks = settings
+            try await System.run(options) { system in
+                let sender = WebhookSender(ledger: system.services.ledger, settings: settings, now: system.services.now)
+                await receiver.setFailing(true)
+                #expect(try await system.admin(.post, "/admin/webhooks/test").0 == .ok)
+                try await sender.deliverDue()
+                let failed = try await system.services.ledger.webhookEvents(state: .failed)
+                #expect(failed.count == 1 && failed.first?.lastError == "HTTP 503" && failed.first?.attempts == 1)
+                await receiver.setFailing(false)
+                try await sender.deliverDue()
+                #expect(await receiver.accepted.isEmpty, "a failed event waits for the operator")
+                let id = try #require(failed.first?.eventId)
+                #expect(try await system.admin(.post, "/admin/webhooks/\(id)/replay").0 == .ok)
+                try await sender.deliverDue()
+                #expect(await receiver.accepted.map(\.eventId) == [id])
+            }
+        }
+    }
+}
