@@ -193,6 +193,44 @@ struct IAPServeProcessTests {
         try await Self.stop(server)
     }
 
+    @Test("kill -9 between the purchases and their webhooks: after a restart the backend gets each event once, signed")
+    func webhooksAcrossKill() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-hooks-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let minted = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path,
+                                              ["mint", "--data", root.appendingPathComponent("sim").path, "--count", "5"])
+        let transactions = minted.stdout.split(separator: "\n").map(String.init)
+        #expect(transactions.count == 5)
+        let secret = "process-webhook-secret"
+        let receiver = WebhookReceiver(secret: secret)
+        try await receiver.serve { hooks in
+            await receiver.setFailing(true)
+            let port = try FreePort.pick()
+            let arguments = ["serve", "--port", String(port), "--data", root.appendingPathComponent("server").path,
+                             "--root", root.appendingPathComponent("sim/jws-root.pem").path]
+            let environment = ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_WEBHOOK_URL": hooks, "IAPKIT_WEBHOOK_SECRET": secret]
+            var server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: environment)
+            for jws in transactions {
+                let (status, _) = try await Self.request("http://127.0.0.1:\(port)/v1/purchases", method: "POST",
+                                                         body: #"{"signedTransaction":"\#(jws)"}"#, account: "hooked")
+                #expect(status == 200)
+            }
+            // The backend is down: the server tried, and the events wait in its ledger for their retry.
+            for _ in 0..<100 where await receiver.deliveries.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(await !receiver.deliveries.isEmpty)
+            kill(server.processIdentifier, SIGKILL)
+            await receiver.setFailing(false)
+            server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: environment)
+            // The first retry comes 10 s after the failed attempt.
+            for _ in 0..<300 where Set(await receiver.accepted.map(\.eventId)).count < 5 { try await Task.sleep(for: .milliseconds(100)) }
+            try await Task.sleep(for: .seconds(2))
+            let accepted = await receiver.accepted
+            #expect(Set(accepted.map(\.eventId)).count == 5 && accepted.count == 5, "each once: \(accepted.map(\.eventId))")
+            #expect(accepted.allSatisfy { $0.type == "CONSUMABLE_CREDIT" && $0.signatureValid && $0.body["accountId"] == "hooked" })
+            try await Self.stop(server)
+        }
+    }
+
     @Test("kill -9 under a stream of purchases: after restart every purchase answered 200 is in the ledger, bound, credited once")
     func killUnderLoad() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-killload-\(UUID().uuidString)")
@@ -265,7 +303,7 @@ struct IAPServeProcessTests {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
     }
 
-    @Test("iap orders lists open orders and settles one with a note, through the admin API; a wrong key exits 1")
+    @Test("iap orders lists open orders and settles one with a note, iap webhooks tests, lists and replays, through the admin API; a wrong key exits 1")
     func orders() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-orders-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
@@ -284,6 +322,16 @@ struct IAPServeProcessTests {
         #expect(settled.status == 0 && settled.stdout.contains("settled"), "\(settled.stderr)")
         let refused = try await Subprocess.run(binary, ["orders", "list", "--server", "http://127.0.0.1:\(port)", "--admin-key", "wrong"])
         #expect(refused.status == 1 && refused.stderr.contains("401"))
+
+        // Webhooks: a TEST event queued (no backend configured: it waits in the outbox), listed, replayed.
+        let queued = try await Subprocess.run(binary, ["webhooks", "test"] + server)
+        let eventId = try #require((try? JSONSerialization.jsonObject(with: Data(queued.stdout.utf8)) as? [String: Any])?["queued"] as? String, "\(queued.stderr)")
+        let pending = try await Subprocess.run(binary, ["webhooks", "list", "--state", "pending"] + server)
+        #expect(pending.status == 0 && pending.stdout.contains(eventId) && pending.stdout.contains(#""configured":false"#), "\(pending.stdout)")
+        let replayed = try await Subprocess.run(binary, ["webhooks", "replay", eventId] + server)
+        #expect(replayed.status == 0 && replayed.stdout.contains(eventId), "\(replayed.stderr)")
+        let unknown = try await Subprocess.run(binary, ["webhooks", "replay", "NOPE.1"] + server)
+        #expect(unknown.status == 1 && unknown.stderr.contains("404"))
         try await Self.stop(process)
     }
 }
