@@ -53,7 +53,12 @@ extension Ledger {
                     throw LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account")
                 }
                 try session.apply(decision.effects)
-                // The operator gave the order's account this transaction: its backend hears of it as a transfer.
+                // The operator gave the order's account this transaction: its backend hears of it as a transfer, besides
+                // the grant's own event — only when this settle bound it to that account.
+                if case .granted = decision.outcome, decision.effects.contains(where: {
+                    if case .emitEvent(let grant) = $0 { return grant.accountId == order.accountId && grant.transactionId == record.transactionId }
+                    return false
+                }) {
                 var transfer = WebhookEvent(id: "TRANSFER.\(record.transactionId).\(orderId)", type: .transfer, accountId: order.accountId, occurredAt: now)
                 transfer.productId = record.productId
                 transfer.transactionId = record.transactionId
@@ -63,6 +68,7 @@ extension Ledger {
                 transfer.expiresDate = record.expiresDate
                 transfer.orderId = orderId
                 try session.apply(.emitEvent(transfer))
+                }
                 try session.apply(.audit(actor: actor, action: "settle-with-transaction", subject: orderId,
                                          detail: "transaction \(record.transactionId): \(decision.outcome); \(note)", at: now))
             } else {

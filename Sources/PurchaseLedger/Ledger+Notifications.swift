@@ -61,8 +61,11 @@ extension Ledger {
             try session.lockSeries(record.originalTransactionId)
             let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)
             try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
-            if let owner = facts.owner, let told = WebhookRules.subscriptionEvent(type: event.type, subtype: event.subtype, notificationUUID: event.notificationUUID,
-                                                                                record: record, accountId: owner, now: now) {
+            // The series' own news, for its account's backend — when newer than what the ledger holds of the series.
+            if let owner = facts.owner, let told = WebhookRules.subscriptionEvent(
+                type: event.type, subtype: event.subtype, notificationUUID: event.notificationUUID, record: record, accountId: owner,
+                newProductId: event.renewal?.autoRenewProductId, now: now),
+               (event.renewal?.signedDate ?? event.signedDate) > (try session.series(record.originalTransactionId)?.signedDate ?? .distantPast) {
                 try session.apply(.emitEvent(told))
             }
             // News of one transaction that says nothing of the series (no status, no renewal info) leaves the series'

@@ -24,44 +24,49 @@ public struct StoredWebhookEvent: Codable, Sendable, Hashable {
 }
 
 extension Ledger {
-    /// How long one sender holds a claimed event before another may take it (a sender that died mid-delivery).
-    public static let webhookClaimLease: TimeInterval = 60
-
-    /// Takes up to `limit` events due for delivery, oldest first, for one sender: each is held for
-    /// ``webhookClaimLease`` so that replicas do not send it at the same time.
-    public func claimWebhookEvents(now: Date = Date(), limit: Int = 20) async throws -> [StoredWebhookEvent] {
-        try await write { session in
-            let due = try session.sql.rows("""
+    /// Takes the oldest event due for delivery for one sender, held until `now + lease` so that no other sender (another
+    /// replica, or this one's next pass) sends it meanwhile; a sender that died lets it go when the lease ends. The
+    /// lease's end is the claim's token: only its holder settles it.
+    public func claimWebhookEvent(now: Date = Date(), lease: TimeInterval) async throws -> (event: StoredWebhookEvent, claim: Date)? {
+        let until = Millis.date(Millis.of(now.addingTimeInterval(lease)))
+        return try await write { session in
+            guard let id = try session.sql.first("""
                 SELECT event_id FROM webhook_events WHERE state = 'pending' AND next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until < $1)
-                ORDER BY created_at, event_id LIMIT $2
-                """, [.of(now), .int(Int64(limit))]).map { try $0.text(0) }
-            var claimed: [StoredWebhookEvent] = []
-            for id in due {
-                let row = try session.sql.first("""
-                    UPDATE webhook_events SET claimed_until = $2
-                    WHERE event_id = $1 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)
-                    RETURNING \(Self.webhookColumns)
-                    """, [.text(id), .of(now.addingTimeInterval(Self.webhookClaimLease)), .of(now)])
-                if let row { claimed.append(try Self.decodeWebhook(row)) }
-            }
-            return claimed
+                ORDER BY created_at, event_id LIMIT 1
+                """, [.of(now)])?.text(0) else { return nil }
+            let row = try session.sql.first("""
+                UPDATE webhook_events SET claimed_until = $2
+                WHERE event_id = $1 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)
+                RETURNING \(Self.webhookColumns)
+                """, [.text(id), .of(until), .of(now)])
+            return try row.map { (try Self.decodeWebhook($0), until) }
         }
     }
 
-    /// Ends a delivery attempt: delivered; or failed with `error`, retried at `retryAt` (nil: out of attempts).
-    public func settleWebhookEvent(_ eventId: String, delivered: Bool, error: String?, retryAt: Date?, now: Date = Date()) async throws {
+    /// Ends the claim `claim` on an event: delivered; or failed with `error`, retried at `retryAt` (nil: out of
+    /// attempts). A claim that lapsed and was taken by another sender settles nothing.
+    public func settleWebhookEvent(_ eventId: String, claim: Date, delivered: Bool, error: String?, retryAt: Date?, now: Date = Date()) async throws {
         try await write { session in
             if delivered {
                 try session.sql.execute("""
                     UPDATE webhook_events SET state = 'delivered', attempts = attempts + 1, delivered_at = $2, claimed_until = NULL, last_error = NULL
-                    WHERE event_id = $1 AND state = 'pending'
-                    """, [.text(eventId), .of(now)])
+                    WHERE event_id = $1 AND state = 'pending' AND claimed_until = $3
+                    """, [.text(eventId), .of(now), .of(claim)])
             } else {
                 try session.sql.execute("""
                     UPDATE webhook_events SET state = $2, attempts = attempts + 1, next_attempt_at = $3, claimed_until = NULL, last_error = $4
-                    WHERE event_id = $1 AND state = 'pending'
-                    """, [.text(eventId), .text(retryAt == nil ? "failed" : "pending"), .of(retryAt ?? now), .of(error.map { String($0.prefix(500)) })])
+                    WHERE event_id = $1 AND state = 'pending' AND claimed_until = $5
+                    """, [.text(eventId), .text(retryAt == nil ? "failed" : "pending"), .of(retryAt ?? now), .of(error.map { String($0.prefix(500)) }),
+                          .of(claim)])
             }
+        }
+    }
+
+    /// Forgets delivered events older than `age` (the outbox is not an archive). Returns how many.
+    @discardableResult
+    public func pruneWebhookEvents(deliveredBefore date: Date) async throws -> Int {
+        try await write { session in
+            try session.sql.rows("DELETE FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 RETURNING event_id", [.of(date)]).count
         }
     }
 
@@ -79,8 +84,8 @@ extension Ledger {
     public func replayWebhookEvent(_ eventId: String, actor: String, now: Date = Date()) async throws -> Bool {
         try await write { session in
             let replayed = try session.sql.first("""
-                UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = $2, claimed_until = NULL WHERE event_id = $1 RETURNING event_id
-                """, [.text(eventId), .of(now)]) != nil
+                UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = 0, claimed_until = NULL WHERE event_id = $1 RETURNING event_id
+                """, [.text(eventId)]) != nil
             if replayed { try session.apply(.audit(actor: actor, action: "webhook-replay", subject: eventId, detail: "", at: now)) }
             return replayed
         }

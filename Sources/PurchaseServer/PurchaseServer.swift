@@ -143,7 +143,7 @@ public enum PurchaseServer {
         if logger == nil { log.logLevel = .info }
         var jobs: [any Service] = reconcileEvery.map { [ReconciliationService(reconciler: Reconciler(services: services), interval: $0, logger: log)] } ?? []
         if let webhooks = services.webhooks {
-            jobs.append(WebhookService(sender: WebhookSender(ledger: services.ledger, settings: webhooks, metrics: services.metrics, now: services.now),
+            jobs.append(WebhookService(sender: WebhookSender(ledger: services.ledger, settings: webhooks, metrics: services.metrics),
                                        logger: log))
         }
         return Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),

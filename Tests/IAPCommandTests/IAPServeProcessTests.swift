@@ -61,6 +61,7 @@ struct IAPServeProcessTests {
         let port = try FreePort.pick()
         let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health")
         // Eight clients asking without pause; the signal lands while requests are in flight.
+        let first = Flag()
         let load = Task {
             await withTaskGroup(of: (answered: Int, refused: Int).self) { group in
                 for _ in 0..<8 {
@@ -68,7 +69,7 @@ struct IAPServeProcessTests {
                         var (answered, refused) = (0, 0)
                         for _ in 0..<2_000 {
                             guard let (status, _) = try? await Self.request("http://127.0.0.1:\(port)/health") else { refused += 1; break }
-                            if status == 200 { answered += 1 } else { refused += 1 }
+                            if status == 200 { answered += 1; await first.set() } else { refused += 1 }
                         }
                         return (answered, refused)
                     }
@@ -76,7 +77,9 @@ struct IAPServeProcessTests {
                 return await group.reduce(into: (answered: 0, refused: 0)) { $0.answered += $1.answered; $0.refused += $1.refused }
             }
         }
-        try await Task.sleep(for: .milliseconds(400))
+        // The signal lands once the load is answered (a loaded machine can take a while to get there) and going on.
+        for _ in 0..<300 where await !first.value { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(200))
         process.terminate()
         for _ in 0..<500 where process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
         #expect(!process.isRunning, "iap serve must exit on SIGTERM")
@@ -334,4 +337,10 @@ struct IAPServeProcessTests {
         #expect(unknown.status == 1 && unknown.stderr.contains("404"))
         try await Self.stop(process)
     }
+}
+
+/// Set once, read many times, across tasks.
+actor Flag {
+    private(set) var value = false
+    func set() { value = true }
 }

@@ -113,7 +113,11 @@ struct SubmissionRulesTests {
         bound.orderId = alice.orderId
         #expect(decision.effects == [
             .requireFacts(FactsGuard(originalTransactionId: "42", transactionId: "42", seriesOwner: .some(nil), entryCount: nil, storedSignedDate: nil)),
-            .insertPurchase(bound, source: "jws", at: now), .fulfilOrder(orderId: alice.orderId, transactionId: "42", at: now)])
+            .insertPurchase(bound, source: "jws", at: now), .fulfilOrder(orderId: alice.orderId, transactionId: "42", at: now),
+            .emitEvent(try #require(decision.effects.compactMap { if case .emitEvent(let e) = $0 { e } else { nil } }.first))])
+        // Its event is alice's: the owner's backend hears of it, not the uploader's.
+        guard case .emitEvent(let event)? = decision.effects.last else { Issue.record("no event"); return }
+        #expect(event.id == "NON_RENEWING_PURCHASE.42" && event.accountId == "alice" && event.orderId == alice.orderId)
     }
 
     @Test("Another account's transaction without an order of the uploader's is refused, the attempt recorded")

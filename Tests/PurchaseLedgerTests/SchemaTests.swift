@@ -44,13 +44,13 @@ struct SchemaTests {
     func failedMigrationUndoesItsStart() async throws {
         let store = try sqliteStore()
         let last = Schema.migrations.count
-        try await applyFirst(last - 3, to: store)
-        // The column the last migration adds is there already (added by hand): its ALTER TABLE fails, after the two
-        // migrations before it ran in the same start.
+        try await applyFirst(last - 4, to: store)
+        // The column the third-last migration adds is there already (added by hand): its ALTER TABLE fails, after the
+        // migration before it ran in the same start.
         try await store.write { sql in _ = try sql.rows("ALTER TABLE purchases ADD COLUMN app_transaction_id TEXT", []) }
         await #expect(throws: (any Error).self) { try await Schema.migrate(store) }
-        #expect(try await versions(store).keys.sorted() == (1...Int64(last - 3)).map { $0 })
-        // The column the third-last migration adds was rolled back with the failure.
+        #expect(try await versions(store).keys.sorted() == (1...Int64(last - 4)).map { $0 })
+        // The column the fourth-last migration adds was rolled back with the failure.
         await #expect(throws: (any Error).self) {
             try await store.read { sql in _ = try sql.rows("SELECT revocation_type FROM purchases", []) }
         }

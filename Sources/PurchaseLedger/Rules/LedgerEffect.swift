@@ -26,7 +26,8 @@ public enum LedgerEffect: Sendable, Hashable {
     case settleOrder(orderId: String, note: String, at: Date)
     case audit(actor: String, action: String, subject: String, detail: String, at: Date)
     /// Binds the series' unbound periods whose token is none or this one to the account.
-    case claimSeries(originalTransactionId: String, accountId: String, appAccountToken: UUID?)
+    /// Each period so bound reaches the account like any grant: its webhook event is written with it.
+    case claimSeries(originalTransactionId: String, accountId: String, appAccountToken: UUID?, at: Date)
     /// An event for the app's backend, into the outbox (once per id): committed with the change it reports.
     case emitEvent(WebhookEvent)
     /// Not a change: a precondition, checked holding the series' lock. Otherwise the operation is decided again from

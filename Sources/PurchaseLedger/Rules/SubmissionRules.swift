@@ -151,7 +151,7 @@ public enum SubmissionRules {
             var effects: [LedgerEffect] = [.insertPurchase(bound, source: source, at: now)]
             if let order { effects.append(.fulfilOrder(orderId: order.orderId, transactionId: record.transactionId, at: now)) }
             effects += ConsumableRules.settle(bound, entries: [], catalog: catalog, now: now)
-            effects += claimSeries(record, owner)
+            effects += claimSeries(record, owner, now: now)
             return SubmissionDecision(outcome: .granted, effects: effects, orderId: order?.orderId)
         }
         var effects: [LedgerEffect] = [.refreshPurchase(record)]
@@ -162,7 +162,7 @@ public enum SubmissionRules {
             current.orderId = order?.orderId
             effects.append(.claimPurchase(transactionId: record.transactionId, accountId: owner, orderId: order?.orderId))
             if let order { effects.append(.fulfilOrder(orderId: order.orderId, transactionId: record.transactionId, at: now)) }
-            effects += claimSeries(record, owner)
+            effects += claimSeries(record, owner, now: now)
             outcome = .granted
         } else {
             if stored.orderId == nil, let order {
@@ -181,9 +181,9 @@ public enum SubmissionRules {
 extension SubmissionRules {
     /// Periods of the series that notifications stored before anyone held it (a renewal told of first) go with the
     /// period now bound — unless their token names an order, which decides for them.
-    static func claimSeries(_ record: PurchaseRecord, _ owner: String) -> [LedgerEffect] {
+    static func claimSeries(_ record: PurchaseRecord, _ owner: String, now: Date) -> [LedgerEffect] {
         guard record.productType == .autoRenewableSubscription else { return [] }
-        return [.claimSeries(originalTransactionId: record.originalTransactionId, accountId: owner, appAccountToken: record.appAccountToken)]
+        return [.claimSeries(originalTransactionId: record.originalTransactionId, accountId: owner, appAccountToken: record.appAccountToken, at: now)]
     }
 }
 

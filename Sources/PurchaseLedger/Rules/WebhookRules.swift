@@ -48,6 +48,15 @@ public struct WebhookEvent: Codable, Sendable, Hashable {
     /// The App Store notification that told of it, for subscription events.
     public var notificationUUID: String?
     public var orderId: String?
+    /// `PURCHASED` or `FAMILY_SHARED` (a family member's copy: no sale of its own).
+    public var ownership: String?
+    /// Refunds: `REFUND_FULL`, `REFUND_PRORATED` (with `revocationPercentage`, milliunits of a percent) or `FAMILY_REVOKE`.
+    public var revocationType: String?
+    public var revocationPercentage: Int?
+    /// Subscription events: Apple's notification subtype (`UPGRADE`, `VOLUNTARY`, …), and for a plan change the plan
+    /// that renews next.
+    public var subtype: String?
+    public var newProductId: String?
 
     public init(id: String, type: Kind, accountId: String?, occurredAt: Date) {
         self.id = id
@@ -67,6 +76,9 @@ public struct WebhookEvent: Codable, Sendable, Hashable {
         expiresDate = record.expiresDate
         revocationDate = record.revocationDate
         orderId = record.orderId
+        ownership = record.ownership?.rawValue
+        revocationType = record.revocationType?.rawValue
+        revocationPercentage = record.revocationPercentage
     }
 
     /// The JSON the receiver gets: dates as milliseconds since 1970, keys sorted.
@@ -77,76 +89,102 @@ public struct WebhookEvent: Codable, Sendable, Hashable {
 
 /// Which events a change makes: pure functions of the transaction, the facts read and the effects decided.
 public enum WebhookRules {
-    /// Events of a decision on `record`: a grant (the first binding to an account) by the product's kind; a refund or
-    /// its reversal of a transaction already bound, when this is newer news of it.
+    /// Events of a decision on `record`: a grant (the first binding to an account) by the product's kind; for a
+    /// transaction bound already and refreshed by newer news, a refund, a further (prorated) refund, or a reversal — each
+    /// only when the decision applies that news, with the balance movement it makes for a consumable. A family member's
+    /// copy revoked by the family's organizer is an expiration, not a refund (nobody was paid back).
     static func events(for record: PurchaseRecord, facts: TransactionFacts, effects: [LedgerEffect], catalog: LedgerCatalog, now: Date) -> [LedgerEffect] {
         var granted: String?
+        var refreshed = false
         for effect in effects {
             switch effect {
             case .insertPurchase(let inserted, _, _) where inserted.transactionId == record.transactionId && inserted.accountId != nil:
                 granted = inserted.accountId
             case .claimPurchase(let transactionId, let accountId, _) where transactionId == record.transactionId:
                 granted = accountId
+            case .refreshPurchase(let news) where news.transactionId == record.transactionId:
+                refreshed = true
             default: break
             }
         }
         let tx = record.transactionId
+        let moves = effects.compactMap { effect -> BalanceMove? in
+            if case .moveBalance(let move) = effect, move.transactionId == tx { return move }
+            return nil
+        }
         if let account = granted {
-            var bound = record
+            var bound = facts.stored.map { $0.merged(with: record) } ?? record
             bound.accountId = account
             bound.orderId = effects.lazy.compactMap { effect -> String? in
                 if case .fulfilOrder(let orderId, let transactionId, _) = effect, transactionId == tx { return orderId }
                 return nil
             }.first ?? facts.stored?.orderId
-            switch record.productType {
-            case .consumable:
-                // Credit, when the decision credits it (a transaction refunded in full before any credit makes none).
-                for effect in effects {
-                    if case .moveBalance(let move) = effect, move.key == "grant:\(tx)" {
-                        var event = WebhookEvent(.consumableCredit, bound, id: "CONSUMABLE_CREDIT.\(tx)", accountId: account, at: now)
-                        event.currency = move.currency
-                        event.amount = move.delta
-                        return [.emitEvent(event)]
-                    }
-                }
-                return []
-            case .autoRenewableSubscription:
-                guard record.revocationDate == nil else { return [] }
-                let kind: WebhookEvent.Kind = record.transactionId == record.originalTransactionId ? .initialPurchase : .renewal
-                return [.emitEvent(WebhookEvent(kind, bound, id: "\(kind.rawValue).\(tx)", accountId: account, at: now))]
-            default:
-                guard record.revocationDate == nil else { return [] }
-                return [.emitEvent(WebhookEvent(.nonRenewingPurchase, bound, id: "NON_RENEWING_PURCHASE.\(tx)", accountId: account, at: now))]
-            }
+            return grantEvent(bound, account: account, moves: moves, now: now).map { [.emitEvent($0)] } ?? []
         }
-        guard let stored = facts.stored, let account = stored.accountId, record.signedDate > stored.signedDate else { return [] }
+        guard refreshed, let stored = facts.stored, let account = stored.accountId, record.signedDate > stored.signedDate else { return [] }
         var current = stored.merged(with: record)
         current.accountId = account
         let signed = Int64((record.signedDate.timeIntervalSince1970 * 1000).rounded())
-        if stored.revocationDate == nil, record.revocationDate != nil {
-            return [.emitEvent(WebhookEvent(.refund, current, id: "REFUND.\(tx).\(signed)", accountId: account, at: now))]
+        let adjust = moves.first { $0.key.hasPrefix("adjust:") }
+        var events: [WebhookEvent] = []
+        if current.revocationDate != nil, stored.revocationDate == nil || adjust != nil {
+            let kind: WebhookEvent.Kind = current.revocationType == .familyRevoke ? .expiration : .refund
+            var event = WebhookEvent(kind, current, id: "\(kind.rawValue).\(tx).\(signed)", accountId: account, at: now)
+            event.currency = adjust?.currency
+            event.amount = adjust?.delta
+            events.append(event)
+        } else if stored.revocationDate != nil, current.revocationDate == nil {
+            var event = WebhookEvent(.refundReversed, current, id: "REFUND_REVERSED.\(tx).\(signed)", accountId: account, at: now)
+            let credit = moves.first
+            event.currency = credit?.currency
+            event.amount = credit?.delta
+            events.append(event)
+            // A purchase bound while refunded was never announced: its grant event comes now (by its own id, so once).
+            if let grant = grantEvent(current, account: account, moves: moves, now: now), grant.type != .consumableCredit || moves.contains(where: { $0.key == "grant:\(tx)" }) {
+                events.append(grant)
+            }
         }
-        if stored.revocationDate != nil, record.revocationDate == nil {
-            return [.emitEvent(WebhookEvent(.refundReversed, current, id: "REFUND_REVERSED.\(tx).\(signed)", accountId: account, at: now))]
+        return events.map { .emitEvent($0) }
+    }
+
+    /// The event of `record` reaching `account`: by its kind, unless it is revoked (a consumable: when credited).
+    public static func grantEvent(_ record: PurchaseRecord, account: String, moves: [BalanceMove] = [], now: Date) -> WebhookEvent? {
+        let tx = record.transactionId
+        switch record.productType {
+        case .consumable:
+            guard let move = moves.first(where: { $0.key == "grant:\(tx)" }) else { return nil }
+            var event = WebhookEvent(.consumableCredit, record, id: "CONSUMABLE_CREDIT.\(tx)", accountId: account, at: now)
+            event.currency = move.currency
+            event.amount = move.delta
+            return event
+        case .autoRenewableSubscription:
+            guard record.revocationDate == nil else { return nil }
+            let kind: WebhookEvent.Kind = record.transactionId == record.originalTransactionId ? .initialPurchase : .renewal
+            return WebhookEvent(kind, record, id: "\(kind.rawValue).\(tx)", accountId: account, at: now)
+        default:
+            guard record.revocationDate == nil else { return nil }
+            return WebhookEvent(.nonRenewingPurchase, record, id: "NON_RENEWING_PURCHASE.\(tx)", accountId: account, at: now)
         }
-        return []
     }
 
     /// The subscription event a notification itself tells of (beyond the transaction it carries), for the series'
-    /// account: auto-renew turned off or on, expiry, a billing failure, a plan change.
+    /// account: auto-renew turned off or on, expiry, a billing failure, a plan change (also one made with an offer).
+    /// Only news newer than what the ledger holds of the series makes one (a late notification is history).
     public static func subscriptionEvent(type: NotificationTypeV2, subtype: NotificationSubtype?, notificationUUID: String,
-                                         record: PurchaseRecord, accountId: String, now: Date) -> WebhookEvent? {
+                                         record: PurchaseRecord, accountId: String, newProductId: String?, now: Date) -> WebhookEvent? {
         let kind: WebhookEvent.Kind
         switch (type, subtype) {
         case (.didChangeRenewalStatus, .autoRenewDisabled?): kind = .cancellation
         case (.didChangeRenewalStatus, .autoRenewEnabled?): kind = .uncancellation
         case (.expired, _): kind = .expiration
         case (.didFailToRenew, _): kind = .billingIssue
-        case (.didChangeRenewalPref, _): kind = .productChange
+        case (.didChangeRenewalPref, _), (.offerRedeemed, .upgrade?), (.offerRedeemed, .downgrade?): kind = .productChange
         default: return nil
         }
         var event = WebhookEvent(kind, record, id: "\(kind.rawValue).\(notificationUUID)", accountId: accountId, at: now)
         event.notificationUUID = notificationUUID
+        event.subtype = subtype?.rawValue
+        if kind == .productChange { event.newProductId = newProductId }
         return event
     }
 }

@@ -335,11 +335,15 @@ struct LedgerSession {
         case .settleOrder(let orderId, let note, let now):
             try sql.execute("UPDATE orders SET state = 'settled', note = $1, updated_at = $2 WHERE order_id = $3 AND state = 'created'",
                             [.text(note), .of(now), .text(orderId)])
-        case .claimSeries(let original, let accountId, let token):
-            try sql.execute("""
+        case .claimSeries(let original, let accountId, let token, let now):
+            let claimed = try sql.rows("""
                 UPDATE purchases SET account_id = $1
                 WHERE original_transaction_id = $2 AND account_id IS NULL AND (app_account_token IS NULL OR app_account_token = $3)
-                """, [.text(accountId), .text(original), .of(token?.uuidString.lowercased())])
+                RETURNING \(Self.purchaseColumns)
+                """, [.text(accountId), .text(original), .of(token?.uuidString.lowercased())]).map(Self.decodePurchase)
+            for period in claimed {
+                if let event = WebhookRules.grantEvent(period, account: accountId, now: now) { try apply(.emitEvent(event)) }
+            }
         case .requireFacts(let facts):
             // SQLite has one writer and every operation reads its facts inside its own transaction: they hold by
             // construction. PostgreSQL's held transactions took the series' lock before reading them; checked anyway.
@@ -362,7 +366,7 @@ struct LedgerSession {
         case .emitEvent(let event):
             try sql.execute("""
                 INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
-                VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5) ON CONFLICT (event_id) DO NOTHING
+                VALUES ($1, $2, $3, $4, 'pending', 0, 0, $5) ON CONFLICT (event_id) DO NOTHING
                 """, [.text(event.id), .text(event.type.rawValue), .of(event.accountId), .text(try event.body()), .of(event.occurredAt)])
         case .audit(let actor, let action, let subject, let detail, let now):
             try sql.execute("""

@@ -50,7 +50,7 @@ public struct ServerConfiguration: Codable, Sendable {
         public var url: String
         /// At least 16 characters; signs each request (`IAPKit-Signature`).
         public var secret: String
-        /// Attempts before an event is marked failed (default 16, about 11 hours).
+        /// Attempts before an event is marked failed (default 16, about 7½ hours).
         public var maxAttempts: Int?
         public init(url: String, secret: String, maxAttempts: Int? = nil) {
             self.url = url

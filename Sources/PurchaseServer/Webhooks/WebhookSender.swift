@@ -30,59 +30,85 @@ public struct WebhookSettings: Sendable {
         return "t=\(timestamp),v1=" + mac.map { String(format: "%02x", $0) }.joined()
     }
 
-    /// Seconds before attempt `attempts + 1`: 10 s doubling, at most an hour (16 attempts span about 11 hours).
+    /// Seconds before attempt `attempts + 1`: 10 s doubling, at most an hour (16 attempts span about 7½ hours).
     static func backoff(afterAttempts attempts: Int) -> TimeInterval {
         min(3600, 10 * pow(2, Double(max(0, attempts - 1))))
     }
 }
 
-/// Delivers the outbox: claims due events, POSTs each with its signature, and records the outcome. Any 2xx is
-/// delivered; anything else is retried with backoff — across restarts, since the outbox is the ledger — until
-/// ``WebhookSettings/maxAttempts``, then failed (visible in the admin API, replayable).
+/// Delivers the outbox: claims due events one at a time, POSTs each with its signature, and records the outcome. Any
+/// 2xx is delivered; anything else — a redirect included (never followed: the signed body goes to the configured URL
+/// only) — is retried with backoff, across restarts since the outbox is the ledger, until
+/// ``WebhookSettings/maxAttempts``, then failed (visible in the admin API, replayable). Scheduling runs on the wall
+/// clock, whatever clock the ledger's entitlements are judged by.
 public struct WebhookSender: Sendable {
     public let ledger: Ledger
     public let settings: WebhookSettings
     let metrics: ServerMetrics
-    let now: @Sendable () -> Date
 
-    public init(ledger: Ledger, settings: WebhookSettings, metrics: ServerMetrics = ServerMetrics(), now: @escaping @Sendable () -> Date = { Date() }) {
+    /// One client for the process: redirects off, never shut down.
+    static let client: HTTPClient = {
+        let configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .seconds(10)))
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
+    /// Delivered events are kept this long for the operator, then forgotten.
+    public static let keepDelivered: TimeInterval = 30 * 86_400
+
+    public init(ledger: Ledger, settings: WebhookSettings, metrics: ServerMetrics = ServerMetrics()) {
         self.ledger = ledger
         self.settings = settings
         self.metrics = metrics
-        self.now = now
     }
 
-    /// Sends what is due; returns how many were delivered.
+    /// A claim outlives one attempt comfortably, and lapses soon after a sender that died.
+    var lease: TimeInterval { Double(settings.timeout.components.seconds) + 20 }
+
+    /// Sends what is due, up to `limit` events; returns how many were delivered.
     @discardableResult
-    public func deliverDue(limit: Int = 20) async throws -> Int {
+    public func deliverDue(limit: Int = 50) async throws -> Int {
         var delivered = 0
-        for event in try await ledger.claimWebhookEvents(now: now(), limit: limit) {
+        for _ in 0..<limit {
+            guard let (event, claim) = try await ledger.claimWebhookEvent(now: Date(), lease: lease) else { break }
             let error = await post(event)
             let attempts = event.attempts + 1
-            let retryAt = attempts >= settings.maxAttempts ? nil : now().addingTimeInterval(WebhookSettings.backoff(afterAttempts: attempts))
-            try await ledger.settleWebhookEvent(event.eventId, delivered: error == nil, error: error, retryAt: retryAt, now: now())
+            let retryAt = attempts >= settings.maxAttempts ? nil : Date().addingTimeInterval(WebhookSettings.backoff(afterAttempts: attempts))
+            try await ledger.settleWebhookEvent(event.eventId, claim: claim, delivered: error == nil, error: error, retryAt: retryAt)
             metrics.webhook(error == nil ? "delivered" : retryAt == nil ? "failed" : "retry")
             if error == nil { delivered += 1 }
         }
         return delivered
     }
 
-    /// One delivery attempt: nil when the receiver took it, else why not.
+    /// One delivery attempt: nil when the receiver took it, else why not. The whole exchange, body included, is held to
+    /// the timeout: a receiver that trickles its answer cannot stall delivery.
     func post(_ event: StoredWebhookEvent) async -> String? {
-        var request = HTTPClientRequest(url: settings.url)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "IAPKit-Event-Id", value: event.eventId)
-        request.headers.add(name: "IAPKit-Event-Type", value: event.type)
-        request.headers.add(name: "IAPKit-Signature", value: WebhookSettings.signature(body: event.body, timestamp: Int64(Date().timeIntervalSince1970),
-                                                                                   secret: settings.secret))
-        request.body = .bytes(ByteBuffer(string: event.body))
-        do {
-            let response = try await HTTPClient.shared.execute(request, timeout: .init(settings.timeout))
-            _ = try? await response.body.collect(upTo: 64 * 1024)
-            return (200..<300).contains(response.status.code) ? nil : "HTTP \(response.status.code)"
-        } catch {
-            return "\(error)".prefix(300).description
+        let (url, timeout) = (settings.url, settings.timeout)
+        let signature = WebhookSettings.signature(body: event.body, timestamp: Int64(Date().timeIntervalSince1970), secret: settings.secret)
+        return await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                var request = HTTPClientRequest(url: url)
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.headers.add(name: "IAPKit-Event-Id", value: event.eventId)
+                request.headers.add(name: "IAPKit-Event-Type", value: event.type)
+                request.headers.add(name: "IAPKit-Signature", value: signature)
+                request.body = .bytes(ByteBuffer(string: event.body))
+                do {
+                    let response = try await Self.client.execute(request, timeout: .init(timeout))
+                    _ = try? await response.body.collect(upTo: 64 * 1024)
+                    return (200..<300).contains(response.status.code) ? nil : "HTTP \(response.status.code)"
+                } catch {
+                    return String("\(error)".prefix(300))
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout + .seconds(1))
+                return "timed out after \(timeout)"
+            }
+            let first = await group.next() ?? "no answer"
+            group.cancelAll()
+            return first
         }
     }
 }
@@ -100,8 +126,15 @@ public struct WebhookService: Service {
     }
 
     public func run() async throws {
+        var pruned = Date.distantPast
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do { try await sender.deliverDue() } catch { logger.error("webhook delivery failed: \(error)") }
+            if Date().timeIntervalSince(pruned) > 3600 {
+                pruned = Date()
+                do { try await sender.ledger.pruneWebhookEvents(deliveredBefore: Date().addingTimeInterval(-WebhookSender.keepDelivered)) } catch {
+                    logger.error("webhook outbox pruning failed: \(error)")
+                }
+            }
             do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) } } catch is CancellationError { return }
         }
     }

@@ -82,9 +82,26 @@ enum PostgresFunctions {
                 RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
               END IF;
             WHEN 'claimSeries' THEN
-              UPDATE purchases SET account_id = e->>'account'
-              WHERE original_transaction_id = e->>'original' AND account_id IS NULL
-                AND (app_account_token IS NULL OR app_account_token = e->>'token');
+              -- The periods so bound reach the account like any grant: each one's event (WebhookRules.grantEvent's, the
+              -- same id and fields) goes to the outbox with it.
+              FOR r IN
+                UPDATE purchases SET account_id = e->>'account'
+                WHERE original_transaction_id = e->>'original' AND account_id IS NULL
+                  AND (app_account_token IS NULL OR app_account_token = e->>'token')
+                RETURNING to_jsonb(purchases.*)
+              LOOP
+                CONTINUE WHEN r->>'revocation_date' IS NOT NULL;
+                INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
+                SELECT k || '.' || (r->>'transaction_id'), k, e->>'account', jsonb_strip_nulls(jsonb_build_object(
+                    'id', k || '.' || (r->>'transaction_id'), 'type', k, 'accountId', e->>'account', 'occurredAt', (e->>'at')::bigint,
+                    'productId', r->>'product_id', 'transactionId', r->>'transaction_id',
+                    'originalTransactionId', r->>'original_transaction_id', 'environment', r->>'environment',
+                    'purchaseDate', (r->>'purchase_date')::bigint, 'expiresDate', (r->>'expires_date')::bigint,
+                    'orderId', r->>'order_id', 'ownership', r->>'ownership'))::text,
+                  'pending', 0, 0, (e->>'at')::bigint
+                FROM (SELECT CASE WHEN r->>'transaction_id' = r->>'original_transaction_id' THEN 'INITIAL_PURCHASE' ELSE 'RENEWAL' END AS k) kinds
+                ON CONFLICT (event_id) DO NOTHING;
+              END LOOP;
             WHEN 'updateSeriesPeriod' THEN
               INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, signed_date, period_purchase_date)
               VALUES (e->>'original', e->>'product', NULL, (e->>'expires')::bigint, 0, (e->>'purchased')::bigint)
@@ -93,7 +110,7 @@ enum PostgresFunctions {
               WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date <= excluded.period_purchase_date;
             WHEN 'emitEvent' THEN
               INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
-              VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, (e->>'at')::bigint, (e->>'at')::bigint)
+              VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, 0, (e->>'at')::bigint)
               ON CONFLICT (event_id) DO NOTHING;
             WHEN 'recordDeviceReport' THEN
               INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)
@@ -199,8 +216,9 @@ enum PostgresFunctions {
                 if case .some(let owner) = facts.seriesOwner { object.set("seriesOwner", .of(owner)) }
                 if let count = facts.entryCount { object.set("entryCount", .int(Int64(count))) }
                 if let signed = facts.storedSignedDate { object.set("storedSignedDate", .of(signed)) }
-            case .claimSeries(let original, let accountId, let token):
+            case .claimSeries(let original, let accountId, let token, let at):
                 object.set("op", .text("claimSeries"))
+                object.set("at", .of(at))
                 object.set("original", .text(original))
                 object.set("account", .text(accountId))
                 object.set("token", .of(token?.uuidString.lowercased()))

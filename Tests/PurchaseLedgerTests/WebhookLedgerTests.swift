@@ -1,0 +1,92 @@
+import AppStoreFormats
+import Foundation
+import PurchaseLedger
+import Testing
+
+/// Which outbox events a history writes, on both stores: each change its event, once, to the account that got it.
+@Suite("Webhook events in the ledger: one per change, none without a change")
+struct WebhookLedgerTests {
+    func events(_ ledger: Ledger, _ account: String) async throws -> [String] {
+        try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == account }.map(\.eventId).sorted()
+    }
+
+    func notify(_ ledger: Ledger, _ type: NotificationTypeV2, _ subtype: NotificationSubtype? = nil, _ payload: JWSTransactionDecodedPayload,
+                signed: Date, renewal: JWSRenewalInfoDecodedPayload? = nil) async throws {
+        var event = NotificationEvent(notificationUUID: UUID().uuidString.lowercased(), type: type, subtype: subtype, signedDate: signed,
+                                      signedPayload: "x", transaction: payload, renewal: renewal)
+        event.status = .active
+        _ = try await ledger.apply(event)
+    }
+
+    @Test("Another account uploading a refunded transaction changes nothing and tells nothing; Apple's refund tells the owner once", arguments: StoreKind.allCases)
+    func refusedUploadTellsNothing(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let (ada, bob) = (uniqueId("ada-"), uniqueId("bob-"))
+        let bought = Date().addingTimeInterval(-600)
+        let premium = transaction(Demo.premium, type: .nonConsumable, purchased: bought)
+        _ = try await ledger.submit(PurchaseSubmission(accountId: ada, transaction: premium, source: "jws"))
+        var refunded = premium
+        refunded.revocationDate = Date()
+        for seconds in [10.0, 20, 30] {
+            refunded.signedDate = bought.addingTimeInterval(seconds)
+            let upload = refunded
+            await #expect(throws: LedgerError.self) { try await ledger.submit(PurchaseSubmission(accountId: bob, transaction: upload, source: "jws")) }
+        }
+        let id = premium.transactionId!
+        #expect(try await events(ledger, ada) == ["NON_RENEWING_PURCHASE.\(id)"], "no refund was applied, so none is told")
+        refunded.signedDate = bought.addingTimeInterval(40)
+        try await notify(ledger, .refund, nil, refunded, signed: bought.addingTimeInterval(40))
+        try await notify(ledger, .refund, nil, refunded, signed: bought.addingTimeInterval(40))
+        let told = try await events(ledger, ada)
+        #expect(told.count == 2 && told.contains { $0.hasPrefix("REFUND.\(id).") }, "\(told)")
+        #expect(try await events(ledger, bob).isEmpty)
+    }
+
+    @Test("Periods stored before anyone held the series get their events when an account claims it", arguments: StoreKind.allCases)
+    func claimedSeriesTellsEveryPeriod(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let cy = uniqueId("cy-")
+        let start = Date().addingTimeInterval(-7_200)
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
+        let second = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: start.addingTimeInterval(3_600),
+                                 expires: start.addingTimeInterval(7_200 + 3_600))
+        try await notify(ledger, .subscribed, .initialBuy, first, signed: start)
+        try await notify(ledger, .didRenew, nil, second, signed: start.addingTimeInterval(3_600))
+        #expect(try await ledger.webhookEvents(limit: 10_000).filter { $0.body.contains(first.transactionId!) }.isEmpty, "nobody to tell yet")
+        _ = try await ledger.submit(PurchaseSubmission(accountId: cy, transaction: second, source: "jws"))
+        #expect(try await events(ledger, cy) == ["INITIAL_PURCHASE.\(first.transactionId!)", "RENEWAL.\(second.transactionId!)"].sorted())
+    }
+
+    @Test("A subscription event comes from news newer than the series': a late notification tells nothing; a family copy's revocation is an expiration", arguments: StoreKind.allCases)
+    func staleAndFamily(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let di = uniqueId("di-")
+        let start = Date().addingTimeInterval(-600)
+        let plan = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: di, transaction: plan, source: "jws"))
+        func renewal(_ on: Bool, signed: Date) -> JWSRenewalInfoDecodedPayload {
+            var info = JWSRenewalInfoDecodedPayload()
+            info.originalTransactionId = plan.originalTransactionId
+            info.autoRenewStatus = on ? .on : .off
+            info.autoRenewProductId = Demo.monthly
+            info.signedDate = signed
+            return info
+        }
+        try await notify(ledger, .didChangeRenewalStatus, .autoRenewDisabled, plan, signed: start.addingTimeInterval(60), renewal: renewal(false, signed: start.addingTimeInterval(60)))
+        try await notify(ledger, .didChangeRenewalStatus, .autoRenewEnabled, plan, signed: start.addingTimeInterval(30), renewal: renewal(true, signed: start.addingTimeInterval(30)))
+        let told = try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == di }.map(\.type)
+        #expect(told.sorted() == ["CANCELLATION", "INITIAL_PURCHASE"], "the older AUTO_RENEW_ENABLED came late: \(told)")
+
+        let eve = uniqueId("eve-")
+        var copy = transaction(Demo.premium, type: .nonConsumable, purchased: start)
+        copy.inAppOwnershipType = .familyShared
+        _ = try await ledger.submit(PurchaseSubmission(accountId: eve, transaction: copy, source: "jws"))
+        copy.revocationDate = Date()
+        copy.revocationType = .familyRevoke
+        copy.signedDate = start.addingTimeInterval(90)
+        try await notify(ledger, .revoke, nil, copy, signed: start.addingTimeInterval(90))
+        let family = try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == eve }
+        #expect(family.map(\.type).sorted() == ["EXPIRATION", "NON_RENEWING_PURCHASE"], "\(family.map(\.type))")
+        #expect(family.allSatisfy { $0.body.contains(#""ownership":"FAMILY_SHARED""#) })
+    }
+}
