@@ -115,8 +115,10 @@ public enum PurchaseServer {
     }
 
     /// The routes, for mounting in another Hummingbird app or serving alone.
-    public static func router(_ services: Services) -> Router<BasicRequestContext> {
+    /// With `logger`, every request is logged on one line under a request id (``RequestLogMiddleware``).
+    public static func router(_ services: Services, logger: Logger? = nil) -> Router<BasicRequestContext> {
         let router = Router()
+        if let logger { router.add(middleware: RequestLogMiddleware(logger: logger)) }
         router.get("metrics") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                      body: .init(byteBuffer: ByteBuffer(string: services.metrics.exposition())))
@@ -138,7 +140,7 @@ public enum PurchaseServer {
     /// The server on `host:port`, with the reconciliation job every `reconcileEvery` when given; `onRunning` receives the
     /// port listened on (useful with port 0).
     public static func application(_ services: Services, host: String = "127.0.0.1", port: Int = 8080, reconcileEvery: Duration? = nil,
-                                   logger: Logger? = nil, onRunning: (@Sendable (Int) async -> Void)? = nil) -> some ApplicationProtocol {
+                                   logger: Logger? = nil, logRequests: Bool = false, onRunning: (@Sendable (Int) async -> Void)? = nil) -> some ApplicationProtocol {
         var log = logger ?? Logger(label: "iapkit.server")
         if logger == nil { log.logLevel = .info }
         var jobs: [any Service] = reconcileEvery.map { [ReconciliationService(reconciler: Reconciler(services: services), interval: $0, logger: log)] } ?? []
@@ -146,7 +148,7 @@ public enum PurchaseServer {
             jobs.append(WebhookService(sender: WebhookSender(ledger: services.ledger, settings: webhooks, metrics: services.metrics),
                                        logger: log))
         }
-        return Application(router: router(services), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),
+        return Application(router: router(services, logger: logRequests ? log : nil), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),
                            services: jobs, onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? port) }, logger: log)
     }
 }

@@ -54,6 +54,39 @@ struct IAPServeProcessTests {
         #expect(!process.isRunning, "iap serve must exit on SIGTERM")
     }
 
+    @Test("--log-format json: one JSON line a request with its request id (the caller's, answered back), the refusal's code, and no token or signed payload")
+    func jsonLogs() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-logs-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: data) }
+        let port = try FreePort.pick()
+        let log = data.appendingPathComponent("stderr.log")
+        let process = try Subprocess.start(try IAPSimulatorProcessTests.binary().path, ["serve", "--port", String(port), "--data", data.path, "--log-format", "json"],
+                                           environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret], stderrFile: log)
+        for _ in 0..<150 {
+            if (try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!)) != nil { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        var health = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/health")!)
+        health.setValue("trace-42", forHTTPHeaderField: "X-Request-Id")
+        let (_, answered) = try await URLSession.shared.data(for: health)
+        #expect((answered as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Request-Id") == "trace-42")
+        let forged = "eyJhbGciOiJFUzI1NiJ9.eyJzZWNyZXQtcGF5bG9hZCI6MX0.c2lnbmF0dXJl"
+        let token = try await AccountAuthenticator.issueToken(account: "logged", secret: Self.secret)
+        let (status, _) = try await Self.request("http://127.0.0.1:\(port)/v1/purchases", method: "POST", body: #"{"signedTransaction":"\#(forged)"}"#, account: "logged")
+        #expect(status == 422)
+        try await Self.stop(process)
+        let text = try String(contentsOf: log, encoding: .utf8)
+        let lines = text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let requests = lines.filter { $0["message"] as? String == "request" }
+        let traced = try #require(requests.first { $0["requestId"] as? String == "trace-42" }, "\(text.suffix(2000))")
+        #expect(traced["path"] as? String == "/health" && traced["status"] as? String == "200" && traced["method"] as? String == "GET")
+        let refused = try #require(requests.first { $0["path"] as? String == "/v1/purchases" })
+        #expect(refused["status"] as? String == "422" && (refused["error"] as? String)?.isEmpty == false && (refused["requestId"] as? String)?.count == 36)
+        #expect(lines.count == text.split(separator: "\n").count, "every line is JSON")
+        #expect(!text.contains(forged) && !text.contains("eyJzZWNyZXQtcGF5bG9hZCI6MX0") && !text.contains(token), "no signed payload or token in a log line")
+    }
+
     @Test("SIGTERM under load: the requests in flight are answered and iap serve exits 0 (its reconciliation job running)")
     func gracefulShutdown() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-sigterm-\(UUID().uuidString)")

@@ -58,8 +58,9 @@ public enum Subprocess {
         }
     }
 
-    /// Starts a long-running program and returns it; stop it with `terminate()`. Output is discarded.
-    public static func start(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Process {
+    /// Starts a long-running program and returns it; stop it with `terminate()`. Output is discarded, standard error
+    /// written to `stderrFile` when given.
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stderrFile: URL? = nil) throws -> Process {
         spawnLock.lock()
         defer { spawnLock.unlock() }
         let process = Process()
@@ -67,7 +68,12 @@ public enum Subprocess {
         process.arguments = arguments
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        if let stderrFile {
+            FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: stderrFile)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         process.standardInput = FileHandle.nullDevice
         try process.run()
         return process

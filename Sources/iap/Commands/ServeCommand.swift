@@ -2,6 +2,7 @@ import AppStoreTrust
 import ArgumentParser
 import Foundation
 import Hummingbird
+import Logging
 import PurchaseLedger
 import PurchaseServer
 
@@ -33,14 +34,31 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("root"), help: "A trusted root certificate (DER or PEM). Repeatable.")
     var roots: [String] = []
 
+    @Option(name: .customLong("log-format"), help: "text (default) or json: one JSON object a line (or IAPKIT_LOG_FORMAT).")
+    var logFormat: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info (default: a line a request), notice, warning, error (or IAPKIT_LOG_LEVEL).")
+    var logLevel: String?
+
     func run() async throws {
+        switch logFormat ?? ProcessInfo.processInfo.environment["IAPKIT_LOG_FORMAT"] ?? "text" {
+        case "text": break
+        case "json":
+            LoggingSystem.bootstrap(JSONLogHandler.init(label:))
+            Output.logger = Logger(label: "iapkit.serve")
+        case let other: throw ValidationError("--log-format is text or json, not \(other)")
+        }
         var configuration = try ServerConfiguration.load(file: config)
         if let port { configuration.port = port }
         if let data { configuration.dataDirectory = data }
         if let database { configuration.database = database }
         configuration.trustedRoots += roots
         try configuration.validate()
-        try await Self.serve(configuration)
+        let levelName = logLevel ?? ProcessInfo.processInfo.environment["IAPKIT_LOG_LEVEL"] ?? "info"
+        guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))") }
+        var logger = Logger(label: "iapkit.server")
+        logger.logLevel = level
+        try await Self.serve(configuration, logger: logger)
     }
 
     /// Starts the server; with no auth configured, an HS256 secret is made in the data directory.
@@ -58,10 +76,11 @@ struct ServeCommand: AsyncParsableCommand {
         return (services, configuration)
     }
 
-    static func serve(_ configuration: ServerConfiguration) async throws {
+    static func serve(_ configuration: ServerConfiguration, logger: Logger? = nil) async throws {
         let (services, configuration) = try await prepare(configuration)
         Output.note("IAPKit purchase server: http://\(configuration.host):\(configuration.port) — bundle \(configuration.bundleId), ledger \(services.ledger.store.kind)")
         try await PurchaseServer.application(services, host: configuration.host, port: configuration.port,
-                                             reconcileEvery: .milliseconds(Int64(configuration.reconcileIntervalSeconds * 1000))).runService()
+                                             reconcileEvery: .milliseconds(Int64(configuration.reconcileIntervalSeconds * 1000)), logger: logger,
+                                             logRequests: true).runService()
     }
 }

@@ -2,6 +2,7 @@ import AppStoreFormats
 import AppStoreTrust
 import ArgumentParser
 import Foundation
+import Logging
 
 /// Options shared by every command that verifies something.
 struct TrustOptions: ParsableArguments {
@@ -47,7 +48,14 @@ struct TrustOptions: ParsableArguments {
 
 /// Where output goes: results on stdout, diagnostics on stderr.
 enum Output {
+    /// Set by `iap serve --log-format json`: notes go through the logging system, one JSON object a line.
+    nonisolated(unsafe) static var logger: Logger?
+
     static func note(_ line: String) {
+        if let logger {
+            logger.notice("\(line)")
+            return
+        }
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 

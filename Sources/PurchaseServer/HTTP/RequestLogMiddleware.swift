@@ -1,0 +1,51 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// One log line a request — method, path, status, milliseconds, the refusal's stable code — under a request id (the
+/// caller's `X-Request-Id` when it is a plain token, else a new one), answered back in `X-Request-Id` so a client's
+/// report can be matched to the line. Bodies, query strings and headers are never logged: they carry tokens and signed
+/// payloads.
+struct RequestLogMiddleware: RouterMiddleware {
+    let logger: Logger
+    static let header = HTTPField.Name("X-Request-Id")!
+
+    /// A caller's id is taken when it is 1–64 characters of letters, digits, `-`, `_` and `.`.
+    static func callerId(_ value: String?) -> String? {
+        guard let value, (1...64).contains(value.utf8.count),
+              value.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E })
+        else { return nil }
+        return value
+    }
+
+    func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
+        let id = Self.callerId(request.headers[Self.header]) ?? UUID().uuidString.lowercased()
+        var log = logger
+        log[metadataKey: "requestId"] = "\(id)"
+        var context = context
+        context.logger[metadataKey: "requestId"] = "\(id)"
+        let started = ContinuousClock.now
+        var response: Response
+        var code: String?
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+            code = (error as? APIError)?.code ?? "http_error"
+        } catch {
+            response = Response(status: .internalServerError)
+            code = "internal"
+            log.error("unexpected error", metadata: ["error": "\(String(reflecting: type(of: error)))"])
+        }
+        response.headers[Self.header] = id
+        let elapsed = ContinuousClock.now - started
+        var metadata: Logger.Metadata = [
+            "method": "\(request.method.rawValue)", "path": "\(request.uri.path)", "status": "\(response.status.code)",
+            "ms": "\(Double(elapsed.components.attoseconds / 1_000_000_000_000) / 1000 + Double(elapsed.components.seconds) * 1000)",
+        ]
+        if let code { metadata["error"] = "\(code)" }
+        log.log(level: response.status.code >= 500 ? .error : .info, "request", metadata: metadata)
+        return response
+    }
+}
