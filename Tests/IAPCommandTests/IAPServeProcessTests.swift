@@ -13,7 +13,8 @@ struct IAPServeProcessTests {
     /// Starts `iap` with `arguments` and waits until `probe` answers.
     static func start(_ arguments: [String], probe: String, environment: [String: String] = [:]) async throws -> Process {
         let process = try Subprocess.start(try IAPSimulatorProcessTests.binary().path, arguments, environment: environment)
-        for _ in 0..<150 {
+        // Up to 30 s: with the whole suite on two cores (and PostgreSQL migrating under its lock), a start can be slow.
+        for _ in 0..<300 {
             if (try? await URLSession.shared.data(from: URL(string: probe)!)) != nil { return process }
             try await Task.sleep(for: .milliseconds(100))
         }
