@@ -80,12 +80,15 @@ extension Ledger {
         }
     }
 
-    /// Sends an event again from its first attempt (an operator's replay, audited). False when no event has the id.
+    /// Sends an event again from its first attempt (an operator's replay, audited). An event a sender holds right now
+    /// keeps its claim: releasing it would send it twice. False when no event has the id.
     public func replayWebhookEvent(_ eventId: String, actor: String, now: Date = Date()) async throws -> Bool {
         try await write { session in
             let replayed = try session.sql.first("""
-                UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = 0, claimed_until = NULL WHERE event_id = $1 RETURNING event_id
-                """, [.text(eventId)]) != nil
+                UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = 0,
+                    claimed_until = CASE WHEN state = 'pending' AND claimed_until >= $2 THEN claimed_until ELSE NULL END
+                WHERE event_id = $1 RETURNING event_id
+                """, [.text(eventId), .of(Date())]) != nil
             if replayed { try session.apply(.audit(actor: actor, action: "webhook-replay", subject: eventId, detail: "", at: now)) }
             return replayed
         }
