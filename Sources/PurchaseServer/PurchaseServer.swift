@@ -123,6 +123,9 @@ public enum PurchaseServer {
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                      body: .init(byteBuffer: ByteBuffer(string: services.metrics.exposition())))
         }
+        router.get("openapi.json") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+        }
         router.get("health") { _, _ in
             let entitlements = try await ledgerCall { try await services.ledger.entitlements(accountId: "-health-") }
             return try JSONReply.encode(["status": "ok", "store": services.ledger.store.kind.rawValue, "account": entitlements.accountId])

@@ -88,6 +88,34 @@ struct IAPServeProcessTests {
         #expect(!text.contains(forged) && !text.contains("eyJzZWNyZXQtcGF5bG9hZCI6MX0") && !text.contains(token), "no signed payload or token in a log line")
     }
 
+    @Test("The OpenAPI document: served as kept in docs/openapi.json, and schemathesis finds every answer to generated requests in it, no 5xx, auth enforced")
+    func openAPI() async throws {
+        guard let schemathesis = ProcessInfo.processInfo.environment["IAPKIT_SCHEMATHESIS"] else {
+            Issue.record("IAPKIT_SCHEMATHESIS is not set: run the suite with scripts/test, which installs it")
+            return
+        }
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-openapi-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let port = try FreePort.pick()
+        let adminKey = "openapi-admin-key"
+        let process = try await Self.start(["serve", "--port", String(port), "--data", data.path, "--log-level", "warning"], probe: "http://127.0.0.1:\(port)/health",
+                                           environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": adminKey])
+        let (served, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/openapi.json")!)
+        let kept = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/openapi.json"))
+        #expect(String(decoding: served, as: UTF8.self) + "\n" == String(decoding: kept, as: UTF8.self), "run scripts/openapi.py")
+        let token = try await AccountAuthenticator.issueToken(account: "generated", secret: Self.secret)
+        // The checks of the document: answers, their codes, types, bodies and headers as documented, no server error,
+        // authentication enforced. (Not "a schema-valid request is accepted": a purchase needs Apple's signature.)
+        let checks = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance,ignored_auth"
+        for (bearer, filter) in [(token, ["--exclude-path-regex", "^/admin"]), (adminKey, ["--include-path-regex", "^/admin"])] {
+            let run = try await Subprocess.run(schemathesis, ["run", "http://127.0.0.1:\(port)/openapi.json", "--checks", checks, "-H", "Authorization: Bearer \(bearer)",
+                                                              "--max-examples", "20", "--workers", "1", "--seed", "1"] + filter)
+            #expect(run.status == 0, "\(run.stdout.suffix(6000))")
+        }
+        try await Self.stop(process)
+    }
+
     @Test("SIGTERM under load: the requests in flight are answered and iap serve exits 0 (its reconciliation job running)")
     func gracefulShutdown() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-sigterm-\(UUID().uuidString)")

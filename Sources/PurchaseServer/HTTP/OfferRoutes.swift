@@ -51,7 +51,8 @@ struct OfferRoutes {
         let body = try await request.decodeJSON(SignRequest.self, limit: 16 * 1024)
         guard body.productId.utf8.count <= 200, (body.offerIdentifier?.utf8.count ?? 0) <= 200 else { throw APIError.badRequest("ids are at most 200 bytes") }
         guard let credentials = services.verifier.apple.serverAPI?.credentials else {
-            throw APIError(.serviceUnavailable, code: "offers_not_configured", "offer signatures need the In-App Purchase key (appStore.serverAPIBaseURL and its key)")
+            // Not a passing outage (no retry will help): this deployment signs no offers, as if the endpoint did not exist.
+            throw APIError(.notFound, code: "offers_not_configured", "offer signatures need the In-App Purchase key (appStore.serverAPIBaseURL and its key)")
         }
         let signer = OfferSigner(credentials: credentials)
         let ledger = services.ledger
