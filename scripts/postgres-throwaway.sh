@@ -25,7 +25,7 @@ start_throwaway_postgres() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   as_pg_owner "$bin/initdb" -D "$IAPKIT_PG_DIR/data" -A trust -U postgres >/dev/null
   as_pg_owner "$bin/pg_ctl" -D "$IAPKIT_PG_DIR/data" -l "$IAPKIT_PG_DIR/log" -w \
-    -o "-p $port -k $IAPKIT_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
+    -o "-p $port -k $IAPKIT_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=300 ${IAPKIT_PG_OPTIONS:-}" start >/dev/null
   export IAPKIT_PG_DIR IAPKIT_PG_BIN="$bin"
   export IAPKIT_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
   echo "throwaway PostgreSQL at $IAPKIT_POSTGRES_URL" >&2
@@ -34,6 +34,8 @@ start_throwaway_postgres() {
 stop_throwaway_postgres() {
   if [ -n "${IAPKIT_PG_DIR:-}" ] && [ -d "$IAPKIT_PG_DIR/data" ]; then
     as_pg_owner "$IAPKIT_PG_BIN/pg_ctl" -D "$IAPKIT_PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+    # Its log outlives it, for a failed run: connection limits and lock waits show there.
+    cp "$IAPKIT_PG_DIR/log" "${TMPDIR:-/tmp}/iapkit-pg-last.log" 2>/dev/null || true
     rm -rf "$IAPKIT_PG_DIR"
   fi
 }
