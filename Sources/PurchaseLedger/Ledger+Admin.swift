@@ -59,15 +59,15 @@ extension Ledger {
                     if case .emitEvent(let grant) = $0 { return grant.accountId == order.accountId && grant.transactionId == record.transactionId }
                     return false
                 }) {
-                var transfer = WebhookEvent(id: "TRANSFER.\(record.transactionId).\(orderId)", type: .transfer, accountId: order.accountId, occurredAt: now)
-                transfer.productId = record.productId
-                transfer.transactionId = record.transactionId
-                transfer.originalTransactionId = record.originalTransactionId
-                transfer.environment = record.environment.rawValue
-                transfer.purchaseDate = record.purchaseDate
-                transfer.expiresDate = record.expiresDate
-                transfer.orderId = orderId
-                try session.apply(.emitEvent(transfer))
+                    var transfer = WebhookEvent(id: "TRANSFER.\(record.transactionId).\(orderId)", type: .transfer, accountId: order.accountId, occurredAt: now)
+                    transfer.productId = record.productId
+                    transfer.transactionId = record.transactionId
+                    transfer.originalTransactionId = record.originalTransactionId
+                    transfer.environment = record.environment.rawValue
+                    transfer.purchaseDate = record.purchaseDate
+                    transfer.expiresDate = record.expiresDate
+                    transfer.orderId = orderId
+                    try session.apply(.emitEvent(transfer))
                 }
                 try session.apply(.audit(actor: actor, action: "settle-with-transaction", subject: orderId,
                                          detail: "transaction \(record.transactionId): \(decision.outcome); \(note)", at: now))
