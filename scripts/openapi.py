@@ -16,8 +16,7 @@ def obj(props=None, required=(), extra=True):
 def ref(name): return {"$ref": f"#/components/schemas/{name}"}
 def body(schema, required=True): return {"required": required, "content": {"application/json": {"schema": schema}}}
 def ok(schema, status="200", description="OK"):
-    return {status: {"description": description, "content": {"application/json": {"schema": schema}}},
-            "default": {"description": "A refusal: `error.code` is stable", "content": {"application/json": {"schema": ref("Error")}}}}
+    return {status: {"description": description, "content": {"application/json": {"schema": schema}}}, "default": {"$ref": "#/components/responses/Refusal"}}
 def op(summary, responses, tags, request=None, params=None, security=None):
     o = {"summary": summary, "tags": tags, "responses": responses}
     if request: o["requestBody"] = request
@@ -55,7 +54,7 @@ paths = {
                               ok(obj({"orderId": text, "productId": text, "appAccountToken": text, "expiresAt": ms}, ["orderId", "productId", "appAccountToken", "expiresAt"]), "201", "Created"),
                               app, body(obj({"productId": {"type": "string", "minLength": 1, "maxLength": 200}}, ["productId"])), security=bearer)},
     "/v1/purchases": {"post": op("Submit what the App Store signed: verified, bound to its order and account, granted once",
-                                 {**ok(obj({"outcome": text, "transactionId": text, "orderId": text, "transactions": {"type": "array"}, "entitlements": entitlements,
+                                 {**ok(obj({"outcome": text, "transactionId": text, "orderId": text, "transactions": {"type": "array"}, "entitlements": ref("Entitlements"),
                                             "signedEntitlements": text}, ["transactions", "entitlements"])),
                                   "202": {"description": "Apple could not be asked now: the proof is kept and granted later",
                                           "content": {"application/json": {"schema": obj({"status": text, "proofId": text, "retryAt": ms}, ["status", "proofId"])}}}},
@@ -65,7 +64,7 @@ paths = {
     "/v1/consumables/{currency}/spend": {"post": op("Spend a balance once per idempotency key", ok(obj({"currency": text, "balance": {"type": "integer"}}, ["currency", "balance"])),
                                                     app, body(obj({"amount": {"type": "integer"}, "idempotencyKey": text}, ["amount"])), [path_param("currency")], security=bearer)},
     "/v1/restore": {"post": op("Bind what the store restored; answer what the account owns",
-                               ok(obj({"restored": {"type": "integer"}, "refused": {"type": "array", "items": text}, "entitlements": entitlements, "signedEntitlements": text},
+                               ok(obj({"restored": {"type": "integer"}, "refused": {"type": "array", "items": text}, "entitlements": ref("Entitlements"), "signedEntitlements": text},
                                       ["restored", "refused", "entitlements"])),
                                app, body(obj({"signedTransactions": {"type": "array", "items": text}, "receipt": {"type": ["string", "null"]}})), security=bearer)},
     "/v1/offers/sign": {"post": op("Signatures StoreKit needs from the app's server (promotional offers, introductory-offer eligibility)",
@@ -102,7 +101,7 @@ paths = {
     "/admin/notifications": {"get": op("The notifications log, newest first", ok(obj({"notifications": {"type": "array"}}, ["notifications"])), admin,
                                        params=[query("originalTransactionId", text), query("payload", {"type": "boolean"}), query("limit", {"type": "integer", "minimum": 1, "maximum": 10000})],
                                        security=adminKey)},
-    "/admin/accounts/{id}/timeline": {"get": op("An account's history and what it owns", ok(obj({"accountId": text, "timeline": {"type": "array"}, "entitlements": entitlements},
+    "/admin/accounts/{id}/timeline": {"get": op("An account's history and what it owns", ok(obj({"accountId": text, "timeline": {"type": "array"}, "entitlements": ref("Entitlements")},
                                                                                                   ["accountId", "timeline", "entitlements"])),
                                                 admin, params=[path_param("id"), query("limit", {"type": "integer", "minimum": 1, "maximum": 10000})], security=adminKey)},
     "/admin/webhooks": {"get": op("The webhooks' outbox", ok(obj({"configured": {"type": "boolean"}, "events": {"type": "array", "items": ref("WebhookEvent")}}, ["configured", "events"])),
@@ -119,10 +118,12 @@ document = {
                             "(the admin key as a bearer token). Errors answer `{\"error\": {\"code\", \"message\", \"class\"}}`; dates are milliseconds since 1970."},
     "paths": paths,
     "components": {"schemas": schemas,
+                   "responses": {"Refusal": {"description": "A refusal: `error.code` is stable",
+                                             "content": {"application/json": {"schema": ref("Error")}}}},
                    "securitySchemes": {"accountToken": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
                                        "adminKey": {"type": "http", "scheme": "bearer"}}},
 }
-text_json = json.dumps(document, indent=1, sort_keys=True)
+text_json = json.dumps(document, indent=1, sort_keys=True, separators=(",", ": "))
 with open(os.path.join(root, "docs/openapi.json"), "w") as f:
     f.write(text_json + "\n")
 with open(os.path.join(root, "Sources/PurchaseServer/HTTP/OpenAPIDocument.swift"), "w") as f:

@@ -59,7 +59,7 @@ public enum PurchaseServer {
             try await ledger.migrate()
             var services = Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
                                     authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
-                                    maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == "refuse")
+                                    maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == .refuse)
             services.entitlementSigner = try EntitlementSigner.loadOrCreate(in: configuration.dataDirectory)
             services.finishTransactionsWithApple = configuration.appStore.finishTransactions ?? false
             services.setAppAccountTokensWithApple = configuration.appStore.setAppAccountTokens ?? false

@@ -36,7 +36,11 @@ public struct ServerConfiguration: Codable, Sendable {
     public var appStore: AppStoreConfiguration = .init()
     /// What to do when an app reports device-integrity signals with a purchase: `record` (default) keeps them beside
     /// the transaction; `refuse` also answers 403 `device_integrity` and grants nothing until a clean report.
-    public var deviceIntegrityPolicy: String = "record"
+    public var deviceIntegrityPolicy: DeviceIntegrityPolicy = .record
+
+    public enum DeviceIntegrityPolicy: String, Codable, Sendable, CaseIterable {
+        case record, refuse
+    }
     /// Seconds between runs of the reconciliation job (retrying held proofs, refreshing stale subscriptions).
     public var reconcileIntervalSeconds: Double = 60
     /// Promotional offers the server signs (`POST /v1/offers/sign`), by offer identifier: the products each is set up
@@ -198,7 +202,6 @@ public struct ServerConfiguration: Codable, Sendable {
         if auth.publicKeyPEMFile != nil, !["ES256", "RS256"].contains(auth.algorithm ?? "") {
             throw ConfigurationError("auth.algorithm must be ES256 or RS256 with auth.publicKeyPEMFile")
         }
-        guard ["record", "refuse"].contains(deviceIntegrityPolicy) else { throw ConfigurationError("deviceIntegrityPolicy is record or refuse") }
         guard maxBodyBytes >= 1024, maxBodyBytes <= 16 << 20 else { throw ConfigurationError("maxBodyBytes must be 1 KiB to 16 MiB") }
         for (offer, rule) in promotionalOffers {
             for productId in rule.productIds where catalog.rule(for: productId)?.type != .autoRenewableSubscription {
@@ -249,7 +252,14 @@ public struct ServerConfiguration: Codable, Sendable {
         maxBodyBytes = try c.decodeIfPresent(Int.self, forKey: .maxBodyBytes) ?? d.maxBodyBytes
         appStore = try c.decodeIfPresent(AppStoreConfiguration.self, forKey: .appStore) ?? d.appStore
         reconcileIntervalSeconds = try c.decodeIfPresent(Double.self, forKey: .reconcileIntervalSeconds) ?? d.reconcileIntervalSeconds
-        deviceIntegrityPolicy = try c.decodeIfPresent(String.self, forKey: .deviceIntegrityPolicy) ?? d.deviceIntegrityPolicy
+        if let policy = try c.decodeIfPresent(String.self, forKey: .deviceIntegrityPolicy) {
+            guard let known = DeviceIntegrityPolicy(rawValue: policy) else {
+                throw DecodingError.dataCorruptedError(forKey: .deviceIntegrityPolicy, in: c, debugDescription: "deviceIntegrityPolicy is record or refuse, not \(policy)")
+            }
+            deviceIntegrityPolicy = known
+        } else {
+            deviceIntegrityPolicy = d.deviceIntegrityPolicy
+        }
         promotionalOffers = try c.decodeIfPresent([String: PromotionalOfferRule].self, forKey: .promotionalOffers) ?? d.promotionalOffers
         retentionMessaging = try c.decodeIfPresent(RetentionMessagingConfiguration.self, forKey: .retentionMessaging)
         webhooks = try c.decodeIfPresent(WebhooksConfiguration.self, forKey: .webhooks)

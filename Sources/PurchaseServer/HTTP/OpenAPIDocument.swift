@@ -3,6 +3,18 @@ enum OpenAPIDocument {
     static let json = #"""
 {
  "components": {
+  "responses": {
+   "Refusal": {
+    "content": {
+     "application/json": {
+      "schema": {
+       "$ref": "#/components/schemas/Error"
+      }
+     }
+    },
+    "description": "A refusal: `error.code` is stable"
+   }
+  },
   "schemas": {
    "Entitlement": {
     "additionalProperties": true,
@@ -238,30 +250,7 @@ enum OpenAPIDocument {
            "type": "string"
           },
           "entitlements": {
-           "additionalProperties": true,
-           "properties": {
-            "accountId": {
-             "type": "string"
-            },
-            "balances": {
-             "additionalProperties": {
-              "type": "integer"
-             },
-             "type": "object"
-            },
-            "entitlements": {
-             "items": {
-              "$ref": "#/components/schemas/Entitlement"
-             },
-             "type": "array"
-            }
-           },
-           "required": [
-            "accountId",
-            "entitlements",
-            "balances"
-           ],
-           "type": "object"
+           "$ref": "#/components/schemas/Entitlements"
           },
           "timeline": {
            "type": "array"
@@ -279,14 +268,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -323,14 +305,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -367,14 +342,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -415,14 +383,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -490,14 +451,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -554,14 +508,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -626,14 +573,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -670,14 +610,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -705,14 +638,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -752,14 +678,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -818,14 +737,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -865,14 +777,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -942,14 +847,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -986,14 +884,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1042,14 +933,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1090,14 +974,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [],
@@ -1142,14 +1019,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [],
@@ -1220,14 +1090,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1271,14 +1134,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1339,14 +1195,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1400,14 +1249,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1435,14 +1277,7 @@ enum OpenAPIDocument {
       "description": "PEM"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [],
@@ -1497,14 +1332,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [],
@@ -1594,14 +1422,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1672,14 +1493,7 @@ enum OpenAPIDocument {
       "description": "Created"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1746,30 +1560,7 @@ enum OpenAPIDocument {
          "additionalProperties": true,
          "properties": {
           "entitlements": {
-           "additionalProperties": true,
-           "properties": {
-            "accountId": {
-             "type": "string"
-            },
-            "balances": {
-             "additionalProperties": {
-              "type": "integer"
-             },
-             "type": "object"
-            },
-            "entitlements": {
-             "items": {
-              "$ref": "#/components/schemas/Entitlement"
-             },
-             "type": "array"
-            }
-           },
-           "required": [
-            "accountId",
-            "entitlements",
-            "balances"
-           ],
-           "type": "object"
+           "$ref": "#/components/schemas/Entitlements"
           },
           "orderId": {
            "type": "string"
@@ -1825,14 +1616,7 @@ enum OpenAPIDocument {
       "description": "Apple could not be asked now: the proof is kept and granted later"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1881,30 +1665,7 @@ enum OpenAPIDocument {
          "additionalProperties": true,
          "properties": {
           "entitlements": {
-           "additionalProperties": true,
-           "properties": {
-            "accountId": {
-             "type": "string"
-            },
-            "balances": {
-             "additionalProperties": {
-              "type": "integer"
-             },
-             "type": "object"
-            },
-            "entitlements": {
-             "items": {
-              "$ref": "#/components/schemas/Entitlement"
-             },
-             "type": "array"
-            }
-           },
-           "required": [
-            "accountId",
-            "entitlements",
-            "balances"
-           ],
-           "type": "object"
+           "$ref": "#/components/schemas/Entitlements"
           },
           "refused": {
            "items": {
@@ -1931,14 +1692,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [
@@ -1997,14 +1751,7 @@ enum OpenAPIDocument {
       "description": "OK"
      },
      "default": {
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      },
-      "description": "A refusal: `error.code` is stable"
+      "$ref": "#/components/responses/Refusal"
      }
     },
     "security": [],
