@@ -30,77 +30,92 @@ struct AdminRoutes {
 
     func add(to router: Router<BasicRequestContext>) {
         let admin = router.group("admin")
-        admin.get("orders") { request, _ in
-            try authorize(request)
-            let name = request.uri.queryParameters["state"].map(String.init) ?? "paid-unfulfilled"
-            guard let filter = Ledger.OrderFilter(rawValue: name) else {
-                throw APIError.badRequest("state is one of \(Ledger.OrderFilter.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            let orders = try await ledgerCall { try await services.ledger.orders(filter, now: services.now()) }
-            return try JSONReply.encode(["orders": orders.map {
-                OrderItem(orderId: $0.orderId, accountId: $0.accountId, productId: $0.productId, appAccountToken: $0.appAccountToken.uuidString.lowercased(),
-                          state: $0.state.rawValue, transactionId: $0.transactionId, createdAt: $0.createdAt, expiresAt: $0.expiresAt)
-            }])
-        }
-
-        admin.post("orders/:id/settle") { request, context in
-            try authorize(request)
-            let orderId = try context.parameters.require("id")
-            let body = try await request.decodeJSON(SettleRequest.self, limit: services.maxBodyBytes)
-            var transaction: JWSTransactionDecodedPayload?
-            do {
-                if let jws = body.signedTransaction {
-                    transaction = try await ProofIntake.verify(.signedTransaction(jws), with: services).first
-                } else if let id = body.transactionId {
-                    transaction = try await ProofIntake.verify(.transactionId(id), with: services).first
-                }
-            } catch let error as AppStoreClientError {
-                throw APIError(error)
-            }
-            let order = try await ledgerCall {
-                try await services.ledger.settle(orderId: orderId, transaction: transaction, note: body.note, actor: "admin", now: services.now())
-            }
-            return try JSONReply.encode(["orderId": order.orderId, "state": order.state.rawValue, "transactionId": order.transactionId ?? ""])
-        }
-
-        admin.get("proofs") { request, _ in
-            try authorize(request)
-            let state = PendingProof.State(rawValue: request.uri.queryParameters["state"].map(String.init) ?? "pending") ?? .pending
-            let proofs = try await ledgerCall { try await services.ledger.pendingProofs(state: state) }
-            struct Item: Encodable { var proofId: String; var accountId: String; var orderId: String?; var kind: String; var attempts: Int; var lastError: String? }
-            return try JSONReply.encode(["proofs": proofs.map {
-                Item(proofId: $0.proofId, accountId: $0.accountId, orderId: $0.orderId, kind: $0.kind.rawValue, attempts: $0.attempts, lastError: $0.lastError)
-            }])
-        }
-
-        admin.post("reconcile") { request, _ in
-            try authorize(request)
-            let report = try await ledgerCall { try await Reconciler(services: services).runOnce() }
-            try await services.ledger.audit(actor: "admin", action: "reconcile", subject: "-", detail: "\(report)", now: services.now())
-            return try JSONReply.encode(report)
-        }
-
-        admin.get("conflicts") { request, _ in
-            try authorize(request)
-            struct Item: Encodable { var transactionId: String; var claimedBy: String; var owner: String; var attempts: Int64 }
-            let conflicts = try await ledgerCall { try await services.ledger.conflicts() }
-            return try JSONReply.encode(["conflicts": conflicts.map { Item(transactionId: $0.transactionId, claimedBy: $0.claimedBy, owner: $0.owner, attempts: $0.attempts) }])
-        }
-
-        admin.get("audit") { request, _ in
-            try authorize(request)
-            return try JSONReply.encode(["entries": try await ledgerCall { try await services.ledger.auditLog() }])
-        }
-
-        admin.get("consistency") { request, _ in
-            try authorize(request)
-            struct Item: Encodable { var check: String; var detail: String }
-            struct Reply: Encodable { var consistent: Bool; var inconsistencies: [Item] }
-            let found = try await ledgerCall { try await services.ledger.inconsistencies() }
-            return try JSONReply.encode(Reply(consistent: found.isEmpty, inconsistencies: found.map { Item(check: $0.check, detail: $0.detail) }))
-        }
+        admin.get("orders", use: orders)
+        admin.post("orders/:id/settle", use: settle)
+        admin.get("proofs", use: proofs)
+        admin.post("reconcile", use: reconcile)
+        admin.get("conflicts", use: conflicts)
+        admin.get("audit", use: audit)
+        admin.get("consistency", use: consistency)
         addRecordRoutes(to: admin)
         addWebhookRoutes(to: admin)
+    }
+
+    /// `GET /admin/orders?state=…`: open, stuck, granted or settled orders.
+    @Sendable func orders(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        let name = request.uri.queryParameters["state"].map(String.init) ?? "paid-unfulfilled"
+        guard let filter = Ledger.OrderFilter(rawValue: name) else {
+            throw APIError.badRequest("state is one of \(Ledger.OrderFilter.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let orders = try await ledgerCall { try await services.ledger.orders(filter, now: services.now()) }
+        return try JSONReply.encode(["orders": orders.map {
+            OrderItem(orderId: $0.orderId, accountId: $0.accountId, productId: $0.productId, appAccountToken: $0.appAccountToken.uuidString.lowercased(),
+                      state: $0.state.rawValue, transactionId: $0.transactionId, createdAt: $0.createdAt, expiresAt: $0.expiresAt)
+        }])
+    }
+
+    /// `POST /admin/orders/{id}/settle`: grant a transaction to the order, or close it with a note (audited).
+    @Sendable func settle(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        let orderId = try context.parameters.require("id")
+        let body = try await request.decodeJSON(SettleRequest.self, limit: services.maxBodyBytes)
+        var transaction: JWSTransactionDecodedPayload?
+        do {
+            if let jws = body.signedTransaction {
+                transaction = try await ProofIntake.verify(.signedTransaction(jws), with: services).first
+            } else if let id = body.transactionId {
+                transaction = try await ProofIntake.verify(.transactionId(id), with: services).first
+            }
+        } catch let error as AppStoreClientError {
+            throw APIError(error)
+        }
+        let order = try await ledgerCall {
+            try await services.ledger.settle(orderId: orderId, transaction: transaction, note: body.note, actor: "admin", now: services.now())
+        }
+        return try JSONReply.encode(["orderId": order.orderId, "state": order.state.rawValue, "transactionId": order.transactionId ?? ""])
+    }
+
+    /// `GET /admin/proofs`: proofs held while Apple could not be asked.
+    @Sendable func proofs(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        let state = PendingProof.State(rawValue: request.uri.queryParameters["state"].map(String.init) ?? "pending") ?? .pending
+        let proofs = try await ledgerCall { try await services.ledger.pendingProofs(state: state) }
+        struct Item: Encodable { var proofId: String; var accountId: String; var orderId: String?; var kind: String; var attempts: Int; var lastError: String? }
+        return try JSONReply.encode(["proofs": proofs.map {
+            Item(proofId: $0.proofId, accountId: $0.accountId, orderId: $0.orderId, kind: $0.kind.rawValue, attempts: $0.attempts, lastError: $0.lastError)
+        }])
+    }
+
+    /// `POST /admin/reconcile`: the reconciliation job, now.
+    @Sendable func reconcile(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        let report = try await ledgerCall { try await Reconciler(services: services).runOnce() }
+        try await services.ledger.audit(actor: "admin", action: "reconcile", subject: "-", detail: "\(report)", now: services.now())
+        return try JSONReply.encode(report)
+    }
+
+    /// `GET /admin/conflicts`: transactions another account tried to claim.
+    @Sendable func conflicts(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        struct Item: Encodable { var transactionId: String; var claimedBy: String; var owner: String; var attempts: Int64 }
+        let conflicts = try await ledgerCall { try await services.ledger.conflicts() }
+        return try JSONReply.encode(["conflicts": conflicts.map { Item(transactionId: $0.transactionId, claimedBy: $0.claimedBy, owner: $0.owner, attempts: $0.attempts) }])
+    }
+
+    /// `GET /admin/audit`: the audit log.
+    @Sendable func audit(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        return try JSONReply.encode(["entries": try await ledgerCall { try await services.ledger.auditLog() }])
+    }
+
+    /// `GET /admin/consistency`: the ledger's own checks.
+    @Sendable func consistency(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try authorize(request)
+        struct Item: Encodable { var check: String; var detail: String }
+        struct Reply: Encodable { var consistent: Bool; var inconsistencies: [Item] }
+        let found = try await ledgerCall { try await services.ledger.inconsistencies() }
+        return try JSONReply.encode(Reply(consistent: found.isEmpty, inconsistencies: found.map { Item(check: $0.check, detail: $0.detail) }))
     }
 
     /// Compares digests, so the comparison takes the same time however much of a wrong key matches.

@@ -67,86 +67,99 @@ struct AppRoutes {
     struct SpendRequest: Decodable { var amount: Int64; var idempotencyKey: String? }
     struct SpendReply: Encodable { var currency: String; var balance: Int64 }
 
+    /// Small bodies: orders and spends.
+    static let smallBody = 64 * 1024
+
     func add(to router: Router<BasicRequestContext>) {
         let v1 = router.group("v1")
-        let small = 64 * 1024
-        v1.post("orders") { request, _ in
-            let account = try await authenticate(request)
-            let body = try await request.decodeJSON(OrderRequest.self, limit: small)
-            let order = try await ledgerCall { try await services.ledger.createOrder(accountId: account, productId: body.productId, now: services.now()) }
-            return try JSONReply.encode(OrderReply(orderId: order.orderId, productId: order.productId,
-                                                   appAccountToken: order.appAccountToken.uuidString.lowercased(), expiresAt: order.expiresAt), status: .created)
-        }
+        v1.post("orders", use: createOrder)
+        v1.post("purchases", use: submitPurchase)
+        v1.get("entitlements", use: entitlements)
+        v1.post("consumables/:currency/spend", use: spend)
+        v1.post("restore", use: restore)
+    }
 
-        v1.post("purchases") { request, _ in
-            let started = ContinuousClock.now
-            do {
-                let (response, outcome) = try await purchase(request)
-                services.metrics.purchase(outcome, took: ContinuousClock.now - started)
-                return response
-            } catch {
-                services.metrics.purchase("refused", took: ContinuousClock.now - started)
-                throw error
-            }
-        }
+    /// `POST /v1/orders`: an order for a product; the app pays with its `appAccountToken`.
+    @Sendable func createOrder(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try await authenticate(request)
+        let body = try await request.decodeJSON(OrderRequest.self, limit: Self.smallBody)
+        let order = try await ledgerCall { try await services.ledger.createOrder(accountId: account, productId: body.productId, now: services.now()) }
+        return try JSONReply.encode(OrderReply(orderId: order.orderId, productId: order.productId,
+                                               appAccountToken: order.appAccountToken.uuidString.lowercased(), expiresAt: order.expiresAt), status: .created)
+    }
 
-        v1.get("entitlements") { request, _ in
-            let account = try await authenticate(request)
-            let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
-            return try JSONReply.encode(SignedEntitlementsReply(entitlements: owned, signedEntitlements: try services.signature(for: owned, request)))
+    /// `POST /v1/purchases`, with its outcome counted and timed.
+    @Sendable func submitPurchase(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let started = ContinuousClock.now
+        do {
+            let (response, outcome) = try await purchase(request)
+            services.metrics.purchase(outcome, took: ContinuousClock.now - started)
+            return response
+        } catch {
+            services.metrics.purchase("refused", took: ContinuousClock.now - started)
+            throw error
         }
+    }
 
-        v1.post("consumables/:currency/spend") { request, context in
-            let account = try await authenticate(request)
-            let currency = try context.parameters.require("currency")
-            let body = try await request.decodeJSON(SpendRequest.self, limit: small)
-            guard let key = body.idempotencyKey ?? request.headers[.init("Idempotency-Key")!] else {
-                throw APIError.badRequest("an idempotencyKey (or Idempotency-Key header) is required")
-            }
-            let balance = try await ledgerCall {
-                try await services.ledger.spend(accountId: account, currency: currency, amount: body.amount, idempotencyKey: key, now: services.now())
-            }
-            return try JSONReply.encode(SpendReply(currency: currency, balance: balance))
-        }
+    /// `GET /v1/entitlements`: what the account owns now.
+    @Sendable func entitlements(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try await authenticate(request)
+        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
+        return try JSONReply.encode(SignedEntitlementsReply(entitlements: owned, signedEntitlements: try services.signature(for: owned, request)))
+    }
 
-        v1.post("restore") { request, _ in
-            let account = try await authenticate(request)
-            try services.checkEntitlementsNonce(request)
-            let body = try await request.decodeJSON(RestoreRequest.self, limit: services.maxBodyBytes)
-            var transactions: [JWSTransactionDecodedPayload] = []
-            do {
-                for jws in (body.signedTransactions ?? []).prefix(1000) {
-                    transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services)
-                }
-                if let receipt = body.receipt {
-                    transactions += try await ProofIntake.verify(.receipt(receipt), with: services)
-                }
-            } catch let error as AppStoreClientError {
-                // Restore holds nothing: the app asks again.
-                throw APIError(error)
-            }
-            // One ledger transaction for the whole restore. What is not this account's (another's, or paid through
-            // another account's order) is listed as refused: nothing of it is granted here.
-            let sold = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") != nil }
-            var refused = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") == nil }.map { $0.transactionId ?? "" }
-            var restored = 0
-            let results = try await ledgerCall {
-                try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: "restore") },
-                                                    now: services.now())
-            }
-            for (transaction, result) in zip(sold, results) {
-                switch result {
-                case .success(let submitted) where submitted.outcome != .deliveredToOwner: restored += 1
-                case .success: refused.append(transaction.transactionId ?? "")
-                case .failure(let error) where error.code == .transactionBoundElsewhere: refused.append(transaction.transactionId ?? "")
-                case .failure(let error): throw APIError(error)
-                }
-            }
-            // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
-            let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
-            return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned,
-                                                     signedEntitlements: try services.signature(for: owned, request)))
+    /// `POST /v1/consumables/{currency}/spend`: once per idempotency key, never overdrawn.
+    @Sendable func spend(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try await authenticate(request)
+        let currency = try context.parameters.require("currency")
+        let body = try await request.decodeJSON(SpendRequest.self, limit: Self.smallBody)
+        guard let key = body.idempotencyKey ?? request.headers[.init("Idempotency-Key")!] else {
+            throw APIError.badRequest("an idempotencyKey (or Idempotency-Key header) is required")
         }
+        let balance = try await ledgerCall {
+            try await services.ledger.spend(accountId: account, currency: currency, amount: body.amount, idempotencyKey: key, now: services.now())
+        }
+        return try JSONReply.encode(SpendReply(currency: currency, balance: balance))
+    }
+
+    /// `POST /v1/restore`: binds what the store restored; answers everything the account owns.
+    @Sendable func restore(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try await authenticate(request)
+        try services.checkEntitlementsNonce(request)
+        let body = try await request.decodeJSON(RestoreRequest.self, limit: services.maxBodyBytes)
+        var transactions: [JWSTransactionDecodedPayload] = []
+        do {
+            for jws in (body.signedTransactions ?? []).prefix(1000) {
+                transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services)
+            }
+            if let receipt = body.receipt {
+                transactions += try await ProofIntake.verify(.receipt(receipt), with: services)
+            }
+        } catch let error as AppStoreClientError {
+            // Restore holds nothing: the app asks again.
+            throw APIError(error)
+        }
+        // One ledger transaction for the whole restore. What is not this account's (another's, or paid through
+        // another account's order) is listed as refused: nothing of it is granted here.
+        let sold = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") != nil }
+        var refused = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") == nil }.map { $0.transactionId ?? "" }
+        var restored = 0
+        let results = try await ledgerCall {
+            try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: "restore") },
+                                                now: services.now())
+        }
+        for (transaction, result) in zip(sold, results) {
+            switch result {
+            case .success(let submitted) where submitted.outcome != .deliveredToOwner: restored += 1
+            case .success: refused.append(transaction.transactionId ?? "")
+            case .failure(let error) where error.code == .transactionBoundElsewhere: refused.append(transaction.transactionId ?? "")
+            case .failure(let error): throw APIError(error)
+            }
+        }
+        // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
+        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
+        return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned,
+                                                 signedEntitlements: try services.signature(for: owned, request)))
     }
 
     /// `POST /v1/purchases`: verifies (or holds) the proof and submits what it proves; also names the outcome for metrics.

@@ -10,23 +10,25 @@ struct NotificationRoutes {
     let services: PurchaseServer.Services
 
     func add(to router: Router<BasicRequestContext>) {
-        router.post("v1/notifications/appstore") { request, _ in
-            do {
-                let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
-                let event = try await proof { try await services.verifier.notification(body.signedPayload) }
-                let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
-                // The answer a consumption request owes was stored with it: sent now if it can be, by the reconciler if not.
-                if event.type == .consumptionRequest {
-                    do { try await ConsumptionResponder(services: services).answer(notificationUUID: event.notificationUUID) } catch {
-                        services.metrics.consumptionAnswer("postponed")
-                    }
+        router.post("v1/notifications/appstore", use: receive)
+    }
+
+    @Sendable func receive(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        do {
+            let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
+            let event = try await proof { try await services.verifier.notification(body.signedPayload) }
+            let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
+            // The answer a consumption request owes was stored with it: sent now if it can be, by the reconciler if not.
+            if event.type == .consumptionRequest {
+                do { try await ConsumptionResponder(services: services).answer(notificationUUID: event.notificationUUID) } catch {
+                    services.metrics.consumptionAnswer("postponed")
                 }
-                services.metrics.notification(outcome.rawValue)
-                return try JSONReply.encode(["result": outcome.rawValue])
-            } catch {
-                services.metrics.notification("refused")
-                throw error
             }
+            services.metrics.notification(outcome.rawValue)
+            return try JSONReply.encode(["result": outcome.rawValue])
+        } catch {
+            services.metrics.notification("refused")
+            throw error
         }
     }
 }

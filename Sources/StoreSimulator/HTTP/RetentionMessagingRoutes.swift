@@ -9,7 +9,7 @@ import Hummingbird
 struct RetentionMessagingRoutes {
     let services: SimulatorServer.Services
     var engine: StoreEngine { services.engine }
-    let requester = RetentionRequester()
+    var requester: RetentionRequester { RetentionRequester(budget: services.retentionBudget) }
 
     /// Apple publishes no size limit for an image; a photographic 3840 × 2160 PNG can be 20 MB. Larger is refused as
     /// an invalid image.

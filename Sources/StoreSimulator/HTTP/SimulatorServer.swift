@@ -17,6 +17,8 @@ public enum SimulatorServer {
         public let delivery: NotificationDelivery?
         /// Faults injected into the Apple endpoints (never into `/sim`).
         public let faults = FaultInjector()
+        /// How long the App Store waits for a Get Retention Message answer: Apple's 700 ms, unless a test gives more.
+        public var retentionBudget: Duration = RetentionRequester.budget
 
         public init(engine: StoreEngine, authenticator: APIAuthenticator, sharedSecret: String? = nil, delivery: NotificationDelivery? = nil) {
             self.engine = engine
