@@ -215,7 +215,6 @@ extension StoreEngine {
         public var signedPayload: String
         public var url: URL?
         public var group: String
-        public var account: String
     }
 
     /// The signed request for series `originalTransactionId` viewed in `userLocale`; nil unless it is an active, owned
@@ -227,7 +226,7 @@ extension StoreEngine {
                                                  userLocale: userLocale, requestIdentifier: UUID(), signedDate: clock.now,
                                                  environment: environment ?? self.environment)
         return RetentionAsk(request: request, signedPayload: try minter.sign(request),
-                            url: realtimeURL(environment: environment).flatMap(URL.init(string:)), group: series.group, account: series.account)
+                            url: realtimeURL(environment: environment).flatMap(URL.init(string:)), group: series.group)
     }
 
     /// Why the developer's answer is not shown (the default message is, if there is one).
