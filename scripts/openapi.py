@@ -107,7 +107,7 @@ paths = {
     "/admin/webhooks": {"get": op("The webhooks' outbox", ok(obj({"configured": {"type": "boolean"}, "events": {"type": "array", "items": ref("WebhookEvent")}}, ["configured", "events"])),
                                   admin, params=[query("state", {"enum": ["pending", "delivered", "failed"]}), query("limit", {"type": "integer", "minimum": 1, "maximum": 10000})],
                                   security=adminKey)},
-    "/admin/webhooks/test": {"post": op("Queue a TEST event", ok(obj({"queued": text}, ["queued"])), admin, security=adminKey)},
+    "/admin/webhooks/test": {"post": op("Queue a TEST event (400 webhooks_not_configured without a receiver URL)", ok(obj({"queued": text}, ["queued"])), admin, security=adminKey)},
     "/admin/webhooks/{id}/replay": {"post": op("Send an event again from its first attempt", ok(obj({"replayed": text}, ["replayed"])), admin, params=[path_param("id")],
                                                security=adminKey)},
 }

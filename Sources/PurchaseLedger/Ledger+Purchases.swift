@@ -132,10 +132,10 @@ extension Ledger {
                                                        signals: Self.cleaned(signals), at: now))
                 }
                 if case .refused = decision.outcome {
-                    _ = try await fast.apply(effects, owner: nil)
+                    _ = try await fast.apply(effects, owner: nil, events: recordsWebhookEvents)
                     return .failure(LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account"))
                 }
-                let rows = try await fast.apply(effects, owner: submission.accountId)
+                let rows = try await fast.apply(effects, owner: submission.accountId, events: recordsWebhookEvents)
                 let entitlements = try LedgerSession.owned(rows, accountId: submission.accountId, catalog: catalog, now: now)
                 let outcome: SubmissionResult.Outcome = switch decision.outcome {
                 case .granted: .granted

@@ -96,6 +96,7 @@ extension Ledger {
 
     /// Queues a `TEST` event; returns it.
     public func emitTestWebhook(actor: String, now: Date = Date()) async throws -> WebhookEvent {
+        guard recordsWebhookEvents else { throw LedgerError(.invalidInput, "webhooks are off: no receiver URL is configured") }
         let event = WebhookEvent(id: "TEST.\(UUID().uuidString.lowercased())", type: .test, accountId: nil, occurredAt: now)
         try await write { session in
             try session.apply(.emitEvent(event))

@@ -16,6 +16,10 @@ public struct Ledger: Sendable {
     /// Orders this process created, by id and by `appAccountToken`: their account, product and token never change, so
     /// a purchase for one needs no read of it before its effects are applied (PostgreSQL's one-round-trip path).
     let recentOrders = RecentOrders(capacity: 50_000)
+    /// Write the outgoing webhooks' events to the outbox with the changes they report. Off when no receiver is
+    /// configured: events are then not recorded at all (one fewer write per grant, and no outbox growing unsent); a
+    /// receiver configured later hears of changes from then on.
+    public var recordsWebhookEvents = true
 
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
         self.store = store
@@ -33,8 +37,8 @@ public struct Ledger: Sendable {
         var attempt = 0
         while true {
             do {
-                let postgres = store.kind == .postgres
-                return try await store.write { try body(LedgerSession($0, postgres: postgres)) }
+                let postgres = store.kind == .postgres, events = recordsWebhookEvents
+                return try await store.write { try body(LedgerSession($0, postgres: postgres, events: events)) }
             } catch is LedgerRace where attempt < 8 {
                 attempt += 1
             } catch {

@@ -34,8 +34,11 @@ public enum PurchaseServer {
         /// Answer Apple's consumption requests (a customer asked for a refund) for customers who consented; needs the
         /// Server API. Nil: they are stored and left unanswered.
         public var consumption: ConsumptionSettings?
-        /// Tell the app's backend what happened (outgoing webhooks); nil: events are kept in the outbox, unsent.
-        public var webhooks: WebhookSettings?
+        /// Tell the app's backend what happened (outgoing webhooks); nil: no event is recorded (an outbox nobody drains
+        /// would only grow, and cost every grant a write).
+        public var webhooks: WebhookSettings? {
+            didSet { ledger.recordsWebhookEvents = webhooks != nil }
+        }
         /// Answer the App Store's Get Retention Message requests (``RetentionRoutes``); nil: the endpoint answers 404.
         public var retention: RetentionSettings?
 

@@ -376,7 +376,9 @@ struct IAPServeProcessTests {
         defer { try? FileManager.default.removeItem(at: data) }
         let port = try FreePort.pick()
         let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health",
-                                           environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "orders-admin"])
+                                           environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "orders-admin",
+                                                         // A backend that refuses every connection: events wait, retried.
+                                                         "IAPKIT_WEBHOOK_URL": "http://127.0.0.1:1/iapkit", "IAPKIT_WEBHOOK_SECRET": "orders-hook-secret-16+"])
         defer { process.terminate() }
         let (_, order) = try await Self.request("http://127.0.0.1:\(port)/v1/orders", method: "POST",
                                                 body: #"{"productId":"com.example.iapkit.premium"}"#, account: "olga")
@@ -390,11 +392,11 @@ struct IAPServeProcessTests {
         let refused = try await Subprocess.run(binary, ["orders", "list", "--server", "http://127.0.0.1:\(port)", "--admin-key", "wrong"])
         #expect(refused.status == 1 && refused.stderr.contains("401"))
 
-        // Webhooks: a TEST event queued (no backend configured: it waits in the outbox), listed, replayed.
+        // Webhooks: a TEST event queued (the backend refuses: it waits in the outbox), listed, replayed.
         let queued = try await Subprocess.run(binary, ["webhooks", "test"] + server)
         let eventId = try #require((try? JSONSerialization.jsonObject(with: Data(queued.stdout.utf8)) as? [String: Any])?["queued"] as? String, "\(queued.stderr)")
         let pending = try await Subprocess.run(binary, ["webhooks", "list", "--state", "pending"] + server)
-        #expect(pending.status == 0 && pending.stdout.contains(eventId) && pending.stdout.contains(#""configured":false"#), "\(pending.stdout)")
+        #expect(pending.status == 0 && pending.stdout.contains(eventId) && pending.stdout.contains(#""configured":true"#), "\(pending.stdout)")
         let replayed = try await Subprocess.run(binary, ["webhooks", "replay", eventId] + server)
         #expect(replayed.status == 0 && replayed.stdout.contains(eventId), "\(replayed.stderr)")
         let unknown = try await Subprocess.run(binary, ["webhooks", "replay", "NOPE.1"] + server)

@@ -49,8 +49,8 @@ struct RaceTests {
         let f2 = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(t2, namedOrderId: nil))))
         let d1 = try SubmissionRules.submit(t1, uploader: a, orderId: nil, source: "jws", facts: f1, catalog: ledger.catalog, now: now)
         let d2 = try SubmissionRules.submit(t2, uploader: b, orderId: nil, source: "jws", facts: f2, catalog: ledger.catalog, now: now)
-        _ = try await fast.apply(d1.effects, owner: a)
-        await #expect(throws: LedgerRace.self) { try await fast.apply(d2.effects, owner: b) }
+        _ = try await fast.apply(d1.effects, owner: a, events: true)
+        await #expect(throws: LedgerRace.self) { try await fast.apply(d2.effects, owner: b, events: true) }
         #expect(try await ledger.purchases(accountId: b).isEmpty)
         await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
             try await ledger.submit(.init(accountId: b, transaction: transaction(Demo.monthly, id: t2.transactionId, original: original,
@@ -115,7 +115,7 @@ struct RaceTests {
         _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refundReversed, subtype: nil, signedDate: now - 100,
                                                      signedPayload: "x", transaction: reversed), now: now)
         let stale = SubmissionRules.notified(refundRecord, facts: staleFacts, catalog: catalog, now: now)
-        await #expect(throws: LedgerRace.self) { try await fast.apply(stale.filter { if case .updateSeriesPeriod = $0 { false } else { true } }, owner: nil) }
+        await #expect(throws: LedgerRace.self) { try await fast.apply(stale.filter { if case .updateSeriesPeriod = $0 { false } else { true } }, owner: nil, events: true) }
         _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refund, subtype: nil, signedDate: now - 300,
                                                      signedPayload: "x", transaction: refunded), now: now)
         #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)

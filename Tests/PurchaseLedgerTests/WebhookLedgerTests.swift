@@ -42,6 +42,32 @@ struct WebhookLedgerTests {
         #expect(try await events(ledger, bob).isEmpty)
     }
 
+    @Test("With no receiver configured nothing is written to the outbox: not a grant, a claimed series, a refund nor a test event", arguments: StoreKind.allCases)
+    func noReceiverNoEvents(_ kind: StoreKind) async throws {
+        var ledger = try await makeLedger(kind)
+        ledger.recordsWebhookEvents = false
+        let dee = uniqueId("dee-")
+        let start = Date().addingTimeInterval(-7_200)
+        let coins = transaction(Demo.coins, type: .consumable, purchased: start)
+        let premium = transaction(Demo.premium, type: .nonConsumable, purchased: start)
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
+        let second = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: start.addingTimeInterval(3_600),
+                                 expires: start.addingTimeInterval(7_200 + 3_600))
+        for purchase in [coins, premium] { _ = try await ledger.submit(PurchaseSubmission(accountId: dee, transaction: purchase, source: "jws")) }
+        try await notify(ledger, .subscribed, .initialBuy, first, signed: start)
+        try await notify(ledger, .didRenew, nil, second, signed: start.addingTimeInterval(3_600))
+        let granted = try await ledger.submit(PurchaseSubmission(accountId: dee, transaction: second, source: "jws"))
+        #expect(granted.entitlements.entitlements.contains { $0.productId == Demo.monthly }, "the series was claimed and grants")
+        var refunded = premium
+        refunded.revocationDate = Date()
+        refunded.signedDate = Date()
+        try await notify(ledger, .refund, nil, refunded, signed: Date())
+        await #expect(throws: LedgerError.self) { try await ledger.emitTestWebhook(actor: "test") }
+        let ids = [coins, premium, first, second].map { $0.transactionId! }
+        #expect(try await ledger.webhookEvents(limit: 10_000).filter { event in ids.contains { event.body.contains($0) } }.isEmpty)
+        #expect(try await events(ledger, dee).isEmpty)
+    }
+
     @Test("Periods stored before anyone held the series get their events when an account claims it", arguments: StoreKind.allCases)
     func claimedSeriesTellsEveryPeriod(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -118,4 +118,15 @@ struct WebhookTests {
             }
         }
     }
+
+    @Test("Without a receiver URL a purchase writes no event, and the test endpoint says why (400 webhooks_not_configured)")
+    func noReceiverNoOutbox() async throws {
+        try await System.run(System.Options()) { system in
+            let (account, store) = try await system.customer("unhooked")
+            _ = try await system.buy(Self.monthly, account: account, storeAccount: store)
+            #expect(try await system.services.ledger.webhookEvents().isEmpty)
+            let (status, body) = try await system.admin(.post, "/admin/webhooks/test")
+            #expect(status == .badRequest && (body["error"] as? [String: Any])?["code"] as? String == "webhooks_not_configured", "\(body)")
+        }
+    }
 }

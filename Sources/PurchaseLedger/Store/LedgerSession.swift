@@ -8,10 +8,13 @@ struct LedgerSession {
     let sql: any SQLExecutor
     /// PostgreSQL runs operations concurrently (READ COMMITTED): decisions about one series take its lock first.
     let postgres: Bool
+    /// Write `emitEvent` effects (``Ledger/recordsWebhookEvents``).
+    let events: Bool
 
-    init(_ sql: any SQLExecutor, postgres: Bool = false) {
+    init(_ sql: any SQLExecutor, postgres: Bool = false, events: Bool = true) {
         self.sql = sql
         self.postgres = postgres
+        self.events = events
     }
 
     /// Serialises operations on one subscription series (or one transaction) until this transaction ends. SQLite has
@@ -341,7 +344,7 @@ struct LedgerSession {
                 WHERE original_transaction_id = $2 AND account_id IS NULL AND (app_account_token IS NULL OR app_account_token = $3)
                 RETURNING \(Self.purchaseColumns)
                 """, [.text(accountId), .text(original), .of(token?.uuidString.lowercased())]).map(Self.decodePurchase)
-            for period in claimed {
+            for period in claimed where events {
                 if let event = WebhookRules.grantEvent(period, account: accountId, now: now) { try apply(.emitEvent(event)) }
             }
         case .requireFacts(let facts):
@@ -364,6 +367,7 @@ struct LedgerSession {
                 guard stored == Millis.of(signed) else { throw LedgerRace() }
             }
         case .emitEvent(let event):
+            guard events else { return }
             try sql.execute("""
                 INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
                 VALUES ($1, $2, $3, $4, 'pending', 0, 0, $5) ON CONFLICT (event_id) DO NOTHING

@@ -38,7 +38,7 @@ public protocol LedgerFastPath: Sendable {
     func owned(accountId: String) async throws -> [SQLRow]
     /// Applies `effects` as one atomic statement and then, when `owner` is given, reads what that account owns.
     /// Throws ``LedgerRace`` when an effect's precondition no longer held.
-    func apply(_ effects: [LedgerEffect], owner: String?) async throws -> [SQLRow]
+    func apply(_ effects: [LedgerEffect], owner: String?, events: Bool) async throws -> [SQLRow]
 }
 
 public enum LedgerStoreKind: String, Sendable, Codable, CustomStringConvertible {

@@ -36,9 +36,12 @@ extension AdminRoutes {
         return try JSONReply.encode(["replayed": id])
     }
 
-    /// `POST /admin/webhooks/test`: queues a `TEST` event (audited).
+    /// `POST /admin/webhooks/test`: queues a `TEST` event (audited); 400 `webhooks_not_configured` without a receiver.
     @Sendable func testWebhook(_ request: Request, context: BasicRequestContext) async throws -> Response {
         try authorize(request)
+        guard services.webhooks != nil else {
+            throw APIError(.badRequest, code: "webhooks_not_configured", "no webhook URL is configured: set webhooks.url or IAPKIT_WEBHOOK_URL")
+        }
         let event = try await ledgerCall { try await services.ledger.emitTestWebhook(actor: "admin", now: Date()) }
         return try JSONReply.encode(["queued": event.id])
     }

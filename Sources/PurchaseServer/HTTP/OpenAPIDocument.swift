@@ -892,7 +892,7 @@ enum OpenAPIDocument {
       "adminKey": []
      }
     ],
-    "summary": "Queue a TEST event",
+    "summary": "Queue a TEST event (400 webhooks_not_configured without a receiver URL)",
     "tags": [
      "admin"
     ]

@@ -90,7 +90,7 @@ enum PostgresFunctions {
                   AND (app_account_token IS NULL OR app_account_token = e->>'token')
                 RETURNING to_jsonb(purchases.*)
               LOOP
-                CONTINUE WHEN r->>'revocation_date' IS NOT NULL;
+                CONTINUE WHEN r->>'revocation_date' IS NOT NULL OR e->>'events' = 'false';
                 INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
                 SELECT k || '.' || (r->>'transaction_id'), k, e->>'account', jsonb_strip_nulls(jsonb_build_object(
                     'id', k || '.' || (r->>'transaction_id'), 'type', k, 'accountId', e->>'account', 'occurredAt', (e->>'at')::bigint,
@@ -144,10 +144,13 @@ enum PostgresFunctions {
 
     /// The effects a submission applies, as the JSON `iapkit_apply` reads. Only submission effects travel this way;
     /// other operations run in a held transaction.
-    static func json(_ effects: [LedgerEffect]) throws -> String {
-        var out = "["
-        for (index, effect) in effects.enumerated() {
-            if index > 0 { out += "," }
+    /// Without `events`, `emitEvent` effects are left out and `claimSeries` writes none (``Ledger/recordsWebhookEvents``).
+    static func json(_ effects: [LedgerEffect], events: Bool) throws -> String {
+        var out = "[", first = true
+        for effect in effects {
+            if case .emitEvent = effect, !events { continue }
+            if !first { out += "," }
+            first = false
             var object = JSONObject()
             switch effect {
             case .insertPurchase(let record, let source, let at):
@@ -222,6 +225,7 @@ enum PostgresFunctions {
                 object.set("original", .text(original))
                 object.set("account", .text(accountId))
                 object.set("token", .of(token?.uuidString.lowercased()))
+                if !events { object.raw("events", "false") }
             case .updateSeriesPeriod(let original, let productId, let purchaseDate, let expiresDate):
                 object.set("op", .text("updateSeriesPeriod"))
                 object.set("original", .text(original))

@@ -103,8 +103,8 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
         try await run(Prepared<OwnedTag>(binds: [.text(accountId)]))
     }
 
-    func apply(_ effects: [LedgerEffect], owner: String?) async throws -> [SQLRow] {
-        let rows = try await run(Prepared<ApplyTag>(binds: [.text(try PostgresFunctions.json(effects)), .of(owner)]))
+    func apply(_ effects: [LedgerEffect], owner: String?, events: Bool) async throws -> [SQLRow] {
+        let rows = try await run(Prepared<ApplyTag>(binds: [.text(try PostgresFunctions.json(effects, events: events)), .of(owner)]))
         if rows.first?.values.first == .text("r") { throw LedgerRace() }
         return rows
     }
