@@ -47,7 +47,7 @@ bearer = [{"accountToken": []}]
 adminKey = [{"adminKey": []}]
 none = []
 paths = {
-    "/health": {"get": op("Liveness, with a ledger read", ok(obj({"status": text, "store": text}, ["status", "store"])), ["ops"], security=none)},
+    "/health": {"get": op("Liveness: the ledger answered a read begun after the request arrived (concurrent checks share one)", ok(obj({"status": text, "store": text}, ["status", "store"])), ["ops"], security=none)},
     "/metrics": {"get": op("Prometheus metrics", {"200": {"description": "text exposition", "content": {"text/plain": {"schema": text}}}}, ["ops"], security=none)},
     "/openapi.json": {"get": op("This document", ok({"type": "object"}), ["ops"], security=none)},
     "/v1/orders": {"post": op("Create an order for a product; pay with its appAccountToken",

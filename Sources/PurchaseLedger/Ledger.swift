@@ -21,9 +21,21 @@ public struct Ledger: Sendable {
     /// receiver configured later hears of changes from then on.
     public var recordsWebhookEvents = true
 
+    let healthProbe: HealthProbe
+
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
         self.store = store
         self.catalog = catalog
+        healthProbe = HealthProbe { _ = try await store.read { try $0.rows("SELECT COUNT(*) FROM ledger_migrations", []) } }
+    }
+
+    /// Throws unless the database answers a read that began after this call (concurrent checks share one: ``HealthProbe``).
+    public func checkHealth() async throws {
+        do {
+            try await healthProbe.check()
+        } catch {
+            throw Self.ledgerError(error)
+        }
     }
 
     /// Creates or upgrades the schema.

@@ -978,7 +978,7 @@ enum OpenAPIDocument {
      }
     },
     "security": [],
-    "summary": "Liveness, with a ledger read",
+    "summary": "Liveness: the ledger answered a read begun after the request arrived (concurrent checks share one)",
     "tags": [
      "ops"
     ]
