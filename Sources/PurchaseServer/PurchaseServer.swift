@@ -140,6 +140,7 @@ public enum PurchaseServer {
         NotificationRoutes(services: services).add(to: router)
         RetentionRoutes(services: services).add(to: router)
         AdminRoutes(services: services).add(to: router)
+        DashboardRoutes(services: services).add(to: router)
         return router
     }
 

@@ -79,7 +79,7 @@ extension AdminRoutes {
     /// `GET /admin/transactions/{id}`.
     func transaction(_ request: Request, context: BasicRequestContext) async throws -> Response {
         try authorize(request)
-        let id = try context.parameters.require("id")
+        let id = try context.parameters.decoded("id")
         guard let record = try await ledgerCall({ try await services.ledger.transaction(id) }) else {
             throw APIError(.notFound, code: "not_found", "the ledger holds no transaction \(id)")
         }
@@ -89,7 +89,7 @@ extension AdminRoutes {
     /// `GET /admin/subscriptions/{originalTransactionId}`: the series' periods, its latest status and its notifications.
     func series(_ request: Request, context: BasicRequestContext) async throws -> Response {
         try authorize(request)
-        let original = try context.parameters.require("originalTransactionId")
+        let original = try context.parameters.decoded("originalTransactionId")
         guard let series = try await ledgerCall({ try await services.ledger.series(originalTransactionId: original) }) else {
             throw APIError(.notFound, code: "not_found", "the ledger knows no series \(original)")
         }
@@ -121,7 +121,7 @@ extension AdminRoutes {
     /// `GET /admin/accounts/{id}/timeline`: oldest first.
     func timeline(_ request: Request, context: BasicRequestContext) async throws -> Response {
         try authorize(request)
-        let account = try context.parameters.require("id")
+        let account = try context.parameters.decoded("id")
         let entries = try await ledgerCall { try await services.ledger.timeline(accountId: account, limit: limit(request, default: 1_000)) }
         let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
         struct Reply: Encodable { var accountId: String; var timeline: [TimelineEntry]; var entitlements: AccountEntitlements }

@@ -29,7 +29,7 @@ extension AdminRoutes {
     /// `POST /admin/webhooks/{id}/replay`: from the first attempt again (audited); 404 for an unknown id.
     @Sendable func replayWebhook(_ request: Request, context: BasicRequestContext) async throws -> Response {
         try authorize(request)
-        let id = try context.parameters.require("id")
+        let id = try context.parameters.decoded("id")
         guard try await ledgerCall({ try await services.ledger.replayWebhookEvent(id, actor: "admin", now: Date()) }) else {
             throw APIError(.notFound, code: "webhook_event_not_found", "no webhook event \(id)")
         }

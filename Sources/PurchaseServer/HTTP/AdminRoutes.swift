@@ -58,7 +58,7 @@ struct AdminRoutes {
     /// `POST /admin/orders/{id}/settle`: grant a transaction to the order, or close it with a note (audited).
     @Sendable func settle(_ request: Request, context: BasicRequestContext) async throws -> Response {
         try authorize(request)
-        let orderId = try context.parameters.require("id")
+        let orderId = try context.parameters.decoded("id")
         let body = try await request.decodeJSON(SettleRequest.self, limit: services.maxBodyBytes)
         var transaction: JWSTransactionDecodedPayload?
         do {

@@ -111,7 +111,7 @@ struct AppRoutes {
     /// `POST /v1/consumables/{currency}/spend`: once per idempotency key, never overdrawn.
     @Sendable func spend(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let account = try await authenticate(request)
-        let currency = try context.parameters.require("currency")
+        let currency = try context.parameters.decoded("currency")
         let body = try await request.decodeJSON(SpendRequest.self, limit: Self.smallBody)
         guard let key = body.idempotencyKey ?? request.headers[.init("Idempotency-Key")!] else {
             throw APIError.badRequest("an idempotencyKey (or Idempotency-Key header) is required")

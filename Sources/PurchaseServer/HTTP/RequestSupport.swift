@@ -29,3 +29,14 @@ enum JSONReply {
                         body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
     }
 }
+
+extension Parameters {
+    /// The path parameter `name`, percent-decoded: Hummingbird hands it over as the path spelled it, and an id with a
+    /// space or a slash in it (an account id is any text) arrives encoded.
+    func decoded(_ name: String) throws -> String {
+        guard let value = try require(name).removingPercentEncoding else {
+            throw APIError.badRequest("the path's \(name) is not valid percent-encoding")
+        }
+        return value
+    }
+}

@@ -9,6 +9,8 @@ public struct ServerMetrics: Sendable {
     /// Counters for the outcomes every server sees, made once: the purchase path does not look them up per request.
     private let purchaseCounters: [String: Counter]
     private let notificationCounters: [String: Counter]
+    /// The same counts, readable (the dashboard shows them; Prometheus' counters are write-only).
+    private let notificationTally = Tally()
 
     static var purchases: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "iapkit", metricName: "purchases", unitName: "total", helpText: "Purchase submissions by outcome")
@@ -43,6 +45,7 @@ public struct ServerMetrics: Sendable {
 
     /// A notification's result: applied, duplicate, refused.
     func notification(_ result: String) {
+        notificationTally.add(result)
         (notificationCounters[result] ?? registry.makeCounter(descriptor: Self.notifications, labels: [("result", result)])).increment()
     }
 
@@ -107,4 +110,16 @@ public struct ServerMetrics: Sendable {
 
     /// The text Prometheus scrapes.
     public func exposition() -> String { registry.emitToString() }
+
+    /// Notifications with `result` (applied, duplicate, refused) since this process started.
+    public func notifications(_ result: String) -> Int { notificationTally.count(result) }
+}
+
+/// Counts by name, behind a lock.
+final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var counts: [String: Int] = [:]
+
+    func add(_ name: String) { lock.withLock { counts[name, default: 0] += 1 } }
+    func count(_ name: String) -> Int { lock.withLock { counts[name] ?? 0 } }
 }

@@ -1,0 +1,144 @@
+import AppStoreFormats
+import Foundation
+
+/// The ledger at a glance, for an operator: what is active, what happened per day, what waits for a person.
+public struct LedgerOverview: Sendable, Hashable {
+    /// One UTC day's counts.
+    public struct Day: Sendable, Hashable {
+        public var day: Date
+        /// First purchases: a one-time product, or the first period of a subscription series.
+        public var purchases: Int
+        /// Later periods of subscription series.
+        public var renewals: Int
+        /// Transactions revoked that day (refunds, Family Sharing revocations).
+        public var refunds: Int
+        /// `DID_FAIL_TO_RENEW` notifications signed that day.
+        public var billingIssues: Int
+    }
+
+    public struct ProductCount: Sendable, Hashable {
+        public var productId: String
+        public var count: Int
+    }
+
+    /// Subscription series entitled now, by the product of their latest period.
+    public var activeSubscriptions: [ProductCount]
+    /// The last `days` UTC days, oldest first, today included.
+    public var days: [Day]
+    /// Open orders with evidence of payment (``Ledger/OrderFilter/paidUnfulfilled``).
+    public var lostOrders: Int
+    public var notificationsStored: Int
+    public var notificationsLastDay: Int
+    /// Transactions only notifications told of, which no account has claimed.
+    public var unboundTransactions: Int
+    public var webhookEventsFailed: Int
+}
+
+/// What an operator's search matched: the account it leads to, and how.
+public struct LedgerSearchMatch: Sendable, Hashable {
+    public enum Via: String, Sendable, Hashable {
+        case account, transactionId, originalTransactionId, orderId, appAccountToken
+    }
+
+    /// Nil when the match (a transaction only notifications told of) belongs to no account yet.
+    public var accountId: String?
+    public var via: Via
+    public var subject: String
+}
+
+extension Ledger {
+    static let dayMillis: Int64 = 86_400_000
+
+    /// Counts for the operator's overview over the last `days` UTC days.
+    public func overview(now: Date = Date(), days: Int = 30) async throws -> LedgerOverview {
+        let days = max(1, min(days, 366))
+        let today = Millis.of(now) / Self.dayMillis
+        let first = today - Int64(days - 1)
+        let since = first * Self.dayMillis
+        let nowMillis = Millis.of(now)
+        return try await read { session in
+            let active = try session.sql.rows("""
+                SELECT product_id, COUNT(*) FROM subscriptions
+                WHERE product_id IS NOT NULL AND (status IS NULL OR status IN (1, 4))
+                  AND (expires_date > $1 OR (status = 4 AND grace_period_expires_date > $1))
+                GROUP BY product_id ORDER BY product_id
+                """, [.int(nowMillis)]).map { LedgerOverview.ProductCount(productId: try $0.text(0), count: Int(try $0.int(1))) }
+            var counts: [Int64: LedgerOverview.Day] = [:]
+            for day in first...today {
+                counts[day] = LedgerOverview.Day(day: Millis.date(day * Self.dayMillis), purchases: 0, renewals: 0, refunds: 0, billingIssues: 0)
+            }
+            for row in try session.sql.rows("""
+                SELECT purchase_date / \(Self.dayMillis), CASE WHEN transaction_id = original_transaction_id THEN 0 ELSE 1 END, COUNT(*)
+                FROM purchases WHERE purchase_date >= $1 AND purchase_date <= $2 GROUP BY 1, 2
+                """, [.int(since), .int(nowMillis)]) {
+                let (day, renewal, count) = (try row.int(0), try row.int(1), Int(try row.int(2)))
+                if renewal == 0 { counts[day]?.purchases += count } else { counts[day]?.renewals += count }
+            }
+            for row in try session.sql.rows("""
+                SELECT revocation_date / \(Self.dayMillis), COUNT(*) FROM purchases
+                WHERE revocation_date >= $1 AND revocation_date <= $2 GROUP BY 1
+                """, [.int(since), .int(nowMillis)]) {
+                counts[try row.int(0)]?.refunds += Int(try row.int(1))
+            }
+            for row in try session.sql.rows("""
+                SELECT signed_date / \(Self.dayMillis), COUNT(*) FROM notifications
+                WHERE notification_type = 'DID_FAIL_TO_RENEW' AND signed_date >= $1 AND signed_date <= $2 GROUP BY 1
+                """, [.int(since), .int(nowMillis)]) {
+                counts[try row.int(0)]?.billingIssues += Int(try row.int(1))
+            }
+            let lost = try session.sql.first("""
+                SELECT COUNT(*) FROM orders o WHERE o.state = 'created' AND (
+                    EXISTS (SELECT 1 FROM pending_proofs p WHERE p.order_id = o.order_id AND p.state = 'pending')
+                    OR EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token))
+                """, [])?.int(0) ?? 0
+            let stored = try session.sql.first("SELECT COUNT(*) FROM notifications", [])?.int(0) ?? 0
+            let lastDay = try session.sql.first("SELECT COUNT(*) FROM notifications WHERE received_at > $1",
+                                                [.int(nowMillis - Self.dayMillis)])?.int(0) ?? 0
+            let unbound = try session.sql.first("SELECT COUNT(*) FROM purchases WHERE account_id IS NULL", [])?.int(0) ?? 0
+            let failed = try session.sql.first("SELECT COUNT(*) FROM webhook_events WHERE state = 'failed'", [])?.int(0) ?? 0
+            return LedgerOverview(activeSubscriptions: active, days: (first...today).compactMap { counts[$0] }, lostOrders: Int(lost),
+                                  notificationsStored: Int(stored), notificationsLastDay: Int(lastDay), unboundTransactions: Int(unbound),
+                                  webhookEventsFailed: Int(failed))
+        }
+    }
+
+    /// What `query` names: a transaction id, an original transaction id, an order id, an `appAccountToken`, or an
+    /// account with anything in the ledger. Exact matches only (ids are not words).
+    public func search(_ query: String) async throws -> [LedgerSearchMatch] {
+        let query = query.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !query.isEmpty, query.utf8.count <= 200 else { return [] }
+        let token = UUID(uuidString: query)?.uuidString.lowercased()
+        return try await read { session in
+            var matches: [LedgerSearchMatch] = []
+            if let purchase = try session.purchase(query) {
+                matches.append(.init(accountId: purchase.accountId, via: .transactionId, subject: query))
+            }
+            if let row = try session.sql.first("""
+                SELECT account_id FROM purchases WHERE original_transaction_id = $1 ORDER BY account_id IS NULL, purchase_date LIMIT 1
+                """, [.text(query)]) {
+                matches.append(.init(accountId: row.optionalText(0), via: .originalTransactionId, subject: query))
+            }
+            if let order = try session.order(id: query) {
+                matches.append(.init(accountId: order.accountId, via: .orderId, subject: query))
+            }
+            if let token {
+                if let order = try session.order(appAccountToken: UUID(uuidString: token)!) {
+                    matches.append(.init(accountId: order.accountId, via: .appAccountToken, subject: token))
+                }
+                for row in try session.sql.rows("SELECT DISTINCT account_id FROM purchases WHERE app_account_token = $1 LIMIT 20", [.text(token)]) {
+                    let account = row.optionalText(0)
+                    if !matches.contains(where: { $0.via == .appAccountToken && $0.accountId == account }) {
+                        matches.append(.init(accountId: account, via: .appAccountToken, subject: token))
+                    }
+                }
+            }
+            if try session.sql.first("""
+                SELECT 1 FROM orders WHERE account_id = $1 UNION ALL SELECT 1 FROM purchases WHERE account_id = $1
+                UNION ALL SELECT 1 FROM balances WHERE account_id = $1 LIMIT 1
+                """, [.text(query)]) != nil {
+                matches.append(.init(accountId: query, via: .account, subject: query))
+            }
+            return matches
+        }
+    }
+}

@@ -1,0 +1,373 @@
+import AppStoreClient
+import AppStoreFormats
+import Foundation
+import Hummingbird
+import Mustache
+import PurchaseLedger
+
+/// `/dashboard`: the operator's pages over the ledger — overview, search, an account's timeline, lost orders with
+/// settle and reconcile, the notifications log, the webhooks' outbox. Server-rendered HTML, no script.
+///
+/// Sign-in takes the admin key once and sets a session cookie (`HttpOnly`, `SameSite=Strict`, `Path=/dashboard`,
+/// `Secure` behind HTTPS); every action is a POST carrying the session's CSRF token; every page forbids framing,
+/// scripts and caching. Closed (404) when no admin key is configured.
+struct DashboardRoutes {
+    let services: PurchaseServer.Services
+    let throttle = SignInThrottle()
+    static let formLimit = 16 * 1024
+
+    func add(to router: Router<BasicRequestContext>) {
+        let dashboard = router.group("dashboard")
+        dashboard.get("style.css", use: style)
+        dashboard.get("login", use: loginPage)
+        dashboard.post("login", use: login)
+        dashboard.post("logout", use: logout)
+        dashboard.get(use: overview)
+        dashboard.get("search", use: search)
+        dashboard.get("accounts/:id", use: account)
+        dashboard.get("orders", use: orders)
+        dashboard.post("orders/:id/settle", use: settle)
+        dashboard.post("reconcile", use: reconcile)
+        dashboard.get("notifications", use: notifications)
+        dashboard.get("webhooks", use: webhooks)
+        dashboard.post("webhooks/:id/replay", use: replay)
+    }
+
+    /// What every page's header needs.
+    struct Frame {
+        var title: String
+        var signedIn = true
+        var csrf = ""
+        var query = ""
+        var flash: String?
+        var problem: String?
+    }
+
+    // MARK: Sign-in
+
+    @Sendable func style(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=3600"],
+                 body: .init(byteBuffer: ByteBuffer(string: DashboardTemplates.style)))
+    }
+
+    @Sendable func loginPage(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        _ = try keys()
+        return loginForm(request, problem: nil, status: .ok)
+    }
+
+    @Sendable func login(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let session = try keys()
+        let form = try await Self.form(request)
+        let expected = request.cookies[DashboardSession.loginCookie]?.value ?? ""
+        guard !expected.isEmpty, DashboardSession.equal(form["login"] ?? "", expected) else {
+            return loginForm(request, problem: "The sign-in form expired: sign in again.", status: .forbidden)
+        }
+        let now = Date()
+        guard throttle.allowed(now: now) else {
+            return loginForm(request, problem: "Too many wrong keys: wait a minute.", status: .tooManyRequests)
+        }
+        guard let adminKey = services.adminKey, DashboardSession.equal(DashboardSession.digest(form["key"] ?? ""), DashboardSession.digest(adminKey)) else {
+            throttle.failed(now: now)
+            try? await services.ledger.audit(actor: "dashboard", action: "sign-in-refused", subject: "-", detail: "", now: services.now())
+            return loginForm(request, problem: "That is not the admin key.", status: .unauthorized)
+        }
+        try await services.ledger.audit(actor: "dashboard", action: "sign-in", subject: "-", detail: "", now: services.now())
+        var response = Self.redirect("/dashboard")
+        response.setCookie(cookie(DashboardSession.cookie, session.issue(now: now), request: request, maxAge: Int(DashboardSession.lifetime)))
+        response.setCookie(cookie(DashboardSession.loginCookie, "", request: request, maxAge: 0))
+        return response
+    }
+
+    @Sendable func logout(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        _ = try await action(request)
+        var response = Self.redirect("/dashboard/login")
+        response.setCookie(cookie(DashboardSession.cookie, "", request: request, maxAge: 0))
+        return response
+    }
+
+    // MARK: Pages
+
+    @Sendable func overview(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard let frame = try signedIn(request, title: "Overview") else { return Self.redirect("/dashboard/login") }
+        let overview = try await ledgerCall { try await services.ledger.overview(now: services.now(), days: 30) }
+        struct Chart { var title: String; var total: Int; var svg: String }
+        func chart(_ title: String, _ value: (LedgerOverview.Day) -> Int) -> Chart {
+            let bars = overview.days.map { BarChart.Bar(label: Self.day($0.day), value: value($0)) }
+            return Chart(title: title, total: bars.reduce(0) { $0 + $1.value }, svg: BarChart(bars: bars).svg)
+        }
+        struct Page {
+            var frame: Frame
+            var lostOrders, notificationsStored, notificationsLastDay, notificationsRefused, unboundTransactions, webhookEventsFailed: Int
+            var hasActive: Bool
+            var active: [LedgerOverview.ProductCount]
+            var activeChart: String
+            var dayCount: Int
+            var charts: [Chart]
+        }
+        let active = BarChart(bars: overview.activeSubscriptions.map { BarChart.Bar(label: $0.productId, value: $0.count) }, labelEvery: 1).svg
+        return render("overview", Page(
+            frame: frame, lostOrders: overview.lostOrders, notificationsStored: overview.notificationsStored,
+            notificationsLastDay: overview.notificationsLastDay, notificationsRefused: services.metrics.notifications("refused"),
+            unboundTransactions: overview.unboundTransactions, webhookEventsFailed: overview.webhookEventsFailed,
+            hasActive: !overview.activeSubscriptions.isEmpty, active: overview.activeSubscriptions, activeChart: active, dayCount: overview.days.count,
+            charts: [chart("Purchases", \.purchases), chart("Renewals", \.renewals), chart("Refunds", \.refunds),
+                     chart("Billing issues", \.billingIssues)]))
+    }
+
+    /// One match leads straight to its account; several, or none, are listed. An empty query lists the transactions
+    /// no account holds.
+    @Sendable func search(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let query = String((request.uri.queryParameters["q"].map(String.init) ?? "").prefix(200))
+        guard var frame = try signedIn(request, title: "Search") else { return Self.redirect("/dashboard/login") }
+        frame.query = query
+        let matches = query.isEmpty ? [] : try await ledgerCall { try await services.ledger.search(query) }
+        let accounts = Set(matches.compactMap(\.accountId))
+        if accounts.count == 1, let only = accounts.first {
+            return Self.redirect("/dashboard/accounts/\(Self.pathComponent(only))")
+        }
+        struct Match { var via: String; var subject: String; var accountId: String?; var accountPath: String }
+        struct Unbound { var transactionId, originalTransactionId, productId, purchaseDate: String }
+        struct Page { var frame: Frame; var query: String; var hasMatches: Bool; var matches: [Match]; var hasUnbound: Bool; var unbound: [Unbound] }
+        let unbound = query.isEmpty ? try await ledgerCall { try await services.ledger.transactions(unboundOnly: true, limit: 200) } : []
+        return render("search", Page(
+            frame: frame, query: query, hasMatches: !matches.isEmpty,
+            matches: matches.map { Match(via: $0.via.rawValue, subject: $0.subject, accountId: $0.accountId, accountPath: Self.pathComponent($0.accountId ?? "")) },
+            hasUnbound: !unbound.isEmpty,
+            unbound: unbound.map { Unbound(transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId, productId: $0.productId,
+                                           purchaseDate: Self.time($0.purchaseDate)) }))
+    }
+
+    @Sendable func account(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let accountId = try context.parameters.decoded("id")
+        guard let frame = try signedIn(request, title: "Account \(accountId)") else { return Self.redirect("/dashboard/login") }
+        let now = services.now()
+        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: accountId, now: now) }
+        let timeline = try await ledgerCall { try await services.ledger.timeline(accountId: accountId) }
+        struct Owned { var name, productId, transactionId, state, expires: String }
+        struct Balance { var currency: String; var amount: Int64 }
+        struct Line { var at, kind, subject, subjectQuery, detail: String }
+        struct Page { var frame: Frame; var accountId: String; var hasOwned: Bool; var entitlements: [Owned]; var balances: [Balance]; var timeline: [Line] }
+        return render("account", Page(
+            frame: frame, accountId: accountId, hasOwned: !owned.entitlements.isEmpty || !owned.balances.isEmpty,
+            entitlements: owned.entitlements.map {
+                Owned(name: $0.name, productId: $0.productId, transactionId: $0.transactionId, state: $0.state.rawValue,
+                      expires: $0.expiresAt.map(Self.time) ?? "never")
+            },
+            balances: owned.balances.sorted { $0.key < $1.key }.map { Balance(currency: $0.key, amount: $0.value) },
+            timeline: timeline.reversed().map {
+                Line(at: Self.time($0.at), kind: $0.kind.rawValue, subject: $0.subject, subjectQuery: Self.queryValue($0.subject), detail: $0.detail)
+            }))
+    }
+
+    @Sendable func orders(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let name = request.uri.queryParameters["state"].map(String.init) ?? Ledger.OrderFilter.paidUnfulfilled.rawValue
+        guard var frame = try signedIn(request, title: "Orders") else { return Self.redirect("/dashboard/login") }
+        let filter = Ledger.OrderFilter(rawValue: name) ?? .paidUnfulfilled
+        frame.flash = request.uri.queryParameters["done"].map { String($0.prefix(300)) }
+        frame.problem = request.uri.queryParameters["problem"].map { String($0.prefix(300)) }
+        let orders = try await ledgerCall { try await services.ledger.orders(filter, now: services.now()) }
+        struct State { var name, title: String; var current: Bool }
+        struct Item { var orderId, accountId, accountPath, productId, state, createdAt: String; var transactionId: String; var open: Bool }
+        struct Page { var frame: Frame; var stateTitle: String; var states: [State]; var hasOrders: Bool; var orders: [Item] }
+        return render("orders", Page(
+            frame: frame, stateTitle: Self.title(filter),
+            states: Ledger.OrderFilter.allCases.map { State(name: $0.rawValue, title: Self.title($0), current: $0 == filter) },
+            hasOrders: !orders.isEmpty,
+            orders: orders.map {
+                Item(orderId: $0.orderId, accountId: $0.accountId, accountPath: Self.pathComponent($0.accountId), productId: $0.productId,
+                     state: $0.state.rawValue, createdAt: Self.time($0.createdAt), transactionId: $0.transactionId ?? "", open: $0.state == .created)
+            }))
+    }
+
+    /// Grants a transaction to the order (found through Apple's Server API), or closes it with the note. Audited in the
+    /// same transaction, as `dashboard`.
+    @Sendable func settle(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let form = try await action(request)
+        let orderId = try context.parameters.decoded("id")
+        let note = (form["note"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        let transactionId = (form["transactionId"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !note.isEmpty else { return Self.redirect("/dashboard/orders?state=created&problem=" + Self.queryValue("A settle needs a note.")) }
+        do {
+            let transaction = transactionId.isEmpty ? nil : try await ProofIntake.verify(.transactionId(transactionId), with: services).first
+            let order = try await services.ledger.settle(orderId: orderId, transaction: transaction, note: String(note.prefix(2000)), actor: "dashboard",
+                                                         now: services.now())
+            let done = "Order \(order.orderId) is \(order.state.rawValue)" + (order.transactionId.map { " with transaction \($0)" } ?? "") + "."
+            return Self.redirect("/dashboard/orders?state=\(order.state.rawValue)&done=" + Self.queryValue(done))
+        } catch let error as LedgerError {
+            return Self.redirect("/dashboard/orders?state=created&problem=" + Self.queryValue("Not settled: \(error.message)"))
+        } catch let error as AppStoreClientError {
+            return Self.redirect("/dashboard/orders?state=created&problem=" + Self.queryValue("Apple did not confirm the transaction: \(error)"))
+        } catch let error as AppStoreError {
+            return Self.redirect("/dashboard/orders?state=created&problem=" + Self.queryValue("Apple did not confirm the transaction: \(error)"))
+        }
+    }
+
+    @Sendable func reconcile(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        _ = try await action(request)
+        do {
+            let report = try await Reconciler(services: services).runOnce()
+            try await services.ledger.audit(actor: "dashboard", action: "reconcile", subject: "-", detail: "\(report)", now: services.now())
+            return Self.redirect("/dashboard/orders?done=" + Self.queryValue("Reconciled: \(report)"))
+        } catch {
+            return Self.redirect("/dashboard/orders?problem=" + Self.queryValue("Reconciliation failed: \(error)"))
+        }
+    }
+
+    @Sendable func notifications(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard let frame = try signedIn(request, title: "Notifications") else { return Self.redirect("/dashboard/login") }
+        let logged = try await ledgerCall { try await services.ledger.notifications(limit: 100, withPayload: true) }
+        struct Item { var signedDate, type, uuid, payload: String; var transactionId: String?; var transactionQuery: String }
+        struct Page { var frame: Frame; var notifications: [Item] }
+        return render("notifications", Page(frame: frame, notifications: logged.map {
+            Item(signedDate: Self.time($0.signedDate), type: $0.notificationType + ($0.subtype.map { " / \($0)" } ?? ""), uuid: $0.notificationUUID,
+                 payload: $0.signedPayload.map(Self.decoded) ?? "", transactionId: $0.transactionId, transactionQuery: Self.queryValue($0.transactionId ?? ""))
+        }))
+    }
+
+    @Sendable func webhooks(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard var frame = try signedIn(request, title: "Webhooks") else { return Self.redirect("/dashboard/login") }
+        frame.flash = request.uri.queryParameters["done"].map { String($0.prefix(300)) }
+        let state = request.uri.queryParameters["state"].flatMap { StoredWebhookEvent.State(rawValue: String($0)) }
+        let events = try await ledgerCall { try await services.ledger.webhookEvents(state: state, limit: 200) }
+        struct Item { var createdAt, eventId, eventPath, accountId, state, lastError: String; var attempts: Int }
+        struct Page { var frame: Frame; var stateTitle: String?; var configured: String; var events: [Item] }
+        return render("webhooks", Page(
+            frame: frame, stateTitle: state?.rawValue,
+            configured: services.webhooks.map { "Sent to \($0.url)." } ?? "No receiver URL is configured: no event is recorded.",
+            events: events.map {
+                Item(createdAt: Self.time($0.createdAt), eventId: $0.eventId, eventPath: Self.pathComponent($0.eventId), accountId: $0.accountId ?? "",
+                     state: $0.state.rawValue, lastError: $0.lastError ?? "", attempts: $0.attempts)
+            }))
+    }
+
+    @Sendable func replay(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        _ = try await action(request)
+        let id = try context.parameters.decoded("id")
+        let replayed = try await ledgerCall { try await services.ledger.replayWebhookEvent(id, actor: "dashboard", now: services.now()) }
+        return Self.redirect("/dashboard/webhooks?done=" + Self.queryValue(replayed ? "Event \(id) is sent again." : "No event \(id)."))
+    }
+
+    // MARK: Sessions
+
+    /// The session key; 404 (the dashboard does not exist) without an admin key.
+    func keys() throws -> DashboardSession {
+        guard let key = services.adminKey, !key.isEmpty else { throw APIError(.notFound, code: "dashboard_disabled", "no admin key is configured") }
+        return DashboardSession(adminKey: key)
+    }
+
+    /// The page's frame when the request carries a live session; nil: sign in first.
+    func signedIn(_ request: Request, title: String) throws -> Frame? {
+        let session = try keys()
+        guard let value = request.cookies[DashboardSession.cookie]?.value, let nonce = session.verify(value, now: Date()) else { return nil }
+        return Frame(title: title, csrf: session.csrfToken(nonce: nonce))
+    }
+
+    /// An action's form, once its session and CSRF token hold; otherwise 403 and nothing done.
+    func action(_ request: Request) async throws -> [String: String] {
+        let session = try keys()
+        let form = try await Self.form(request)
+        guard let value = request.cookies[DashboardSession.cookie]?.value, let nonce = session.verify(value, now: Date()) else {
+            throw APIError(.forbidden, code: "dashboard_signed_out", "sign in to the dashboard first")
+        }
+        guard DashboardSession.equal(form["csrf"] ?? "", session.csrfToken(nonce: nonce)) else {
+            throw APIError(.forbidden, code: "csrf_token_invalid", "the form's CSRF token does not match this session")
+        }
+        return form
+    }
+
+    func loginForm(_ request: Request, problem: String?, status: HTTPResponse.Status) -> Response {
+        struct Page { var frame: Frame; var loginToken: String }
+        let token = DashboardSession.randomHex()
+        var response = render("login", Page(frame: Frame(title: "Sign in", signedIn: false, problem: problem), loginToken: token), status: status)
+        response.setCookie(cookie(DashboardSession.loginCookie, token, request: request, maxAge: 1800))
+        return response
+    }
+
+    func cookie(_ name: String, _ value: String, request: Request, maxAge: Int) -> Cookie {
+        let secure = request.headers[.init("X-Forwarded-Proto")!]?.lowercased() == "https" || request.uri.scheme == .https
+        return Cookie(name: name, value: value, maxAge: maxAge, path: "/dashboard", secure: secure, httpOnly: true, sameSite: .strict)
+    }
+
+    // MARK: Rendering
+
+    static let securityHeaders: HTTPFields = [
+        .contentType: "text/html; charset=utf-8",
+        .cacheControl: "no-store",
+        .init("Content-Security-Policy")!: "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        .init("X-Frame-Options")!: "DENY",
+        .init("X-Content-Type-Options")!: "nosniff",
+        .init("Referrer-Policy")!: "same-origin",
+    ]
+
+    func render(_ template: String, _ page: Any, status: HTTPResponse.Status = .ok) -> Response {
+        let html = DashboardTemplates.library.render(page, withTemplate: template) ?? ""
+        return Response(status: status, headers: Self.securityHeaders, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    static func redirect(_ location: String) -> Response {
+        var headers = securityHeaders
+        headers[.location] = location
+        return Response(status: .seeOther, headers: headers)
+    }
+
+    static func form(_ request: Request) async throws -> [String: String] {
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: formLimit) } catch {
+            throw APIError(.contentTooLarge, code: "too_large", "the form is over \(formLimit) bytes")
+        }
+        var fields: [String: String] = [:]
+        for pair in String(decoding: buffer.readableBytesView, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ text: Substring) -> String { text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            fields[decode(parts[0])] = parts.count > 1 ? decode(parts[1]) : ""
+        }
+        return fields
+    }
+
+    static func title(_ filter: Ledger.OrderFilter) -> String {
+        switch filter {
+        case .paidUnfulfilled: "paid, not granted"
+        case .stuck: "stuck (expired, no payment seen)"
+        case .created: "open"
+        case .granted: "granted"
+        case .settled: "settled"
+        }
+    }
+
+    static func time(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(timeZone: .gmt).year().month().day().dateTimeSeparator(.space).time(includingFractionalSeconds: false))
+    }
+
+    static func day(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(timeZone: .gmt).month().day())
+    }
+
+    static func pathComponent(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
+    }
+
+    static func queryValue(_ text: String) -> String { pathComponent(text) }
+
+    /// A notification's payload as JSON, its signed transaction, renewal and app transaction decoded in place (each
+    /// was verified when the notification was received).
+    static func decoded(_ signedPayload: String) -> String {
+        func object(_ jws: String) -> Any? {
+            guard let payload = try? CompactJWS(jws).payload() else { return nil }
+            return try? JSONSerialization.jsonObject(with: Data(payload))
+        }
+        guard var outer = object(signedPayload) as? [String: Any] else { return signedPayload }
+        for key in ["data", "summary", "externalPurchaseToken"] {
+            guard var inner = outer[key] as? [String: Any] else { continue }
+            for signed in ["signedTransactionInfo", "signedRenewalInfo"] {
+                if let jws = inner[signed] as? String, let decoded = object(jws) { inner[signed] = decoded }
+            }
+            outer[key] = inner
+        }
+        if var appData = outer["appData"] as? [String: Any], let jws = appData["signedAppTransactionInfo"] as? String, let decoded = object(jws) {
+            appData["signedAppTransactionInfo"] = decoded
+            outer["appData"] = appData
+        }
+        guard let data = try? JSONSerialization.data(withJSONObject: outer, options: [.prettyPrinted, .sortedKeys]) else { return signedPayload }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
