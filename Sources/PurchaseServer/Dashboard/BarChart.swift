@@ -10,7 +10,7 @@ struct BarChart {
     var bars: [Bar]
     var width = 360
     var height = 130
-    /// How often a bar's label is written under the axis.
+    /// How often a bar's label is written under the axis (every `labelEvery`th bar from the last).
     var labelEvery = 7
     static let fill = "#2f6fdf"
 
@@ -30,7 +30,8 @@ struct BarChart {
             let x = left + Double(index) * step
             out += "<rect x=\"\(Self.number(x + 1))\" y=\"\(Self.number(top + plotHeight - barHeight))\" width=\"\(Self.number(max(1, step - 2)))\" "
                 + "height=\"\(Self.number(barHeight))\" fill=\"\(Self.fill)\"><title>\(Self.escaped(bar.label)): \(bar.value)</title></rect>"
-            if index % labelEvery == 0 || index == bars.count - 1 {
+            // Counted from the right: the latest bar (today) always has its label, and labels never overlap.
+            if (bars.count - 1 - index) % labelEvery == 0 {
                 out += "<text x=\"\(Self.number(x))\" y=\"\(height - 6)\" font-size=\"9\" fill=\"#667\">\(Self.escaped(bar.label))</text>"
             }
         }

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Drives the operator's dashboard in headless Chromium (Debian's chromium and chromedriver, through Selenium):
+sign in with the admin key, find an account by a transaction id, read its timeline, settle an open order with a
+note. Screenshots of each page are checked: the account page and the settled order by OCR (tesseract), the overview
+for its charts' bar colour. Prints one JSON object of what it saw; exits 1 when a step fails."""
+import argparse
+import json
+import subprocess
+import sys
+
+from PIL import Image
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as arrived
+from selenium.webdriver.support.ui import WebDriverWait
+
+BAR = (0x2F, 0x6F, 0xDF)
+
+
+def ocr(path):
+    """The words tesseract reads on a screenshot, lower-cased."""
+    out = subprocess.run(["tesseract", path, "-", "--psm", "3"], capture_output=True, text=True, check=True)
+    return out.stdout.lower()
+
+
+def has_colour(path, colour, tolerance=6):
+    image = Image.open(path).convert("RGB")
+    return any(all(abs(a - b) <= tolerance for a, b in zip(pixel, colour)) for pixel in image.getdata())
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name in ("base", "key", "transaction", "account", "order", "out"):
+        parser.add_argument("--" + name, required=True)
+    args = parser.parse_args()
+    seen = {"steps": []}
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1400",
+                 "--force-device-scale-factor=1"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_page_load_timeout(30)
+    wait = WebDriverWait(driver, 20)
+
+    def submit(button, then):
+        """Clicks and waits for the next page: the old page's element gone stale, then `then` present."""
+        button.click()
+        wait.until(arrived.staleness_of(button))
+        return wait.until(arrived.presence_of_element_located(then))
+
+    try:
+        driver.get(args.base + "/dashboard")
+        seen["signedOutLandsOn"] = driver.current_url.removeprefix(args.base)
+
+        driver.find_element(By.ID, "key").send_keys(args.key)
+        submit(driver.find_element(By.ID, "signin"), (By.CSS_SELECTOR, ".charts"))
+        seen["afterSignIn"] = driver.current_url.removeprefix(args.base)
+        seen["overviewHeading"] = driver.find_element(By.TAG_NAME, "h1").text
+        cookie = driver.get_cookie("iapkit_dashboard") or {}
+        seen["cookie"] = {"httpOnly": cookie.get("httpOnly"), "sameSite": cookie.get("sameSite"), "path": cookie.get("path")}
+        seen["documentCookieHidden"] = "iapkit_dashboard" not in driver.execute_script("return document.cookie")
+        driver.save_screenshot(args.out + "/overview.png")
+        seen["overviewChartDrawn"] = has_colour(args.out + "/overview.png", BAR)
+
+        search = driver.find_element(By.NAME, "q")
+        search.send_keys(args.transaction)
+        submit(driver.find_element(By.ID, "search"), (By.ID, "timeline"))
+        seen["searchLandsOn"] = driver.current_url.removeprefix(args.base)
+        seen["accountShown"] = driver.find_element(By.ID, "account").text
+        seen["timelineHasTransaction"] = args.transaction in driver.find_element(By.ID, "timeline").text
+        seen["ownedText"] = driver.find_element(By.ID, "owned").text
+        driver.save_screenshot(args.out + "/account.png")
+        seen["accountScreenshotWords"] = [w for w in ("timeline", "owns now", args.account.lower()) if w in ocr(args.out + "/account.png")]
+
+        driver.get(args.base + "/dashboard/orders?state=created")
+        wait.until(arrived.presence_of_element_located((By.ID, "order-" + args.order)))
+        row = driver.find_element(By.ID, "order-" + args.order)
+        row.find_element(By.NAME, "note").send_keys("refunded by support in the browser")
+        seen["flash"] = submit(row.find_element(By.TAG_NAME, "button"), (By.ID, "flash")).text
+        driver.save_screenshot(args.out + "/settled.png")
+        seen["settledScreenshotWords"] = [w for w in ("settled", args.order[:8].lower()) if w in ocr(args.out + "/settled.png")]
+        seen["ok"] = True
+    except Exception as error:  # reported to the test, which fails on it
+        seen["ok"] = False
+        seen["error"] = f"{type(error).__name__}: {error}"
+        try:
+            driver.save_screenshot(args.out + "/failure.png")
+            seen["failurePage"] = driver.page_source[:4000]
+        except Exception:
+            pass
+    finally:
+        driver.quit()
+    print(json.dumps(seen))
+    return 0 if seen["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+import Foundation
+import IAPTestSupport
+import PurchaseLedger
+import PurchaseServer
+import Testing
+
+/// The dashboard in a real browser: headless Chromium (Debian's) driven through Selenium by
+/// `Tests/Browser/dashboard_walk.py`, against the server on loopback; its screenshots read back by OCR.
+@Suite("Dashboard in headless Chromium", .timeLimit(.minutes(3)))
+struct DashboardBrowserTests {
+    static let premium = "com.example.iapkit.premium"
+
+    @Test("Sign in, find the account by a transaction id, see its timeline, settle a lost order: the ledger shows the settle and its audit entry")
+    func walk() async throws {
+        guard let python = ProcessInfo.processInfo.environment["IAPKIT_BROWSER_PYTHON"] else {
+            Issue.record("IAPKIT_BROWSER_PYTHON is not set: run the suite with scripts/test, which installs Chromium, chromedriver and Selenium")
+            return
+        }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Browser/dashboard_walk.py").path
+        // IAPKIT_DASHBOARD_SHOTS keeps the screenshots there, to look at.
+        let kept = ProcessInfo.processInfo.environment["IAPKIT_DASHBOARD_SHOTS"]
+        let shots = kept.map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-dashboard-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: shots, withIntermediateDirectories: true)
+        defer { if kept == nil { try? FileManager.default.removeItem(at: shots) } }
+        try await System.run(.sqlite) { system in
+            let (account, store) = try await system.customer("erin")
+            let (_, purchase, _) = try await system.buy(Self.premium, account: account, storeAccount: store)
+            let transactionId = try #require(purchase["transactionId"] as? String)
+            // An order opened and never paid: the operator closes it with a note.
+            let (_, order) = try await system.call(.post, "/v1/orders", as: account, ["productId": Self.premium])
+            let orderId = try #require(order["orderId"] as? String)
+            let port = try #require(system.server.port)
+            let run = try await Subprocess.run(python, [script, "--base", "http://127.0.0.1:\(port)", "--key", System.adminKey,
+                                                        "--transaction", transactionId, "--account", account, "--order", orderId, "--out", shots.path])
+            let seen = try #require((try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any], "\(run.stdout)\n\(run.stderr)")
+            #expect(run.status == 0 && seen["ok"] as? Bool == true, "\(seen["error"] ?? "")\n\(seen["failurePage"] ?? "")\n\(run.stderr)")
+            #expect(seen["signedOutLandsOn"] as? String == "/dashboard/login")
+            #expect(seen["afterSignIn"] as? String == "/dashboard" && seen["overviewHeading"] as? String == "Overview")
+            let cookie = seen["cookie"] as? [String: Any] ?? [:]
+            #expect(cookie["httpOnly"] as? Bool == true && cookie["sameSite"] as? String == "Strict" && cookie["path"] as? String == "/dashboard")
+            #expect(seen["documentCookieHidden"] as? Bool == true, "script cannot read the session")
+            #expect(seen["overviewChartDrawn"] as? Bool == true, "the overview's screenshot shows the charts' bars")
+            #expect((seen["searchLandsOn"] as? String)?.hasPrefix("/dashboard/accounts/") == true && seen["accountShown"] as? String == account)
+            #expect(seen["timelineHasTransaction"] as? Bool == true && (seen["ownedText"] as? String)?.contains(Self.premium) == true)
+            let accountWords = seen["accountScreenshotWords"] as? [String] ?? []
+            #expect(accountWords.contains("timeline") && accountWords.contains("owns now"), "OCR of the account page: \(accountWords)")
+            #expect((seen["flash"] as? String)?.contains("Order \(orderId) is settled") == true)
+            #expect((seen["settledScreenshotWords"] as? [String] ?? []).contains("settled"), "OCR of the settled order's page")
+            #expect(try await system.services.ledger.order(orderId)?.state == .settled)
+            let audit = try await system.services.ledger.auditLog()
+            #expect(audit.contains { $0.actor == "dashboard" && $0.action == "settle" && $0.subject == orderId && $0.detail == "refunded by support in the browser" })
+            #expect(audit.contains { $0.actor == "dashboard" && $0.action == "sign-in" })
+        }
+    }
+}
