@@ -105,7 +105,7 @@ extension Ledger {
     /// What `query` names: a transaction id, an original transaction id, an order id, an `appAccountToken`, or an
     /// account with anything in the ledger. Exact matches only (ids are not words).
     public func search(_ query: String) async throws -> [LedgerSearchMatch] {
-        let query = query.trimmingCharacters(in: .whitespacesAndNewlines)
+        // Not trimmed: an account id may begin or end with a space, and must be findable.
         guard !query.isEmpty, query.utf8.count <= 200 else { return [] }
         let token = UUID(uuidString: query)?.uuidString.lowercased()
         return try await read { session in

@@ -47,6 +47,8 @@ public enum PurchaseServer {
             self.now = now
             self.refuseSuspiciousDevices = refuseSuspiciousDevices
             self.ledger = ledger
+            // `webhooks` starts nil, and its didSet does not run in an initializer.
+            self.ledger.recordsWebhookEvents = false
             self.verifier = verifier
             self.authenticator = authenticator
             self.adminKey = adminKey

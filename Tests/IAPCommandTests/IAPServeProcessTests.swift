@@ -55,6 +55,25 @@ struct IAPServeProcessTests {
         #expect(!process.isRunning, "iap serve must exit on SIGTERM")
     }
 
+    @Test("--print-config: file, environment and flags layered, secrets masked, exit 0 without serving; an unknown key exits 1 naming it")
+    func printConfig() async throws {
+        let binary = try IAPSimulatorProcessTests.binary().path
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-print-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: config) }
+        try Data(#"{"port": 9001, "bundleId": "com.acme.file", "adminKey": "from-the-file"}"#.utf8).write(to: config)
+        var environment = ProcessInfo.processInfo.environment
+        environment["IAPKIT_BUNDLE_ID"] = "com.acme.env"
+        environment["IAPKIT_ADMIN_KEY"] = "admin-key-from-env"
+        let shown = try await Subprocess.run(binary, ["serve", "--config", config.path, "--port", "9002", "--print-config"], environment: environment)
+        #expect(shown.status == 0, "\(shown.stderr)")
+        let object = (try? JSONSerialization.jsonObject(with: Data(shown.stdout.utf8))) as? [String: Any] ?? [:]
+        #expect(object["port"] as? Int == 9002 && object["bundleId"] as? String == "com.acme.env" && object["adminKey"] as? String == "<set>")
+        #expect(!shown.stdout.contains("admin-key-from-env") && !shown.stdout.contains("from-the-file"))
+        try Data(#"{"prot": 9001}"#.utf8).write(to: config)
+        let refused = try await Subprocess.run(binary, ["serve", "--config", config.path, "--print-config"], environment: environment)
+        #expect(refused.status != 0 && refused.stderr.contains("unknown key prot"), "\(refused.stderr)")
+    }
+
     @Test("--log-format json: one JSON line a request with its request id (the caller's, answered back), the refusal's code, and no token or signed payload")
     func jsonLogs() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-logs-\(UUID().uuidString)")
@@ -309,7 +328,7 @@ struct IAPServeProcessTests {
         let port = try FreePort.pick()
         let arguments = ["serve", "--port", String(port), "--data", root.appendingPathComponent("server").path,
                          "--root", root.appendingPathComponent("sim/jws-root.pem").path]
-        let environment = ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "kill-load-admin"]
+        let environment = ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "kill-load-admin-key-16"]
         var server = try await Self.start(arguments, probe: "http://127.0.0.1:\(port)/health", environment: environment)
         let url = "http://127.0.0.1:\(port)/v1/purchases"
         // Eight clients, each submitting its share one after another, until the server dies under them.
@@ -344,13 +363,13 @@ struct IAPServeProcessTests {
         // Every purchase answered 200 is there, bound to the account that presented it.
         var byAccount: [String: Int] = [:]
         for id in granted {
-            let (status, stored) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions/\(id)", key: "kill-load-admin")
+            let (status, stored) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions/\(id)", key: "kill-load-admin-key-16")
             #expect(status == 200, "transaction \(id) was answered 200 before the kill and is missing after it")
             if let account = stored["accountId"] as? String { byAccount[account, default: 0] += 1 }
         }
         #expect(byAccount.values.reduce(0, +) == granted.count)
         // None twice: each account's balance is 100 coins per transaction the ledger holds for it (answered or not).
-        let (_, listed) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions?limit=10000", key: "kill-load-admin")
+        let (_, listed) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions?limit=10000", key: "kill-load-admin-key-16")
         let stored = (listed["transactions"] as? [[String: Any]]) ?? []
         #expect(stored.count >= granted.count)
         for client in 0..<8 {
@@ -376,7 +395,7 @@ struct IAPServeProcessTests {
         defer { try? FileManager.default.removeItem(at: data) }
         let port = try FreePort.pick()
         let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health",
-                                           environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "orders-admin",
+                                           environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": "orders-admin-key-16",
                                                          // A backend that refuses every connection: events wait, retried.
                                                          "IAPKIT_WEBHOOK_URL": "http://127.0.0.1:1/iapkit", "IAPKIT_WEBHOOK_SECRET": "orders-hook-secret-16+"])
         defer { process.terminate() }
@@ -384,7 +403,7 @@ struct IAPServeProcessTests {
                                                 body: #"{"productId":"com.example.iapkit.premium"}"#, account: "olga")
         let orderId = try #require(order["orderId"] as? String)
         let binary = try IAPSimulatorProcessTests.binary().path
-        let server = ["--server", "http://127.0.0.1:\(port)", "--admin-key", "orders-admin"]
+        let server = ["--server", "http://127.0.0.1:\(port)", "--admin-key", "orders-admin-key-16"]
         let listed = try await Subprocess.run(binary, ["orders", "list", "--state", "created"] + server)
         #expect(listed.status == 0 && listed.stdout.contains(orderId), "\(listed.stderr)")
         let settled = try await Subprocess.run(binary, ["orders", "settle", orderId, "--note", "refunded by support"] + server)

@@ -115,6 +115,11 @@ struct DashboardTests {
             #expect(!page.html.contains("<script>"), "the account id is escaped everywhere")
             #expect(page.html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;ada&quot;"))
             #expect(page.html.contains(transactionId) && page.html.contains(Self.premium) && page.html.contains("id=\"timeline\""))
+            // A GET form sends a space as '+'; an account id with spaces is found all the same.
+            let spaced = " dee smith "
+            _ = try await system.call(.post, "/v1/orders", as: spaced, ["productId": Self.premium])
+            let plus = try await browser.go(.get, "/dashboard/search?q=+dee+smith+")
+            #expect(plus.status == .seeOther && plus.headers[.location] == "/dashboard/accounts/" + Browser.encode(spaced))
             let nothing = try await browser.go(.get, "/dashboard/search?q=" + Browser.encode("<b>nothing</b>"))
             #expect(nothing.status == .ok && nothing.html.contains("&lt;b&gt;nothing&lt;/b&gt;") && !nothing.html.contains("<b>nothing"))
         }

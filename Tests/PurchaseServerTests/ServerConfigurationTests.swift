@@ -50,11 +50,12 @@ struct ServerConfigurationTests {
             } catch { return "\(error)" }
         }
         #expect(message(nil).contains("cannot read configuration file"))
-        #expect(message("{").contains("is not valid"))
+        #expect(message("{").contains("not valid JSON"))
         #expect(message(#"{"catalog": {"products": {"x": {"type": "Consumable"}}}}"#).contains("catalog product x"))
         #expect(message(#"{"environments": ["Staging"]}"#).contains("unknown environment Staging"))
         #expect(message(#"{"deviceIntegrityPolicy": "shrug"}"#).contains("deviceIntegrityPolicy"))
         #expect(message(#"{"port": 70000}"#).contains("out of range"))
+        #expect(message(#"{"adminKey": "short-key"}"#).contains("adminKey must be at least 16 characters"))
         #expect(message(#"{"storeKitFile": "/no/such.storekit"}"#).contains("cannot read the .storekit file"))
         let rm = "3f1c8a52-6d1e-4f0b-9a43-2b7f1f3a9d10"
         #expect(message(#"{"retentionMessaging": {"rules": [{"messageIdentifier": "\#(rm)", "productIds": ["com.example.iapkit.premium"]}]}, "appAppleId": 42}"#)
@@ -65,5 +66,103 @@ struct ServerConfigurationTests {
         #expect(message(#"{"appAppleId": 42, "retentionMessaging": {"rules": [{"messageIdentifier": "\#(rm)", "locales": ["en-US"]}]}}"#) == "accepted")
         #expect(message(nil, ["IAPKIT_APP_APPLE_ID": "forty-two"]).contains("cannot read configuration file"), "the file is read first")
         #expect((try? ServerConfiguration.load(file: nil, environment: ["IAPKIT_APP_APPLE_ID": "forty-two"])) == nil, "a non-numeric app Apple id is an error")
+    }
+
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    func refusal(_ json: String) throws -> String {
+        let path = try file(json)
+        do {
+            _ = try ServerConfiguration.load(file: path, environment: [:])
+        } catch let error as ConfigurationError {
+            return error.description
+        }
+        Issue.record("\(json) was accepted")
+        return ""
+    }
+
+    @Test("An unknown key, at the top or nested, is refused naming it; a wrong type names its key")
+    func unknownKeysAndTypes() throws {
+        #expect(try refusal(#"{"prot": 9000}"#).contains("unknown key prot"))
+        let nested = try refusal(#"{"appStore": {"sharedSecrt": "x", "attempts": 3}, "webhooks": {"url": "https://h/x", "secret": "0123456789abcdef", "retries": 2}}"#)
+        #expect(nested.contains("appStore.sharedSecrt") && nested.contains("webhooks.retries") && nested.contains("unknown keys"), "\(nested)")
+        #expect(try refusal(#"{"catalog": {"products": {"gems": {"type": "Consumable", "currency": "gems", "amount": 5, "amont": 6}}}}"#)
+            .contains("catalog.products.gems.amont"))
+        #expect(try refusal(#"{"port": "8080"}"#).contains("key port must be an integer"))
+        #expect(try refusal(#"{"appStore": {"attempts": "four"}}"#).contains("key appStore.attempts must be an integer"))
+        #expect(try refusal(#"{"environments": "Production"}"#).contains("key environments must be an array"))
+        #expect(try refusal(#"{"auth": {"hs256Secret": 5}}"#).contains("key auth.hs256Secret must be a string"))
+        // null is the same as leaving the key out.
+        #expect(try ServerConfiguration.load(file: try file(#"{"adminKey": null, "port": 9001}"#), environment: [:]).port == 9001)
+        #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(file: nil, environment: ["IAPKIT_PORT": "eighty"]) }
+    }
+
+    @Test("The README's example configuration loads: no key in it is unknown")
+    func readmeExample() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.range(of: "**Configuration**"))
+        let start = try #require(readme.range(of: "```json", range: section.upperBound..<readme.endIndex))
+        let end = try #require(readme.range(of: "```", range: start.upperBound..<readme.endIndex))
+        var json = String(readme[start.upperBound..<end.lowerBound])
+        json = json.replacingOccurrences(of: "…uuid…", with: UUID().uuidString)
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        object["trustedRoots"] = []  // files that do not exist here
+        var appStore = object["appStore"] as? [String: Any] ?? [:]
+        appStore["privateKeyFile"] = nil
+        object["appStore"] = appStore
+        let path = try file(String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self))
+        let loaded = try ServerConfiguration.load(file: path, environment: [:])
+        #expect(loaded.appAppleId == 1234567890 && loaded.promotionalOffers.count == 2)
+    }
+
+    @Test("--print-config's view masks every secret and a URL's password, and shows the rest as in effect")
+    func printable() throws {
+        var configuration = ServerConfiguration()
+        configuration.adminKey = "admin-secret-value"
+        configuration.auth.hs256Secret = "hs256-secret-value"
+        configuration.appStore.sharedSecret = "shared-secret-value"
+        configuration.webhooks = .init(url: "https://hooks:hook-password@example.com/in", secret: "webhook-secret-value")
+        configuration.database = "postgres://iap:db-password@db:5432/iap"
+        configuration.port = 9123
+        let shown = try configuration.printable()
+        for secret in ["admin-secret-value", "hs256-secret-value", "shared-secret-value", "webhook-secret-value", "hook-password", "db-password"] {
+            #expect(!shown.contains(secret), "\(secret) is shown")
+        }
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(shown.utf8)) as? [String: Any])
+        #expect(object["adminKey"] as? String == "<set>" && object["port"] as? Int == 9123)
+        #expect(object["database"] as? String == "postgres://iap:***@db:5432/iap")
+        #expect((object["webhooks"] as? [String: Any])?["url"] as? String == "https://hooks:***@example.com/in")
+    }
+
+    @Test("docs/CONFIGURATION.md names every key the server reads")
+    func referenceIsComplete() throws {
+        var configuration = ServerConfiguration()
+        configuration.appAppleId = 1
+        configuration.storeKitFile = "x"
+        configuration.database = "x"
+        configuration.adminKey = "x"
+        configuration.auth = .init(hs256Secret: "x", publicKeyPEMFile: "x", algorithm: "x")
+        var appStore = ServerConfiguration.AppStoreConfiguration()
+        appStore.serverAPIBaseURL = "x"; appStore.keyId = "x"; appStore.issuerId = "x"; appStore.privateKeyFile = "x"
+        appStore.verifyReceiptURL = "x"; appStore.verifyReceiptSandboxURL = "x"; appStore.sharedSecret = "x"
+        appStore.finishTransactions = true; appStore.setAppAccountTokens = true; appStore.refundPolicy = .prorated
+        appStore.sampleContentProvided = true; appStore.attempts = 1; appStore.timeoutSeconds = 1
+        configuration.appStore = appStore
+        configuration.webhooks = .init(url: "x", secret: "x", maxAttempts: 1)
+        configuration.retentionMessaging = .init(rules: [])
+        let encoded = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(configuration)) as? [String: Any])
+        // Objects whose keys are data (products, offers) or documented as a whole (rules) are not walked into.
+        let opaque: Set<String> = ["catalog", "promotionalOffers", "retentionMessaging.rules"]
+        func paths(_ object: [String: Any], _ prefix: String) -> [String] {
+            object.flatMap { key, value -> [String] in
+                let path = prefix.isEmpty ? key : "\(prefix).\(key)"
+                guard !opaque.contains(path), let inner = value as? [String: Any] else { return [path] }
+                return [path] + paths(inner, path)
+            }
+        }
+        let reference = try String(contentsOf: Self.root.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
+        let missing = paths(encoded, "").filter { !reference.contains("| `\($0)` |") }.sorted()
+        #expect(missing.isEmpty, "not in docs/CONFIGURATION.md: \(missing)")
+        #expect(paths(encoded, "").count >= 40)
     }
 }

@@ -125,6 +125,10 @@ struct WebhookTests {
             let (account, store) = try await system.customer("unhooked")
             _ = try await system.buy(Self.monthly, account: account, storeAccount: store)
             #expect(try await system.services.ledger.webhookEvents().isEmpty)
+            // Services made directly (an embedding app, the demo) start with no receiver, so with no events either.
+            let made = PurchaseServer.Services(ledger: system.services.ledger, verifier: system.services.verifier,
+                                               authenticator: system.services.authenticator)
+            #expect(!made.ledger.recordsWebhookEvents)
             let (status, body) = try await system.admin(.post, "/admin/webhooks/test")
             #expect(status == .badRequest && (body["error"] as? [String: Any])?["code"] as? String == "webhooks_not_configured", "\(body)")
         }

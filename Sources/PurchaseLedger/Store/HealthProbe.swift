@@ -18,8 +18,10 @@ actor HealthProbe {
         } else {
             let previous = running
             task = Task { [read] in
-                if let previous { _ = await previous.result }
-                self.started()
+                if let previous {
+                    _ = await previous.result
+                    self.started()
+                }
                 try await read()
             }
             if previous == nil { running = task } else { waiting = task }

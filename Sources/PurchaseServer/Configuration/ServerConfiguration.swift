@@ -133,9 +133,7 @@ public struct ServerConfiguration: Codable, Sendable {
             guard let data = FileManager.default.contents(atPath: file), data.count <= 4 << 20 else {
                 throw ConfigurationError("cannot read configuration file \(file) (missing, unreadable or over 4 MiB)")
             }
-            do { configuration = try JSONDecoder().decode(ServerConfiguration.self, from: data) } catch {
-                throw ConfigurationError("configuration file \(file) is not valid: \(error)")
-            }
+            configuration = try decode(data, file: file)
         }
         if let value = environment["IAPKIT_BUNDLE_ID"] { configuration.bundleId = value }
         if let value = environment["IAPKIT_APP_APPLE_ID"] {
@@ -147,7 +145,10 @@ public struct ServerConfiguration: Codable, Sendable {
         if let value = environment["IAPKIT_DATABASE"] { configuration.database = value }
         if let value = environment["IAPKIT_DATA"] { configuration.dataDirectory = value }
         if let value = environment["IAPKIT_HOST"] { configuration.host = value }
-        if let value = environment["IAPKIT_PORT"], let port = Int(value) { configuration.port = port }
+        if let value = environment["IAPKIT_PORT"] {
+            guard let port = Int(value) else { throw ConfigurationError("IAPKIT_PORT must be a number, not \(value)") }
+            configuration.port = port
+        }
         if let value = environment["IAPKIT_AUTH_HS256_SECRET"] { configuration.auth.hs256Secret = value }
         if let value = environment["IAPKIT_ADMIN_KEY"] { configuration.adminKey = value }
         if let value = environment["IAPKIT_STOREKIT_FILE"] { configuration.storeKitFile = value }
@@ -201,6 +202,11 @@ public struct ServerConfiguration: Codable, Sendable {
         }
         if auth.publicKeyPEMFile != nil, !["ES256", "RS256"].contains(auth.algorithm ?? "") {
             throw ConfigurationError("auth.algorithm must be ES256 or RS256 with auth.publicKeyPEMFile")
+        }
+        if let adminKey, adminKey.count < 16 {
+            // The admin API is not throttled (a lock-out would let anyone lock the operators out): the key's length is
+            // what makes guessing it hopeless.
+            throw ConfigurationError("adminKey must be at least 16 characters")
         }
         guard maxBodyBytes >= 1024, maxBodyBytes <= 16 << 20 else { throw ConfigurationError("maxBodyBytes must be 1 KiB to 16 MiB") }
         for (offer, rule) in promotionalOffers {

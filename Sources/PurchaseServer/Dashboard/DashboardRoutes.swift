@@ -63,11 +63,11 @@ struct DashboardRoutes {
             return loginForm(request, problem: "The sign-in form expired: sign in again.", status: .forbidden)
         }
         let now = Date()
-        guard throttle.allowed(now: now) else {
+        let correct = services.adminKey.map { DashboardSession.equal(DashboardSession.digest(form["key"] ?? ""), DashboardSession.digest($0)) } ?? false
+        guard throttle.admit(correct: correct, now: now) else {
             return loginForm(request, problem: "Too many wrong keys: wait a minute.", status: .tooManyRequests)
         }
-        guard let adminKey = services.adminKey, DashboardSession.equal(DashboardSession.digest(form["key"] ?? ""), DashboardSession.digest(adminKey)) else {
-            throttle.failed(now: now)
+        guard correct else {
             try? await services.ledger.audit(actor: "dashboard", action: "sign-in-refused", subject: "-", detail: "", now: services.now())
             return loginForm(request, problem: "That is not the admin key.", status: .unauthorized)
         }
@@ -117,7 +117,8 @@ struct DashboardRoutes {
     /// One match leads straight to its account; several, or none, are listed. An empty query lists the transactions
     /// no account holds.
     @Sendable func search(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        let query = String((request.uri.queryParameters["q"].map(String.init) ?? "").prefix(200))
+        // A GET form writes a space as `+`, which Hummingbird's query decoding leaves as it is.
+        let query = String((request.uri.queryParameters["q"].map { $0.replacingOccurrences(of: "+", with: " ") } ?? "").prefix(200))
         guard var frame = try signedIn(request, title: "Search") else { return Self.redirect("/dashboard/login") }
         frame.query = query
         let matches = query.isEmpty ? [] : try await ledgerCall { try await services.ledger.search(query) }
@@ -233,7 +234,7 @@ struct DashboardRoutes {
         struct Page { var frame: Frame; var stateTitle: String?; var configured: String; var events: [Item] }
         return render("webhooks", Page(
             frame: frame, stateTitle: state?.rawValue,
-            configured: services.webhooks.map { "Sent to \($0.url)." } ?? "No receiver URL is configured: no event is recorded.",
+            configured: services.webhooks.map { "Sent to \(Self.shown($0.url))." } ?? "No receiver URL is configured: no event is recorded.",
             events: events.map {
                 Item(createdAt: Self.time($0.createdAt), eventId: $0.eventId, eventPath: Self.pathComponent($0.eventId), accountId: $0.accountId ?? "",
                      state: $0.state.rawValue, lastError: $0.lastError ?? "", attempts: $0.attempts)
@@ -340,6 +341,15 @@ struct DashboardRoutes {
 
     static func day(_ date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(timeZone: .gmt).month().day())
+    }
+
+    /// A URL as an operator may see it: no user, password or query (where tokens hide).
+    static func shown(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return "(a URL)" }
+        components.user = nil
+        components.password = nil
+        components.query = nil
+        return components.string ?? "(a URL)"
     }
 
     static func pathComponent(_ text: String) -> String {

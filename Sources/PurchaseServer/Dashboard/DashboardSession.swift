@@ -67,12 +67,14 @@ final class SignInThrottle: @unchecked Sendable {
 
     init(limit: Int = 10) { self.limit = limit }
 
-    func allowed(now: Date) -> Bool {
+    /// Whether an attempt may be judged now; a wrong one (`correct` false) is counted in the same step, so that
+    /// concurrent attempts cannot all pass before the first failure is recorded.
+    func admit(correct: Bool, now: Date) -> Bool {
         lock.withLock {
             failures.removeAll { now.timeIntervalSince($0) > 60 }
-            return failures.count < limit
+            guard failures.count < limit else { return false }
+            if !correct { failures.append(now) }
+            return true
         }
     }
-
-    func failed(now: Date) { lock.withLock { failures.append(now) } }
 }

@@ -37,6 +37,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-format"), help: "text (default) or json: one JSON object a line (or IAPKIT_LOG_FORMAT).")
     var logFormat: String?
 
+    @Flag(name: .customLong("print-config"), help: "Print the configuration in effect (file, environment, flags; secrets masked) and exit.")
+    var printConfig = false
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info (default: a line a request), notice, warning, error (or IAPKIT_LOG_LEVEL).")
     var logLevel: String?
 
@@ -54,6 +57,10 @@ struct ServeCommand: AsyncParsableCommand {
         if let database { configuration.database = database }
         configuration.trustedRoots += roots
         try configuration.validate()
+        if printConfig {
+            print(try configuration.printable())
+            return
+        }
         let levelName = logLevel ?? ProcessInfo.processInfo.environment["IAPKIT_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))") }
         var logger = Logger(label: "iapkit.server")
