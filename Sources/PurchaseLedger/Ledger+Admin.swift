@@ -14,6 +14,13 @@ extension Ledger {
         case stuck
     }
 
+    /// An order `o` open with evidence of payment (``OrderFilter/paidUnfulfilled``), as SQL.
+    static let paidUnfulfilled = """
+        o.state = 'created' AND (
+            EXISTS (SELECT 1 FROM pending_proofs p WHERE p.order_id = o.order_id AND p.state = 'pending')
+            OR EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token))
+        """
+
     /// Orders matching `filter`, newest first.
     public func orders(_ filter: OrderFilter, now: Date = Date(), limit: Int = 200) async throws -> [Order] {
         try await read { session in
@@ -21,11 +28,7 @@ extension Ledger {
             case .created, .granted, .settled:
                 return try session.orders(where: "o.state = $1", [.text(filter.rawValue)], limit: limit)
             case .paidUnfulfilled:
-                return try session.orders(where: """
-                    o.state = 'created' AND (
-                        EXISTS (SELECT 1 FROM pending_proofs p WHERE p.order_id = o.order_id AND p.state = 'pending')
-                        OR EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token))
-                    """, [], limit: limit)
+                return try session.orders(where: Self.paidUnfulfilled, [], limit: limit)
             case .stuck:
                 return try session.orders(where: """
                     o.state = 'created' AND o.expires_at < $1 AND NOT EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token)

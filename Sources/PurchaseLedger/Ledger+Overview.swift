@@ -86,11 +86,7 @@ extension Ledger {
                 """, [.int(since), .int(nowMillis)]) {
                 counts[try row.int(0)]?.billingIssues += Int(try row.int(1))
             }
-            let lost = try session.sql.first("""
-                SELECT COUNT(*) FROM orders o WHERE o.state = 'created' AND (
-                    EXISTS (SELECT 1 FROM pending_proofs p WHERE p.order_id = o.order_id AND p.state = 'pending')
-                    OR EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token))
-                """, [])?.int(0) ?? 0
+            let lost = try session.sql.first("SELECT COUNT(*) FROM orders o WHERE \(Self.paidUnfulfilled)", [])?.int(0) ?? 0
             let stored = try session.sql.first("SELECT COUNT(*) FROM notifications", [])?.int(0) ?? 0
             let lastDay = try session.sql.first("SELECT COUNT(*) FROM notifications WHERE received_at > $1",
                                                 [.int(nowMillis - Self.dayMillis)])?.int(0) ?? 0
