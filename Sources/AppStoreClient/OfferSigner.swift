@@ -26,6 +26,15 @@ public struct OfferSigner: Sendable {
                                        now: now, allowIntroductoryOffer: allowIntroductoryOffer))
     }
 
+    /// An Advanced Commerce API request for StoreKit (`aud` `advanced-commerce-api`, the request's JSON in base64 as
+    /// `request`): the app passes it with the purchase of the generic product, and the App Store charges what it says.
+    public func advancedCommerceRequest(_ request: AdvancedCommerceInAppRequest, now: Date = Date()) throws -> String {
+        let json = try JSONEncoder().encode(request)
+        return try credentials.signJWT(OfferSignatureClaims(iss: credentials.issuerId, iat: now.timeIntervalSince1970.rounded(.down),
+                                                            aud: OfferSignatureClaims.advancedCommerceAudience, bid: credentials.bundleId,
+                                                            nonce: UUID().uuidString.lowercased(), request: Base64.standardEncode(Array(json))))
+    }
+
     /// The original API's promotional-offer signature; `applicationUsername` is the purchase's `appAccountToken`.
     public func legacyPromotionalOffer(productId: String, offerIdentifier: String, applicationUsername: String, now: Date = Date())
         throws -> LegacyPromotionalOfferSignature {

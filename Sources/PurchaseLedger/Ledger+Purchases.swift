@@ -156,6 +156,8 @@ extension Ledger {
     /// product and token never change); the transaction and its series presumed unstored and unbound — which the
     /// effects then require. Nil when a read is needed.
     func speculativeFacts(_ submission: PurchaseSubmission, _ record: PurchaseRecord) -> TransactionFacts? {
+        // A migrated subscription's first period goes to whoever held the series it continues: read, never guessed.
+        guard record.previousOriginalTransactionId == nil else { return nil }
         var facts = TransactionFacts()
         if let orderId = submission.orderId {
             guard let order = recentOrders.order(id: orderId) else { return nil }

@@ -47,6 +47,9 @@ public struct JWSTransactionDecodedPayload: Codable, Hashable, Sendable {
     /// (`TransactionCommitmentInfo`), kept as Apple sent them.
     public var advancedCommerceInfo: AppStoreJSONValue?
     public var commitmentInfo: AppStoreJSONValue?
+    /// A subscription migrated to the Advanced Commerce API: the original transaction id it had before (its series
+    /// goes on under a new one).
+    public var previousOriginalTransactionId: String?
     /// Xcode and StoreKit 2 device-verification fields.
     public var deviceVerification: String?
     public var deviceVerificationNonce: UUID?

@@ -7,6 +7,7 @@ import Foundation
 public struct OfferSignatureClaims: Codable, Hashable, Sendable {
     public static let promotionalOfferAudience = "promotional-offer"
     public static let introductoryOfferEligibilityAudience = "introductory-offer-eligibility"
+    public static let advancedCommerceAudience = "advanced-commerce-api"
 
     /// The issuer id from App Store Connect's Keys page.
     public var iss: String?
@@ -23,9 +24,11 @@ public struct OfferSignatureClaims: Codable, Hashable, Sendable {
     public var transactionId: String?
     /// Introductory-offer eligibility: whether the customer gets the introductory offer.
     public var allowIntroductoryOffer: Bool?
+    /// Advanced Commerce API: the base64 of the request's JSON (``AdvancedCommerceInAppRequest``).
+    public var request: String?
 
     public init(iss: String? = nil, iat: Double? = nil, aud: String? = nil, bid: String? = nil, nonce: String? = nil, productId: String? = nil,
-                offerIdentifier: String? = nil, transactionId: String? = nil, allowIntroductoryOffer: Bool? = nil) {
+                offerIdentifier: String? = nil, transactionId: String? = nil, allowIntroductoryOffer: Bool? = nil, request: String? = nil) {
         self.iss = iss
         self.iat = iat
         self.aud = aud
@@ -35,6 +38,7 @@ public struct OfferSignatureClaims: Codable, Hashable, Sendable {
         self.offerIdentifier = offerIdentifier
         self.transactionId = transactionId
         self.allowIntroductoryOffer = allowIntroductoryOffer
+        self.request = request
     }
 }
 

@@ -72,5 +72,9 @@ extension LedgerCatalog {
         "com.example.iapkit.season.pass": .nonRenewing("season", seconds: 30 * 86_400),
         "com.example.iapkit.pro.monthly": .autoRenewable("pro"),
         "com.example.iapkit.pro.yearly": .autoRenewable("pro"),
+        // The Advanced Commerce API's generic products: a subscription of the app's own SKUs is `pro` too (a plan
+        // migrated from In-App Purchase keeps its access); a one-time charge credits one `credits` per purchase.
+        "com.example.iapkit.ac.subscription": .autoRenewable("pro"),
+        "com.example.iapkit.ac.onetime": .consumable(currency: "credits", amount: 1),
     ])
 }

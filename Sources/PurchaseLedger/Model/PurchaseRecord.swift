@@ -29,6 +29,9 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var appTransactionId: String?
     /// When Apple signed what the ledger last learnt of it: later news wins, earlier news is history.
     public var signedDate: Date
+    /// A subscription migrated to the Advanced Commerce API: its series' original transaction id before. Read when the
+    /// transaction is bound (the migrated series goes to the old series' account), not stored.
+    public var previousOriginalTransactionId: String?
 
     /// Takes the fields the ledger needs from a verified payload; a payload lacking one is refused.
     public init(_ payload: JWSTransactionDecodedPayload) throws {
@@ -56,6 +59,7 @@ public struct PurchaseRecord: Sendable, Hashable {
         appAccountToken = payload.inAppOwnershipType == .familyShared ? nil : payload.appAccountToken
         signedDate = payload.signedDate ?? purchaseDate
         appTransactionId = payload.appTransactionId.map { String($0.prefix(64)) }
+        previousOriginalTransactionId = payload.previousOriginalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > 64 || $0 == originalTransactionId ? nil : $0 }
     }
 
     /// Whether Apple had revoked it (refund, family revocation) by `now`.

@@ -13,6 +13,10 @@ public struct TransactionFacts: Sendable, Hashable {
     public var seriesOwner: String?
     /// The transaction's balance movements so far (consumables only).
     public var entries: [BalanceEntry]
+    /// A subscription migrated to the Advanced Commerce API goes on under a new original transaction id: the account
+    /// that held the series it continues (`previousOriginalTransactionId`). Accounts never lose a series, so this
+    /// needs no precondition.
+    public var previousSeriesOwner: String?
 
     public init(namedOrder: Order? = nil, tokenOrder: Order? = nil, stored: PurchaseRecord? = nil, seriesOwner: String? = nil,
                 entries: [BalanceEntry] = []) {
@@ -25,8 +29,9 @@ public struct TransactionFacts: Sendable, Hashable {
 
     /// Who the transaction belongs to: whoever it is bound to already; else the account whose order its
     /// `appAccountToken` names, whoever uploads it (a resubscription or upgrade paid through another account's order
-    /// is that account's, though the series began elsewhere); else whoever holds its series; else nobody yet.
-    public var owner: String? { stored?.accountId ?? tokenOrder?.accountId ?? seriesOwner }
+    /// is that account's, though the series began elsewhere); else whoever holds its series (or the series it was
+    /// migrated from); else nobody yet.
+    public var owner: String? { stored?.accountId ?? tokenOrder?.accountId ?? seriesOwner ?? previousSeriesOwner }
 
     /// The precondition a decision on these facts carries: the series' owner and the transaction's movements are
     /// still what was read. Stores check it while holding the series' lock, so a racing replica's decision on the

@@ -118,7 +118,8 @@ struct LedgerSession {
     }
 
     static func factsBinds(_ record: PurchaseRecord, namedOrderId: String?) -> [SQLValue] {
-        [.of(namedOrderId), .of(record.appAccountToken?.uuidString.lowercased()), .text(record.transactionId), .text(record.originalTransactionId)]
+        [.of(namedOrderId), .of(record.appAccountToken?.uuidString.lowercased()), .text(record.transactionId), .text(record.originalTransactionId),
+         .of(record.previousOriginalTransactionId)]
     }
 
     static func decodeFacts(_ row: SQLRow) throws -> TransactionFacts {
@@ -126,7 +127,10 @@ struct LedgerSession {
         facts.namedOrder = try slice(row, from: 0, count: 8).map(decodeOrder)
         facts.tokenOrder = try slice(row, from: 8, count: 8).map(decodeOrder)
         facts.stored = try slice(row, from: 16, count: 19).map(decodePurchase)
-        if facts.stored?.accountId == nil { facts.seriesOwner = row.optionalText(35) }
+        if facts.stored?.accountId == nil {
+            facts.seriesOwner = row.optionalText(35)
+            facts.previousSeriesOwner = row.optionalText(36)
+        }
         return facts
     }
 
@@ -135,12 +139,14 @@ struct LedgerSession {
         facts.stored != nil && catalog.rule(for: record.productId)?.type == .consumable
     }
 
-    /// The named order, the token's order, the stored transaction and the series' owner, each NULL when absent.
+    /// The named order, the token's order, the stored transaction, the series' owner and the owner of the series it
+    /// was migrated from, each NULL when absent.
     static let factsQuery = """
         SELECT n.order_id, n.account_id, n.product_id, n.app_account_token, n.state, n.transaction_id, n.created_at, n.expires_at,
             t.order_id, t.account_id, t.product_id, t.app_account_token, t.state, t.transaction_id, t.created_at, t.expires_at,
             \(purchaseColumns.split(separator: ",").map { "p." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
-            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $4 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1)
+            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $4 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1),
+            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $5 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1)
         FROM (SELECT 1 AS one) AS base
         LEFT JOIN orders n ON n.order_id = $1
         LEFT JOIN orders t ON t.app_account_token = $2

@@ -2,9 +2,8 @@ import AppStoreFormats
 
 extension CatalogSettings {
     /// The catalog the simulator sells when given none: one product of each of the four types, and a subscription
-    /// group with two levels, an introductory free trial, a promotional offer and an offer code (and one for the coins).
-/// Premium and the
-    /// subscriptions are family-shareable.
+    /// group with two levels, an introductory free trial, a promotional offer and an offer code (and one for the coins);
+    /// Premium and the subscriptions are family-shareable. And the Advanced Commerce API's two generic products.
     public static let demo: CatalogSettings = {
         func product(_ id: String, _ type: String, _ price: String, name: String) -> StoreKitConfiguration.Product {
             var product = StoreKitConfiguration.Product(productID: "com.example.iapkit.\(id)", type: type)
@@ -39,12 +38,21 @@ extension CatalogSettings {
         var welcome = StoreKitConfiguration.Offer(paymentMode: nil, subscriptionPeriod: nil, displayPrice: "0.49")
         welcome.referenceName = "COINS-WELCOME"
         coins.codeOffers = [welcome]
+        // The Advanced Commerce API's generic products: whatever the app's server sells through them, priced and named
+        // per purchase (their own prices and periods are placeholders, as in App Store Connect).
+        var generic = product("ac.subscription", "RecurringSubscription", "0.99", name: "Enabled for Advanced Commerce")
+        generic.subscriptionGroupID = "21000002"
+        generic.groupNumber = 1
+        generic.recurringSubscriptionPeriod = "P1M"
         settings.products = [
             coins,
             premium,
             product("season.pass", "NonRenewingSubscription", "2.99", name: "Season Pass"),
             monthly, yearly,
+            product("ac.onetime", "Consumable", "0.99", name: "Enabled for Advanced Commerce"),
+            generic,
         ]
+        settings.advancedCommerceProductIds = ["com.example.iapkit.ac.onetime", "com.example.iapkit.ac.subscription"]
         return settings
     }()
 }

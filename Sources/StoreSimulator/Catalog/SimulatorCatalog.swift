@@ -28,6 +28,9 @@ public struct SimulatorCatalog: Sendable, Hashable {
         public var monthlyCommitment: MonthlyCommitment?
         /// Prices per storefront (alpha-3) in that storefront's currency, from the settings.
         public var storefrontPrices: [String: StorefrontPrice]
+        /// A generic product of the Advanced Commerce API: sold only with a request the app's server signed, which
+        /// names the SKUs, prices and period (the product's own price and period are placeholders).
+        public var advancedCommerce = false
     }
 
     /// A subscription offer.
@@ -104,6 +107,21 @@ public struct SimulatorCatalog: Sendable, Hashable {
                 warnings.append("product id \(product.productId) does not start with the bundle id \(bundleId).")
             }
             products.append(product)
+        }
+        for productId in settings.advancedCommerceProductIds ?? [] {
+            guard let index = products.firstIndex(where: { $0.productId == productId }) else {
+                throw SimulatorError.catalog("advancedCommerceProductIds names \(productId), which is not in the catalog")
+            }
+            // Apple's generic products: a consumable for one-time charges, an auto-renewable subscription in a group
+            // of its own for subscriptions.
+            let generic = products[index]
+            guard generic.type == .consumable || generic.type == .autoRenewableSubscription else {
+                throw SimulatorError.catalog("the Advanced Commerce product \(productId) must be a consumable or an auto-renewable subscription")
+            }
+            if let group = generic.subscriptionGroupIdentifier, products.contains(where: { $0.subscriptionGroupIdentifier == group && $0.productId != productId }) {
+                throw SimulatorError.catalog("the Advanced Commerce subscription \(productId) must be alone in its subscription group")
+            }
+            products[index].advancedCommerce = true
         }
         for (productId, _) in settings.storefrontPrices ?? [:] where product(productId) == nil {
             warnings.append("storefront prices name \(productId), which is not in the catalog")
@@ -189,6 +207,8 @@ public struct CatalogSettings: Codable, Sendable, Hashable {
     public var deletedProductIds: [String]?
     /// Extra products in `.storekit` product shape, for catalogs without a `.storekit` file.
     public var products: [StoreKitConfiguration.Product]?
+    /// The Advanced Commerce API's generic products (`.storekit` has no key for them).
+    public var advancedCommerceProductIds: [String]?
 
     public init(bundleId: String, appAppleId: Int64? = nil) {
         self.bundleId = bundleId

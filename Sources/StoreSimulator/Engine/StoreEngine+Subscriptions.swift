@@ -103,6 +103,7 @@ extension StoreEngine {
         }
         series.nextOffer = nil
         if let offer { (length, series.nextOffer) = apply(offer, to: &payload) }
+        if series.advancedCommerce != nil { length = stampAdvancedCommercePeriod(&series, &payload, renewing: reason == .renewal) }
         payload.expiresDate = start.addingTimeInterval(length)
         payload.appAccountToken = series.nextAppAccountToken ?? state.transactions[series.latestTransactionId]?.payload.appAccountToken
         series.nextAppAccountToken = nil
@@ -333,6 +334,11 @@ extension StoreEngine {
                 commitmentRenewalPrice: nextPlan?.monthlyPrice ?? next?.price))
         } else if catalog.product(series.productId)?.monthlyCommitment != nil {
             renewal.renewalBillingPlanType = .billedUpfront
+        }
+        if let terms = series.advancedCommerce {
+            renewal.renewalPrice = terms.renewalPrice
+            renewal.currency = terms.currency
+            renewal.advancedCommerceInfo = try? AppStoreJSONValue(encoding: terms.renewalInfo)
         }
         if let consented = series.priceIncreaseConsented {
             renewal.priceIncreaseStatus = consented ? .customerConsentedOrWasNotifiedWithoutClaimingConsent : .customerHasNotResponded

@@ -87,11 +87,25 @@ public actor StoreEngine {
     /// Buys `productId` for `account` on `device`, redeeming `offer` when given.
     public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
                          quantity: Int = 1, offer: OfferRequest? = nil, allowIntroductoryOffer: Bool? = nil, outcome: Outcome = .success,
-                         withReceipt: Bool = true, billingPlanType: BillingPlanType? = nil) throws -> PurchaseResult {
+                         withReceipt: Bool = true, billingPlanType: BillingPlanType? = nil,
+                         advancedCommerce signed: AdvancedCommercePurchase? = nil) throws -> PurchaseResult {
         try processSubscriptions()
         guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
         guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
-        guard catalog.product(productId) != nil else { return .failed(reason: "invalid product id \(productId)") }
+        guard let product = catalog.product(productId) else { return .failed(reason: "invalid product id \(productId)") }
+        var appAccountToken = appAccountToken
+        let advancedCommerce = signed?.request
+        if product.advancedCommerce || signed != nil {
+            if let refusal = refusalOfAdvancedCommercePurchase(advancedCommerce, product: product, account: account, appAccountToken: appAccountToken,
+                                                               quantity: quantity, offer: offer, billingPlanType: billingPlanType) {
+                return .failed(reason: refusal)
+            }
+            // Taken once the request is good for this purchase: a refused one can be presented again.
+            guard try takeOfferNonce(signed?.nonce ?? "", account: accountId, transactionId: nil) else {
+                return .failed(reason: "invalidOfferSignature: the request's nonce was used before")
+            }
+            appAccountToken = appAccountToken ?? advancedCommerce?.requestInfo?.appAccountToken.flatMap { UUID(uuidString: $0) }
+        }
         guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }
         if let offer, case .failure(let refusal) = resolve(offer, productId: productId, account: accountId) { return .failed(reason: refusal.reason) }
         if let plan = billingPlanType, plan != .billedUpfront {
@@ -100,7 +114,7 @@ public actor StoreEngine {
         }
         let request = StoreState.PendingPurchase(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken,
                                                  quantity: quantity, offer: offer, allowIntroductoryOffer: allowIntroductoryOffer,
-                                                 billingPlanType: billingPlanType == .monthly ? .monthly : nil)
+                                                 billingPlanType: billingPlanType == .monthly ? .monthly : nil, advancedCommerce: advancedCommerce)
         switch outcome {
         case .userCancelled: return .userCancelled
         case .failed: return .failed(reason: "the payment failed")
@@ -176,6 +190,10 @@ public actor StoreEngine {
         let price = product.storefrontPrices[account.storefront] ?? .init(currency: catalog.currency, price: product.price)
         payload.currency = price.currency
         payload.price = price.price * Int64(request.quantity)
+        if let terms = request.advancedCommerce {
+            state.accounts[accountId] = account
+            return try completeAdvancedCommerce(payload, terms, request: request, product: product)
+        }
         if product.type == .autoRenewableSubscription, let period = product.period, let group = product.subscriptionGroupIdentifier {
             payload.subscriptionGroupIdentifier = group
             payload.webOrderLineItemId = state.mintId()

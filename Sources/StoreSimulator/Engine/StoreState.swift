@@ -33,6 +33,9 @@ struct StoreState: Codable, Sendable {
     var notifications: [StoredNotification] = []
     /// Renewal prices raised by the developer (product id → milliunits), applied from the next renewal.
     var priceOverrides: [String: Int64] = [:]
+    /// Advanced Commerce API requests served, by `requestReferenceId`: what each asked (a retry of the same request is
+    /// answered again, another request with the same id refused). Optional: older state files load.
+    var advancedCommerceRequests: [String: String]?
 
     /// An auto-renewable subscription series and where it stands.
     struct Subscription: Codable, Sendable {
@@ -61,6 +64,8 @@ struct StoreState: Codable, Sendable {
         var nextAppAccountToken: UUID?
         /// A monthly plan's 12-month commitment under way (optional: older state files load).
         var commitment: Commitment?
+        /// A subscription of the Advanced Commerce API: what it sells, at what price, for which period.
+        var advancedCommerce: AdvancedCommerceTerms?
 
         enum Phase: String, Codable, Sendable { case active, gracePeriod, billingRetry, expired, revoked }
 
@@ -189,6 +194,8 @@ struct StoreState: Codable, Sendable {
         var allowIntroductoryOffer: Bool?
         /// `MONTHLY` for a one-year subscription's 12-month commitment.
         var billingPlanType: BillingPlanType?
+        /// An Advanced Commerce API purchase: the request the app's server signed.
+        var advancedCommerce: AdvancedCommerceInAppRequest?
     }
 
     mutating func mintId() -> String {

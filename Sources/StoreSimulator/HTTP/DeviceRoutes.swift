@@ -32,6 +32,8 @@ struct DeviceRoutes {
         var withReceipt: Bool?
         /// `MONTHLY`: a one-year subscription paid monthly over a 12-month commitment (2026).
         var billingPlanType: BillingPlanType?
+        /// An Advanced Commerce API purchase: the JWS the app's server signed (StoreKit's `advancedCommerceData`).
+        var advancedCommerceData: String?
     }
 
     struct PurchaseReply: Encodable {
@@ -135,10 +137,18 @@ struct DeviceRoutes {
             case .success(let allow): allowIntroductoryOffer = allow
             case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
             }
+            var advancedCommerce: AdvancedCommercePurchase?
+            if let jws = body.advancedCommerceData {
+                switch OfferSignatureVerifier(services.authenticator).advancedCommerceRequest(jws) {
+                case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
+                case .success(let (request, signature)): advancedCommerce = AdvancedCommercePurchase(request: request, nonce: signature.nonce)
+                }
+            }
             let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
                                                    appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, offer: body.offer,
                                                    allowIntroductoryOffer: allowIntroductoryOffer, outcome: body.outcome ?? .success,
-                                                   withReceipt: body.withReceipt ?? true, billingPlanType: body.billingPlanType)
+                                                   withReceipt: body.withReceipt ?? true, billingPlanType: body.billingPlanType,
+                                                   advancedCommerce: advancedCommerce)
             try await services.delivery?.deliverDue()
             switch result {
             case .purchased(let signed, let id, let receipt):

@@ -43,6 +43,7 @@ public enum SimulatorServer {
         VerifyReceiptRoutes(engine: services.engine, sharedSecret: services.sharedSecret).add(to: router)
         ServerAPIRoutes(services: services).add(to: router)
         RetentionMessagingRoutes(services: services).add(to: router)
+        AdvancedCommerceRoutes(services: services).add(to: router)
         return router
     }
 

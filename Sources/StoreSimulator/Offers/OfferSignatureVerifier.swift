@@ -70,6 +70,17 @@ public struct OfferSignatureVerifier: Sendable {
         return .success(Accepted(nonce: signature.nonce.uuidString.lowercased()))
     }
 
+    /// An Advanced Commerce API request (StoreKit's `advancedCommerceData`): the request it carries, decoded, and its nonce.
+    public func advancedCommerceRequest(_ jws: String, now: Date = Date()) -> Result<(AdvancedCommerceInAppRequest, Accepted), Refusal> {
+        claims(jws, audience: OfferSignatureClaims.advancedCommerceAudience, productId: nil, now: now).flatMap { claims in
+            guard let text = claims.request, let json = Base64.decode(text.utf8),
+                  let request = try? JSONDecoder().decode(AdvancedCommerceInAppRequest.self, from: Data(json)) else {
+                return .failure(Refusal(reason: "MalformedPayload: the request claim is not base64 of a request's JSON"))
+            }
+            return .success((request, Accepted(nonce: claims.nonce ?? "")))
+        }
+    }
+
     /// The promotional offer of a Get Retention Message answer: either signature, naming the subscription the customer
     /// is looking at (the JWS's `transactionId` is its original transaction id). Returns the product and offer it is for.
     public func retentionOffer(_ offer: RetentionPromotionalOffer, originalTransactionId: String, now: Date = Date()) -> Result<(productId: String, offerIdentifier: String), Refusal> {
@@ -102,8 +113,9 @@ public struct OfferSignatureVerifier: Sendable {
         return .failure(Refusal(reason: "the signature does not match"))
     }
 
-    private func claims(_ jws: String, audience: String, productId: String, now: Date) -> Result<OfferSignatureClaims, Refusal> {
-        guard jws.utf8.count <= 8 << 10, let compact = try? CompactJWS(jws), let header = try? compact.header() else {
+    private func claims(_ jws: String, audience: String, productId: String?, now: Date) -> Result<OfferSignatureClaims, Refusal> {
+        // An Advanced Commerce request carries its items: room for Apple's longest names on many of them.
+        guard jws.utf8.count <= 64 << 10, let compact = try? CompactJWS(jws), let header = try? compact.header() else {
             return .failure(Refusal(reason: "not a JWS"))
         }
         guard header.alg == "ES256", header.kid == keyId else { return .failure(Refusal(reason: "not signed with the app's In-App Purchase key")) }
@@ -117,7 +129,7 @@ public struct OfferSignatureVerifier: Sendable {
         guard claims.aud == audience else { return .failure(Refusal(reason: "audience \(claims.aud ?? "none"), not \(audience)")) }
         guard claims.bid == bundleId else { return .failure(Refusal(reason: "signed for another app")) }
         if let issuerId, claims.iss != issuerId { return .failure(Refusal(reason: "another issuer")) }
-        guard claims.productId == productId else { return .failure(Refusal(reason: "signed for another product")) }
+        if let productId, claims.productId != productId { return .failure(Refusal(reason: "signed for another product")) }
         guard let iat = claims.iat, iat <= now.timeIntervalSince1970 + 60, now.timeIntervalSince1970 - iat <= LegacyPromotionalOfferSignature.lifetime else {
             return .failure(Refusal(reason: "expired, or issued in the future"))
         }

@@ -133,7 +133,7 @@ protocol StatementTag: Sendable {
 
 enum FactsTag: StatementTag {
     static let sql = LedgerSession.factsQuery
-    static let types: [PostgresDataType] = [.text, .text, .text, .text]
+    static let types: [PostgresDataType] = [.text, .text, .text, .text, .text]
 }
 
 enum EntriesTag: StatementTag {

@@ -1,0 +1,623 @@
+import AppStoreFormats
+import Crypto
+import Foundation
+
+/// What an Advanced Commerce API subscription sells: its names, its items (each with its price, an offer still running,
+/// and changes waiting for the next renewal), its period, and the consistency token the next change must quote.
+struct AdvancedCommerceTerms: Codable, Sendable {
+    var descriptors: AdvancedCommerceDescriptors
+    /// Names that take over at the next renewal (`NEXT_BILL_CYCLE`).
+    var nextDescriptors: AdvancedCommerceDescriptors?
+    var items: [Item]
+    var period: String
+    var currency: String
+    var taxCode: String
+    var requestReferenceId: String
+    var consistencyToken: String
+    /// How many changes the subscription had: the consistency token's sequence number.
+    var revision: Int = 1
+
+    struct Item: Codable, Sendable {
+        var sku: String
+        var description: String
+        var displayName: String
+        /// Milliunits per period.
+        var price: Int64
+        /// An offer running, its `periodCount` the periods left including the current one.
+        var offer: AdvancedCommerceOffer?
+        /// A metadata change waiting for the next renewal (`SKU`, `displayName`, `description`).
+        var next: AdvancedCommerceItem?
+        /// A price change waiting for the next renewal, and what goes with it if the customer declines an increase.
+        var nextPrice: Int64?
+        var dependentSKUs: [String]?
+
+        /// What this item costs in the current period.
+        var chargedPrice: Int64 { offer.flatMap { ($0.periodCount ?? 0) > 0 ? $0.price : nil } ?? price }
+
+        /// The item as a transaction reports it.
+        var transactionItem: AdvancedCommerceItem {
+            AdvancedCommerceItem(sku: sku, description: description, displayName: displayName, price: chargedPrice, offer: offer)
+        }
+
+        /// The item as it renews: names and price changes applied, one offer period fewer.
+        var renewalItem: AdvancedCommerceItem {
+            var item = AdvancedCommerceItem(sku: next?.sku ?? sku, description: next?.description ?? description,
+                                            displayName: next?.displayName ?? displayName, price: price)
+            if var offer, let left = offer.periodCount, left > 1 {
+                offer.periodCount = left - 1
+                item.offer = offer
+                item.price = offer.price
+            }
+            // A decrease simply renews cheaper; an increase is announced beside the price it replaces.
+            if let nextPrice, nextPrice < price, item.offer == nil { item.price = nextPrice }
+            if let nextPrice, nextPrice > price {
+                item.priceIncreaseInfo = AdvancedCommercePriceIncreaseInfo(dependentSKUs: dependentSKUs, price: nextPrice, status: "SCHEDULED")
+            }
+            return item
+        }
+    }
+
+    /// The price of the next renewal: every item at its renewal price (a price change included).
+    var renewalPrice: Int64 {
+        items.reduce(0) { total, item in
+            if let offer = item.offer, let left = offer.periodCount, left > 1 { return total + (offer.price ?? 0) }
+            return total + (item.nextPrice ?? item.price)
+        }
+    }
+
+    var transactionInfo: AdvancedCommerceTransactionInfo {
+        var info = AdvancedCommerceTransactionInfo()
+        info.descriptors = descriptors
+        info.items = items.map(\.transactionItem)
+        info.period = period
+        info.requestReferenceId = requestReferenceId
+        info.taxCode = taxCode
+        // The simulator charges no tax: prices are what the request says.
+        info.taxExclusivePrice = items.reduce(0) { $0 + $1.chargedPrice }
+        info.estimatedTax = 0
+        info.taxRate = "0"
+        return info
+    }
+
+    var renewalInfo: AdvancedCommerceRenewalInfo {
+        var info = AdvancedCommerceRenewalInfo()
+        info.consistencyToken = consistencyToken
+        info.descriptors = nextDescriptors.map { next in
+            AdvancedCommerceDescriptors(description: next.description ?? descriptors.description, displayName: next.displayName ?? descriptors.displayName)
+        } ?? descriptors
+        info.items = items.map(\.renewalItem)
+        info.period = period
+        info.requestReferenceId = requestReferenceId
+        info.taxCode = taxCode
+        return info
+    }
+
+    /// A new change: a new consistency token.
+    mutating func changed(by requestReferenceId: String) {
+        revision += 1
+        self.requestReferenceId = requestReferenceId
+        consistencyToken = Self.token(revision)
+    }
+
+    static func token(_ revision: Int) -> String { "1.\(revision).\(UUID().uuidString.lowercased())" }
+
+    /// Moves the terms to their next period: waiting changes applied, running offers one period shorter.
+    mutating func renew() {
+        if let next = nextDescriptors {
+            descriptors = AdvancedCommerceDescriptors(description: next.description ?? descriptors.description,
+                                                      displayName: next.displayName ?? descriptors.displayName)
+            nextDescriptors = nil
+        }
+        for index in items.indices {
+            var item = items[index]
+            if let next = item.next {
+                item.sku = next.sku ?? item.sku
+                item.description = next.description ?? item.description
+                item.displayName = next.displayName ?? item.displayName
+                item.next = nil
+            }
+            if let price = item.nextPrice { item.price = price; item.nextPrice = nil; item.dependentSKUs = nil }
+            if let left = item.offer?.periodCount { item.offer = left > 1 ? item.offer.map { var o = $0; o.periodCount = left - 1; return o } : nil }
+            items[index] = item
+        }
+    }
+}
+
+/// An Advanced Commerce API purchase: the request the app's server signed, and the signature's nonce (the App Store
+/// takes each once).
+public struct AdvancedCommercePurchase: Sendable, Hashable {
+    public var request: AdvancedCommerceInAppRequest
+    public var nonce: String
+    public init(request: AdvancedCommerceInAppRequest, nonce: String) {
+        self.request = request
+        self.nonce = nonce
+    }
+}
+
+/// A refused Advanced Commerce API request: Apple's error code and message.
+public struct AdvancedCommerceRefusal: Error, Sendable, Hashable {
+    public var code: APIErrorCode
+    public var message: String
+    public init(_ code: APIErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// The Advanced Commerce API: purchases of the generic products with a request the app's server signed (one-time
+/// charges and subscriptions), and the server's changes to those subscriptions — metadata (METADATA_UPDATE), prices
+/// from the next renewal (PRICE_CHANGE), an In-App Purchase subscription migrated to a generic product (MIGRATION,
+/// under a new original transaction id that names the old one), cancel (DID_CHANGE_RENEWAL_STATUS) and revoke (REFUND).
+/// Where Apple's documentation is silent (when each notification is sent, what a migration's transaction costs, tax)
+/// the simulator's choices are written down in docs/SIMULATOR.md.
+extension StoreEngine {
+    // MARK: Purchases
+
+    /// Why a purchase of a generic product (or with Advanced Commerce data) cannot go ahead, in Apple's error names;
+    /// nil when it can.
+    func refusalOfAdvancedCommercePurchase(_ request: AdvancedCommerceInAppRequest?, product: SimulatorCatalog.Product, account: StoreState.Account,
+                                           appAccountToken: UUID?, quantity: Int, offer: OfferRequest?, billingPlanType: BillingPlanType?) -> String? {
+        guard let request else { return "\(product.productId) is an Advanced Commerce product: it is sold only with advancedCommerceData" }
+        guard product.advancedCommerce else { return "InvalidSalable: \(product.productId) is not an Advanced Commerce product" }
+        guard quantity == 1, offer == nil, billingPlanType == nil else { return "OperationNotAllowed: an Advanced Commerce purchase takes no quantity, offer or billing plan" }
+        guard request.version == "1" else { return "UnexpectedVersion: version must be \"1\"" }
+        if let refusal = Self.check(request.requestInfo) { return "\(refusal.message)" }
+        if let token = request.requestInfo?.appAccountToken, !token.isEmpty {
+            guard let uuid = UUID(uuidString: token) else { return "InvalidAppAccountToken: not a UUID" }
+            if let appAccountToken, appAccountToken != uuid { return "InvalidAppAccountToken: the purchase's appAccountToken differs from the request's" }
+        }
+        guard let currency = request.currency, currency.utf8.count == 3, currency.allSatisfy({ $0.isUppercase }) else { return "InvalidCurrency: an ISO 4217 code is required" }
+        guard request.taxCode.map({ !$0.isEmpty }) == true else { return "NullTaxCode: taxCode is required" }
+        if let storefront = request.storefront, storefront != account.storefront { return "MismatchedStorefront: the customer's storefront is \(account.storefront)" }
+        switch request.operation {
+        case AdvancedCommerceInAppRequest.createOneTimeCharge:
+            guard product.type == .consumable else { return "InvalidSalable: one-time charges are sold through the generic consumable" }
+            guard let item = request.item else { return "NullItem: item is required" }
+            return Self.check(item, priced: true)?.message
+        case AdvancedCommerceInAppRequest.createSubscription:
+            guard product.type == .autoRenewableSubscription else { return "InvalidSalable: subscriptions are sold through the generic auto-renewable subscription" }
+            guard let period = request.period else { return "NullPeriod: period is required" }
+            guard AdvancedCommerceLimits.subscriptionPeriods.contains(period) else { return "InvalidSalableDuration: \(period) is not a subscription period" }
+            guard let descriptors = request.descriptors else { return "NullDescriptors: descriptors are required" }
+            if let refusal = Self.check(descriptors, required: true) { return refusal.message }
+            if let refusal = Self.check(request.items, priced: true) { return refusal.message }
+            let live = state.subscriptions.values.contains {
+                $0.account == account.id && $0.group == product.subscriptionGroupIdentifier && $0.phase != .expired && $0.phase != .revoked
+            }
+            if live { return "SubscriptionAlreadyActive: the customer has an active subscription of \(product.productId)" }
+            return nil
+        case AdvancedCommerceInAppRequest.modifySubscription, AdvancedCommerceInAppRequest.reactivateSubscription:
+            return "OperationNotAllowed: the simulator does not take \(request.operation ?? "") (see docs/SIMULATOR.md)"
+        default:
+            return "InvalidOperation: \(request.operation ?? "no operation")"
+        }
+    }
+
+    /// Completes a paid Advanced Commerce purchase: the request's price, currency and items; a subscription for the
+    /// request's period (a resubscription continues the customer's series of the generic product).
+    func completeAdvancedCommerce(_ base: JWSTransactionDecodedPayload, _ request: AdvancedCommerceInAppRequest,
+                                  request pending: StoreState.PendingPurchase, product: SimulatorCatalog.Product) throws -> String {
+        var payload = base
+        let id = payload.transactionId ?? state.mintId()
+        let now = clock.now
+        payload.currency = request.currency
+        let referenceId = request.requestInfo?.requestReferenceId?.lowercased() ?? ""
+        if product.type != .autoRenewableSubscription {
+            let item = request.item ?? AdvancedCommerceItem()
+            payload.price = item.price ?? 0
+            var info = AdvancedCommerceTransactionInfo()
+            info.items = [AdvancedCommerceItem(sku: item.sku, description: item.description, displayName: item.displayName, price: item.price)]
+            info.requestReferenceId = referenceId
+            info.taxCode = request.taxCode
+            info.taxExclusivePrice = item.price
+            info.estimatedTax = 0
+            info.taxRate = "0"
+            payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: info)
+            state.transactions[id] = .init(payload: payload, account: pending.account, unfinishedOn: [pending.device])
+            state.transactionOrder.append(id)
+            try notify(.oneTimeCharge, nil, transactionId: id)
+            try persist()
+            return id
+        }
+        guard let group = product.subscriptionGroupIdentifier, let period = request.period.flatMap(SubscriptionPeriod.init(iso8601:)) else {
+            throw SimulatorError.catalog("the Advanced Commerce subscription \(product.productId) has no group, or the request no period")
+        }
+        var terms = AdvancedCommerceTerms(
+            descriptors: AdvancedCommerceDescriptors(description: request.descriptors?.description, displayName: request.descriptors?.displayName),
+            items: (request.items ?? []).map {
+                .init(sku: $0.sku ?? "", description: $0.description ?? "", displayName: $0.displayName ?? "", price: $0.price ?? 0, offer: $0.offer)
+            },
+            period: request.period ?? "", currency: request.currency ?? catalog.currency, taxCode: request.taxCode ?? "",
+            requestReferenceId: referenceId, consistencyToken: AdvancedCommerceTerms.token(1))
+        terms.items = terms.items.map { item in
+            var item = item
+            if (item.offer?.periodCount ?? 0) < 1 { item.offer = nil }
+            return item
+        }
+        payload.subscriptionGroupIdentifier = group
+        payload.webOrderLineItemId = state.mintId()
+        payload.price = terms.items.reduce(0) { $0 + $1.chargedPrice }
+        payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: terms.transactionInfo)
+        payload.expiresDate = now.addingTimeInterval(rate.duration(of: period))
+        let previous = state.subscriptions.values.first { $0.account == pending.account && $0.group == group && $0.sharedFrom == nil }
+        if let previous {
+            payload.originalTransactionId = previous.originalTransactionId
+            payload.originalPurchaseDate = state.transactions[previous.originalTransactionId]?.payload.purchaseDate
+        }
+        state.transactions[id] = .init(payload: payload, account: pending.account, unfinishedOn: [pending.device])
+        state.transactionOrder.append(id)
+        let original = payload.originalTransactionId ?? id
+        var series = StoreState.Subscription(
+            originalTransactionId: original, account: pending.account, group: group, latestTransactionId: id, productId: product.productId,
+            autoRenewProductId: product.productId, autoRenewStatus: true, expiresDate: payload.expiresDate!, phase: .active)
+        series.advancedCommerce = terms
+        state.subscriptions[original] = series
+        try notify(.subscribed, previous == nil ? .initialBuy : .resubscribe, subscription: original, at: now)
+        try persist()
+        return id
+    }
+
+    /// Stamps the next period of an Advanced Commerce series on `payload` (renewing moves the terms on first):
+    /// the items' prices, their info, the request's period. Returns the period's length.
+    func stampAdvancedCommercePeriod(_ series: inout StoreState.Subscription, _ payload: inout JWSTransactionDecodedPayload, renewing: Bool) -> TimeInterval {
+        guard var terms = series.advancedCommerce else { return 0 }
+        if renewing { terms.renew() }
+        series.advancedCommerce = terms
+        payload.price = terms.items.reduce(0) { $0 + $1.chargedPrice }
+        payload.currency = terms.currency
+        payload.advancedCommerceInfo = try? AppStoreJSONValue(encoding: terms.transactionInfo)
+        return rate.duration(of: SubscriptionPeriod(iso8601: terms.period) ?? SubscriptionPeriod(value: 1, unit: .month))
+    }
+
+    // MARK: The server's requests
+
+    /// Change Subscription Metadata: names now (`IMMEDIATELY`: on the current period's transaction too) or from the
+    /// next renewal; METADATA_UPDATE at once.
+    public func advancedCommerceChangeMetadata(transactionId: String, _ request: AdvancedCommerceChangeMetadataRequest,
+                                               fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+            guard request.descriptors != nil || !(request.items ?? []).isEmpty else { return .failure(.init(.atLeastOneItem, "At least one item or the descriptors must change.")) }
+            var terms = series.advancedCommerce!
+            if let descriptors = request.descriptors {
+                guard let effective = descriptors.effective else { return .failure(.init(.nullEffective, "Effective is required.")) }
+                if let refusal = Self.check(descriptors, required: false) { return .failure(refusal) }
+                if effective == .immediately {
+                    terms.descriptors.description = descriptors.description ?? terms.descriptors.description
+                    terms.descriptors.displayName = descriptors.displayName ?? terms.descriptors.displayName
+                } else {
+                    terms.nextDescriptors = AdvancedCommerceDescriptors(description: descriptors.description, displayName: descriptors.displayName)
+                }
+            }
+            for change in request.items ?? [] {
+                guard let current = change.currentSKU, let index = terms.items.firstIndex(where: { $0.sku == current }) else {
+                    return .failure(.init(.invalidSKU, "Invalid SKU: no item of the subscription has that currentSKU."))
+                }
+                guard let effective = change.effective else { return .failure(.init(.nullEffective, "Effective is required.")) }
+                guard change.sku != nil || change.displayName != nil || change.description != nil else {
+                    return .failure(.init(.atLeastOneOfDisplayNameOrDescription, "At least one of SKU, display name or description must change."))
+                }
+                if let refusal = Self.check(AdvancedCommerceItem(sku: change.sku ?? current, description: change.description, displayName: change.displayName),
+                                            priced: false, namesRequired: false) { return .failure(refusal) }
+                if effective == .immediately {
+                    terms.items[index].sku = change.sku ?? terms.items[index].sku
+                    terms.items[index].description = change.description ?? terms.items[index].description
+                    terms.items[index].displayName = change.displayName ?? terms.items[index].displayName
+                } else {
+                    terms.items[index].next = AdvancedCommerceItem(sku: change.sku, description: change.description, displayName: change.displayName)
+                }
+            }
+            terms.taxCode = request.taxCode ?? terms.taxCode
+            terms.changed(by: request.requestInfo?.requestReferenceId?.lowercased() ?? "")
+            series.advancedCommerce = terms
+            // Names changed now show on the current period's transaction as Apple signs it from now on.
+            if var latest = state.transactions[series.latestTransactionId]?.payload {
+                var info = latest.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self) ?? terms.transactionInfo
+                info.descriptors = terms.descriptors
+                info.items = zip(info.items ?? [], terms.items).map { stamped, item in
+                    var stamped = stamped
+                    stamped.sku = item.sku
+                    stamped.description = item.description
+                    stamped.displayName = item.displayName
+                    return stamped
+                }
+                latest.advancedCommerceInfo = try AppStoreJSONValue(encoding: info)
+                state.transactions[series.latestTransactionId]?.payload = latest
+            }
+            return .success(.metadataUpdate)
+        }
+    }
+
+    /// Change Subscription Price: new prices from the next renewal, at least a day before it, for an active
+    /// subscription not in billing retry; PRICE_CHANGE at once (an increase shows as `priceIncreaseInfo` `SCHEDULED`).
+    public func advancedCommerceChangePrice(transactionId: String, _ request: AdvancedCommercePriceChangeRequest,
+                                            fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+            guard series.phase == .active, series.expiresDate.timeIntervalSince(clock.now) >= rate.secondsPerDay else {
+                return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: it must be active, and renew more than a day from now."))
+            }
+            guard let items = request.items else { return .failure(.init(.nullItems, "Items are required.")) }
+            guard !items.isEmpty else { return .failure(.init(.atLeastOneItem, "At least one item is required.")) }
+            var terms = series.advancedCommerce!
+            if let currency = request.currency, currency != terms.currency { return .failure(.init(.invalidCurrency, "Invalid currency: the subscription is in \(terms.currency).")) }
+            var seen = Set<String>()
+            for change in items {
+                guard let sku = change.sku else { return .failure(.init(.nullSKU, "SKU is required.")) }
+                guard let index = terms.items.firstIndex(where: { $0.sku == sku }), seen.insert(sku).inserted else {
+                    return .failure(.init(.invalidSKU, "Invalid SKU: not an item of the subscription, or named twice."))
+                }
+                guard let price = change.price else { return .failure(.init(.nullPrice, "Price is required.")) }
+                guard price >= 0 else { return .failure(.init(.negativePrice, "The price must contain a positive number.")) }
+                for dependent in change.dependentSKUs ?? [] where !terms.items.contains(where: { $0.sku == dependent }) || dependent == sku {
+                    return .failure(.init(.invalidSKU, "Invalid SKU: a dependent SKU is not another item of the subscription."))
+                }
+                terms.items[index].nextPrice = price == terms.items[index].price ? nil : price
+                terms.items[index].dependentSKUs = change.dependentSKUs
+            }
+            terms.changed(by: request.requestInfo?.requestReferenceId?.lowercased() ?? "")
+            series.advancedCommerce = terms
+            return .success(.priceChange)
+        }
+    }
+
+    /// Migrate a Subscription to Advanced Commerce API: the In-App Purchase series ends and goes on as a series of the
+    /// generic product `targetProductId` under a new original transaction id (`previousOriginalTransactionId` names
+    /// the old one). The current period is kept as paid; its items renew at the old product's price (all of it on the
+    /// first item: a migration request carries no prices; the server changes them with Change Subscription Price).
+    public func advancedCommerceMigrate(transactionId: String, _ request: AdvancedCommerceMigrateRequest,
+                                        fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: false) { old in
+            guard migration(of: old.originalTransactionId) == nil else { return .failure(.init(.subscriptionAlreadyMigrated, "The subscription already migrated.")) }
+            guard let targetId = request.targetProductId else { return .failure(.init(.nullTargetProductId, "Target product id is required.")) }
+            guard let target = catalog.product(targetId), target.advancedCommerce, target.type == .autoRenewableSubscription, let group = target.subscriptionGroupIdentifier else {
+                return .failure(.init(.invalidTargetProductId, "Invalid target product id: not a generic Advanced Commerce subscription."))
+            }
+            guard old.phase == .active || old.phase == .gracePeriod || old.phase == .billingRetry else {
+                return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: it is not active."))
+            }
+            guard let descriptors = request.descriptors else { return .failure(.init(.nullDescriptors, "Descriptors are required.")) }
+            if let refusal = Self.check(descriptors, required: true) { return .failure(refusal) }
+            guard request.taxCode.map({ !$0.isEmpty }) == true else { return .failure(.init(.nullTaxCode, "Tax code is required.")) }
+            if let refusal = Self.check(request.items, priced: false) { return .failure(refusal) }
+            if request.renewalItems != nil, let refusal = Self.check(request.renewalItems, priced: false) { return .failure(refusal) }
+            guard let oldProduct = catalog.product(old.autoRenewProductId) ?? catalog.product(old.productId), let oldPeriod = oldProduct.period,
+                  let latest = state.transactions[old.latestTransactionId]?.payload, let account = state.accounts[old.account] else {
+                return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: its product is no longer sold."))
+            }
+            let renewalPrice = state.priceOverrides[oldProduct.productId] ?? oldProduct.price
+            func terms(_ items: [AdvancedCommerceItem]) -> [AdvancedCommerceTerms.Item] {
+                items.enumerated().map { index, item in
+                    .init(sku: item.sku ?? "", description: item.description ?? "", displayName: item.displayName ?? "", price: index == 0 ? renewalPrice : 0)
+                }
+            }
+            let period = oldPeriod.description
+            var newTerms = AdvancedCommerceTerms(
+                descriptors: AdvancedCommerceDescriptors(description: descriptors.description, displayName: descriptors.displayName),
+                items: terms(request.items ?? []), period: AdvancedCommerceLimits.subscriptionPeriods.contains(period) ? period : "P1M",
+                currency: latest.currency ?? catalog.currency, taxCode: request.taxCode ?? "",
+                requestReferenceId: request.requestInfo?.requestReferenceId?.lowercased() ?? "", consistencyToken: AdvancedCommerceTerms.token(1))
+            if let renewalItems = request.renewalItems {
+                // What renews differs from what the current period holds: the current items' names, the renewal's.
+                let renewing = terms(renewalItems)
+                newTerms.items = renewing.enumerated().map { index, item in
+                    var current = index < newTerms.items.count ? newTerms.items[index] : item
+                    current.next = AdvancedCommerceItem(sku: item.sku, description: item.description, displayName: item.displayName)
+                    current.price = item.price
+                    return current
+                }
+            }
+            let now = clock.now
+            let id = state.mintId()
+            var payload = latest
+            payload.transactionId = id
+            payload.originalTransactionId = id
+            payload.previousOriginalTransactionId = old.originalTransactionId
+            payload.productId = targetId
+            payload.subscriptionGroupIdentifier = group
+            payload.webOrderLineItemId = state.mintId()
+            payload.purchaseDate = now
+            payload.originalPurchaseDate = now
+            payload.expiresDate = old.expiresDate
+            payload.transactionReason = .purchase
+            payload.offerType = nil
+            payload.offerIdentifier = nil
+            payload.offerDiscountType = nil
+            payload.offerPeriod = nil
+            payload.isUpgraded = nil
+            payload.billingPlanType = nil
+            payload.commitmentInfo = nil
+            payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: newTerms.transactionInfo)
+            if let token = request.requestInfo?.appAccountToken.flatMap({ UUID(uuidString: $0) }) { payload.appAccountToken = token }
+            state.transactions[id] = .init(payload: payload, account: old.account, unfinishedOn: account.devices)
+            state.transactionOrder.append(id)
+            var ended = old
+            ended.phase = .expired
+            ended.autoRenewStatus = false
+            ended.commitment = nil
+            state.subscriptions[old.originalTransactionId] = ended
+            var migrated = StoreState.Subscription(
+                originalTransactionId: id, account: old.account, group: group, latestTransactionId: id, productId: targetId,
+                autoRenewProductId: targetId, autoRenewStatus: old.autoRenewStatus, expiresDate: old.expiresDate, phase: old.phase,
+                expirationIntent: old.expirationIntent, gracePeriodExpiresDate: old.gracePeriodExpiresDate, billingRetrySince: old.billingRetrySince)
+            migrated.advancedCommerce = newTerms
+            state.subscriptions[id] = migrated
+            old = migrated
+            return .success(.migration)
+        }
+    }
+
+    /// Cancel a Subscription: auto-renew off; the subscription serves to the end of its period. Apple tells of it as
+    /// any turning off of auto-renew (DID_CHANGE_RENEWAL_STATUS / AUTO_RENEW_DISABLED).
+    public func advancedCommerceCancel(transactionId: String, _ request: AdvancedCommerceCancelRequest,
+                                       fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+            guard series.phase != .expired, series.phase != .revoked else { return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: it is not active.")) }
+            guard series.autoRenewStatus else { return .success(nil) }
+            series.autoRenewStatus = false
+            series.expirationIntent = .customerCancelled
+            series.advancedCommerce?.changed(by: request.requestInfo?.requestReferenceId?.lowercased() ?? "")
+            return .success(.didChangeRenewalStatus)
+        }
+    }
+
+    /// Revoke Subscription: the current period is refunded (in full, or prorated for the time left) and the
+    /// subscription ends now; Apple sends REFUND, the items carry the refund.
+    public func advancedCommerceRevoke(transactionId: String, _ request: AdvancedCommerceRevokeRequest,
+                                       fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
+        guard request.refundRiskingPreference != nil else { return .failure(.init(.nullRefundRisking, "Refund risking preference is required.")) }
+        guard let type = request.refundType, AdvancedCommerceLimits.refundTypes.contains(type) else { return .failure(.init(.invalidRefundType, "Invalid refund type.")) }
+        guard let reason = request.refundReason, AdvancedCommerceLimits.refundReasons.contains(reason) else { return .failure(.init(.invalidRefundReason, "Invalid refund reason.")) }
+        return try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+            guard series.phase == .active || series.phase == .gracePeriod || series.phase == .billingRetry else {
+                return .failure(.init(.revokeOnInactiveSubscription, "The subscription is not active."))
+            }
+            let now = clock.now
+            guard var latest = state.transactions[series.latestTransactionId]?.payload, let start = latest.purchaseDate, let end = latest.expiresDate else {
+                return .failure(.init(.subscriptionNotEligible, "Subscription not eligible."))
+            }
+            let share = type == "FULL" ? 100_000 : Int((max(0, min(1, end.timeIntervalSince(now) / max(1, end.timeIntervalSince(start)))) * 100_000).rounded())
+            var info = latest.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self) ?? AdvancedCommerceTransactionInfo()
+            info.items = (info.items ?? []).map { item in
+                var item = item
+                item.revocationDate = now
+                item.refunds = (item.refunds ?? []) + [AdvancedCommerceRefund(refundAmount: (item.price ?? 0) * Int64(share) / 100_000, refundDate: now,
+                                                                              refundReason: reason, refundType: type)]
+                return item
+            }
+            latest.advancedCommerceInfo = try AppStoreJSONValue(encoding: info)
+            state.transactions[series.latestTransactionId]?.payload = latest
+            series.autoRenewStatus = false
+            series.advancedCommerce?.changed(by: request.requestInfo?.requestReferenceId?.lowercased() ?? "")
+            state.subscriptions[series.originalTransactionId] = series
+            // `refund` revokes the period, ends the series and sends REFUND.
+            _ = try refund(series.latestTransactionId, reason: reason == "FULFILLMENT_ISSUE" ? .refundedDueToIssue : .refundedForOtherReason, percentage: share)
+            series = state.subscriptions[series.originalTransactionId] ?? series
+            return .success(nil)
+        }
+    }
+
+    /// Runs one of the server's requests on the series of `transactionId` (the original or any later transaction):
+    /// the request info checked, a retry of a request already served answered again without doing it twice, the
+    /// consistency token held to the latest. `change` edits the series and names the notification to send (nil: none,
+    /// or sent already); the answer is the series' latest transaction and renewal info, signed now.
+    private func serving(_ info: AdvancedCommerceRequestInfo?, fingerprint: String, transactionId: String, advancedCommerce: Bool,
+                         _ change: (inout StoreState.Subscription) throws -> Result<NotificationTypeV2?, AdvancedCommerceRefusal>)
+        throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
+        try processSubscriptions()
+        if let refusal = Self.check(info) { return .failure(refusal) }
+        guard let stored = state.transactions[transactionId] else { return .failure(.init(.transactionIdNotFound, "Transaction id not found.")) }
+        guard let original = stored.payload.originalTransactionId, var series = state.subscriptions[original], series.sharedFrom == nil else {
+            return .failure(.init(.subscriptionDoesNotExist, "Subscription does not exist."))
+        }
+        let referenceId = info?.requestReferenceId?.lowercased() ?? ""
+        if let served = state.advancedCommerceRequests?[referenceId] {
+            guard served == fingerprint else { return .failure(.init(.repeatedRequestReferenceId, "The request reference id was used by another request.")) }
+            // Apple's advice for a request that timed out: send it again with the same id. It is not applied twice.
+            let current = migration(of: original) ?? series
+            return .success(try answer(current))
+        }
+        if advancedCommerce {
+            guard let terms = series.advancedCommerce else { return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: not an Advanced Commerce subscription.")) }
+            if let token = info?.consistencyToken, !token.isEmpty, token != terms.consistencyToken {
+                return .failure(.init(.invalidConsistencyToken, "Invalid consistency token: the subscription changed since."))
+            }
+        } else if series.advancedCommerce != nil {
+            return .failure(.init(.subscriptionAlreadyMigrated, "The subscription already migrated."))
+        }
+        switch try change(&series) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let notification):
+            var requests = state.advancedCommerceRequests ?? [:]
+            requests[referenceId] = fingerprint
+            state.advancedCommerceRequests = requests
+            if state.subscriptions[series.originalTransactionId]?.phase != .revoked { state.subscriptions[series.originalTransactionId] = series }
+            if let notification {
+                try notify(notification, notification == .didChangeRenewalStatus ? .autoRenewDisabled : nil, subscription: series.originalTransactionId, at: clock.now)
+            }
+            try persist()
+            return .success(try answer(state.subscriptions[series.originalTransactionId] ?? series))
+        }
+    }
+
+    /// The series a subscription migrated to, if it did.
+    private func migration(of original: String) -> StoreState.Subscription? {
+        state.subscriptions.values.first {
+            $0.originalTransactionId != original && state.transactions[$0.originalTransactionId]?.payload.previousOriginalTransactionId == original
+        }
+    }
+
+    private func answer(_ series: StoreState.Subscription) throws -> AdvancedCommerceSubscriptionResponse {
+        guard let latest = state.transactions[series.latestTransactionId]?.payload else { throw SimulatorError.catalog("series \(series.originalTransactionId) lost its transaction") }
+        return AdvancedCommerceSubscriptionResponse(signedRenewalInfo: try sign(renewalInfo(series)), signedTransactionInfo: try sign(latest))
+    }
+
+    // MARK: Checks
+
+    static func check(_ info: AdvancedCommerceRequestInfo?) -> AdvancedCommerceRefusal? {
+        guard let info else { return .init(.nullRequestInfo, "NullRequestInfo: requestInfo is required.") }
+        guard let id = info.requestReferenceId, !id.isEmpty else { return .init(.nullRequestReferenceId, "NullRequestReferenceID: requestReferenceId is required.") }
+        guard UUID(uuidString: id) != nil else { return .init(.invalidRequestReferenceId, "InvalidRequestReferenceID: requestReferenceId must be a UUID.") }
+        if let token = info.appAccountToken, !token.isEmpty, UUID(uuidString: token) == nil {
+            return .init(.invalidAppAccountToken, "InvalidAppAccountToken: a valid UUID or an empty string.")
+        }
+        return nil
+    }
+
+    static func check(_ descriptors: AdvancedCommerceDescriptors, required: Bool) -> AdvancedCommerceRefusal? {
+        if required {
+            guard descriptors.displayName != nil else { return .init(.nullDisplayName, "NullDisplayName: displayName is required.") }
+            guard descriptors.description != nil else { return .init(.nullDescription, "NullDescription: description is required.") }
+        } else if descriptors.displayName == nil && descriptors.description == nil {
+            return .init(.atLeastOneOfDisplayNameOrDescription, "At least one of display name or description is required.")
+        }
+        return checkLengths(description: descriptors.description, displayName: descriptors.displayName)
+    }
+
+    static func check(_ items: [AdvancedCommerceItem]?, priced: Bool) -> AdvancedCommerceRefusal? {
+        guard let items else { return .init(.nullItems, "NullItems: items are required.") }
+        guard !items.isEmpty else { return .init(.atLeastOneItem, "AtLeastOneItem: at least one item is required.") }
+        guard items.count <= AdvancedCommerceLimits.maxItems else { return .init(.itemLimitExceeded, "The number of items in subscription exceeds the limit.") }
+        guard Set(items.compactMap(\.sku)).count == items.count else { return .init(.invalidSKU, "InvalidSKU: each SKU once.") }
+        for item in items { if let refusal = check(item, priced: priced) { return refusal } }
+        return nil
+    }
+
+    static func check(_ item: AdvancedCommerceItem, priced: Bool, namesRequired: Bool = true) -> AdvancedCommerceRefusal? {
+        guard let sku = item.sku, !sku.isEmpty else { return .init(.nullSKU, "NullSKU: SKU is required.") }
+        guard sku.count <= AdvancedCommerceLimits.skuLength else { return .init(.skuLengthExceeded, "SKULengthExceeded: at most 128 characters.") }
+        guard sku.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else { return .init(.invalidSKU, "InvalidSKU: no spaces or control characters.") }
+        if namesRequired {
+            guard item.displayName != nil else { return .init(.nullDisplayName, "NullDisplayName: displayName is required.") }
+            guard item.description != nil else { return .init(.nullDescription, "NullDescription: description is required.") }
+        }
+        if let refusal = checkLengths(description: item.description, displayName: item.displayName) { return refusal }
+        if priced {
+            guard let price = item.price else { return .init(.nullPrice, "NullPrice: price is required.") }
+            guard price >= 0 else { return .init(.negativePrice, "NegativePrice: the price must contain a positive number.") }
+            if let offer = item.offer {
+                guard let count = offer.periodCount, AdvancedCommerceLimits.offerPeriodCounts.contains(count) else {
+                    return .init(.invalidOfferPeriodCount, "InvalidOfferPeriodCount: 1 to 12 periods.")
+                }
+                guard let period = offer.period, AdvancedCommerceLimits.offerPeriods.contains(period) else { return .init(.invalidOfferPeriod, "InvalidOfferPeriod.") }
+                guard let reason = offer.reason, AdvancedCommerceLimits.offerReasons.contains(reason) else { return .init(.invalidOfferReason, "InvalidOfferReason.") }
+                guard let offerPrice = offer.price, offerPrice >= 0, offerPrice <= price else {
+                    return .init(.invalidOfferPrice, "InvalidOfferPrice: an offer's price is at most the item's.")
+                }
+            }
+        }
+        return nil
+    }
+
+    private static func checkLengths(description: String?, displayName: String?) -> AdvancedCommerceRefusal? {
+        // Apple asks for one line of plain text.
+        let plain = { (text: String) in !text.unicodeScalars.contains { $0.properties.generalCategory == .control } }
+        if let description, !plain(description) { return .init(.invalidDescription, "InvalidDescription: one line, no control characters.") }
+        if let displayName, !plain(displayName) { return .init(.invalidDisplayName, "InvalidDisplayName: one line, no control characters.") }
+        if let description, description.count > AdvancedCommerceLimits.descriptionLength {
+            return .init(.descriptionLengthExceeded, "DescriptionLengthExceeded: at most 45 characters.")
+        }
+        if let displayName, displayName.count > AdvancedCommerceLimits.displayNameLength {
+            return .init(.displayNameLengthExceeded, "DisplayNameLengthExceeded: at most 30 characters.")
+        }
+        return nil
+    }
+}
