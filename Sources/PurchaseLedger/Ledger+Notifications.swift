@@ -77,6 +77,13 @@ extension Ledger {
                     gracePeriodExpiresDate: renewal?.gracePeriodExpiresDate, autoRenew: renewal?.autoRenewStatus.map { $0 == .on },
                     autoRenewProductId: renewal?.autoRenewProductId, signedDate: renewal?.signedDate ?? event.signedDate)))
             }
+            // A subscription migrated to the Advanced Commerce API goes on under a new original transaction id: the
+            // series it continues ended then, whatever its last period's nominal expiry says (a refund of the migrated
+            // period must not leave the old period granting).
+            if let previous = record.previousOriginalTransactionId {
+                try session.apply(.updateSeriesStatus(SubscriptionRecord(originalTransactionId: previous, status: .expired, autoRenew: false,
+                                                                         signedDate: event.signedDate)))
+            }
             return .applied
         }
     }

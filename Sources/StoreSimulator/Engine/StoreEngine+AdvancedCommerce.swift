@@ -149,7 +149,7 @@ public struct AdvancedCommerceRefusal: Error, Sendable, Hashable {
 /// from the next renewal (PRICE_CHANGE), an In-App Purchase subscription migrated to a generic product (MIGRATION,
 /// under a new original transaction id that names the old one), cancel (DID_CHANGE_RENEWAL_STATUS) and revoke (REFUND).
 /// Where Apple's documentation is silent (when each notification is sent, what a migration's transaction costs, tax)
-/// the simulator's choices are written down in docs/SIMULATOR.md.
+/// the simulator's choices are written down in docs/ADVANCED_COMMERCE.md.
 extension StoreEngine {
     // MARK: Purchases
 
@@ -187,7 +187,7 @@ extension StoreEngine {
             if live { return "SubscriptionAlreadyActive: the customer has an active subscription of \(product.productId)" }
             return nil
         case AdvancedCommerceInAppRequest.modifySubscription, AdvancedCommerceInAppRequest.reactivateSubscription:
-            return "OperationNotAllowed: the simulator does not take \(request.operation ?? "") (see docs/SIMULATOR.md)"
+            return "OperationNotAllowed: the simulator does not take \(request.operation ?? "") (see docs/ADVANCED_COMMERCE.md)"
         default:
             return "InvalidOperation: \(request.operation ?? "no operation")"
         }
