@@ -3,7 +3,7 @@
 // build and the test suite never compile it. Build and run with ../scripts/fuzz (release, -sanitize=fuzzer,address).
 import PackageDescription
 
-let harnesses = ["fuzz-receipt", "fuzz-jws", "fuzz-verifyreceipt", "fuzz-storekit", "fuzz-text", "fuzz-trust", "fuzz-retention"]
+let harnesses = ["fuzz-receipt", "fuzz-jws", "fuzz-verifyreceipt", "fuzz-storekit", "fuzz-text", "fuzz-trust", "fuzz-retention", "fuzz-advanced-commerce"]
 
 let package = Package(
     name: "IAPKitFuzz",

@@ -29,7 +29,7 @@ public struct OfferSigner: Sendable {
     /// An Advanced Commerce API request for StoreKit (`aud` `advanced-commerce-api`, the request's JSON in base64 as
     /// `request`): the app passes it with the purchase of the generic product, and the App Store charges what it says.
     public func advancedCommerceRequest(_ request: AdvancedCommerceInAppRequest, now: Date = Date()) throws -> String {
-        let json = try JSONEncoder().encode(request)
+        let json = try AppStoreJSON.encoder().encode(request)
         return try credentials.signJWT(OfferSignatureClaims(iss: credentials.issuerId, iat: now.timeIntervalSince1970.rounded(.down),
                                                             aud: OfferSignatureClaims.advancedCommerceAudience, bid: credentials.bundleId,
                                                             nonce: UUID().uuidString.lowercased(), request: Base64.standardEncode(Array(json))))

@@ -78,11 +78,13 @@ extension Ledger {
                     autoRenewProductId: renewal?.autoRenewProductId, signedDate: renewal?.signedDate ?? event.signedDate)))
             }
             // A subscription migrated to the Advanced Commerce API goes on under a new original transaction id: the
-            // series it continues ended then, whatever its last period's nominal expiry says (a refund of the migrated
-            // period must not leave the old period granting).
-            if let previous = record.previousOriginalTransactionId {
+            // series it continues ended at the migration, whatever its last period's nominal expiry says (a refund of
+            // the migrated period must not leave the old period granting). Told by the migrated series' first period,
+            // dated at the migration: a later resubscription of the old series is news after it. A series the ledger
+            // has never seen is left alone, so that its first upload still grants until the migrated period is bound.
+            if let previous = SubmissionRules.migratedFrom(record), try session.knowsSeries(previous) {
                 try session.apply(.updateSeriesStatus(SubscriptionRecord(originalTransactionId: previous, status: .expired, autoRenew: false,
-                                                                         signedDate: event.signedDate)))
+                                                                         signedDate: record.purchaseDate)))
             }
             return .applied
         }

@@ -121,6 +121,21 @@ struct AdvancedCommerceServerTests {
             try await system.advance(by: 0)
             #expect(try await pro(system, other) == nil, "revoked: no access from the migrated plan, nor from the period it replaced")
             #expect(try await pro(system, account)?.productId == Self.generic, "the first customer's plan is untouched")
+
+            // A third migrates, cancels the migrated plan and subscribes to the old plan again: when the migrated plan
+            // expires, Apple's EXPIRED for it must not end the old plan's new, paid period.
+            let (third, thirdStore) = try await system.customer("acback")
+            let (_, start, _) = try await system.buy(Self.monthly, account: third, storeAccount: thirdStore)
+            let plan = try await api.migrateSubscription(try #require(start["transactionId"] as? String), AdvancedCommerceMigrateRequest(
+                requestInfo: info(), descriptors: .init(description: "Everything", displayName: "Pro"),
+                items: [.init(sku: "pro.all", description: "Everything", displayName: "Pro")], targetProductId: Self.generic, taxCode: "C003-00-2"))
+            let planTransaction = try payload(try #require(plan.signedTransactionInfo))
+            _ = try await api.cancelSubscription(try #require(planTransaction.transactionId), AdvancedCommerceCancelRequest(requestInfo: info()))
+            try await system.advance(by: 0)
+            let (_, back, _) = try await system.buy(Self.monthly, account: third, storeAccount: thirdStore)
+            #expect(back["status"] as? String == "purchased", "\(back)")
+            try await system.advance(by: 181)
+            #expect(try await pro(system, third)?.productId == Self.monthly, "the old plan's new period grants")
         }
     }
 }

@@ -222,6 +222,62 @@ struct AdvancedCommerceTests {
         }
     }
 
+    @Test("Refused without harm: prices that would overflow, a SKU twice, a second price change under way, another storefront, a second subscription by migration; a simulated refund decline changes nothing; StoreKit's wrapped request taken")
+    func refusals() async throws {
+        let store = try engine()
+        let signer = AdvancedCommerceTestSigner(key: key, keyId: keyId, issuerId: issuerId)
+        try await application(store).test(.router) { client in
+            _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
+            var huge = AdvancedCommerceInAppRequest(operation: AdvancedCommerceInAppRequest.createSubscription, requestInfo: .init(requestReferenceId: UUID().uuidString),
+                                                    currency: "USD", taxCode: "C003-00-2")
+            huge.descriptors = .init(description: "All", displayName: "All")
+            huge.period = "P1M"
+            huge.items = [.init(sku: "a", description: "A", displayName: "A", price: 5_000_000_000_000_000_000),
+                          .init(sku: "b", description: "B", displayName: "B", price: 5_000_000_000_000_000_000)]
+            func buy(_ request: AdvancedCommerceInAppRequest, wrapped: Bool = false) async throws -> [String: Any] {
+                let jws = try signer.sign(request)
+                let data = wrapped ? #"{"signatureInfo":{"token":"\#(jws)"}}"# : jws
+                return try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
+                    "account": "ann", "device": "d", "productId": Self.generic, "advancedCommerceData": data])))
+            }
+            #expect(try await buy(huge)["status"] as? String == "failed", "prices whose sum overflows")
+            var request = huge
+            request.requestInfo = .init(requestReferenceId: UUID().uuidString)
+            request.items = [.init(sku: "a", description: "A", displayName: "A", price: 1000), .init(sku: "b", description: "B", displayName: "B", price: 2000)]
+            let bought = try await buy(request, wrapped: true)
+            let original = try #require(bought["transactionId"] as? String, "StoreKit's wrapper: \(bought)")
+
+            let overflow = try await call(client, "subscription/changePrice", original, [
+                "requestInfo": requestInfo(), "items": [["SKU": "a", "price": 5_000_000_000_000_000_000], ["SKU": "b", "price": 5_000_000_000_000_000_000]]])
+            #expect(overflow.0 == .badRequest, "\(overflow.1)")
+            let twice = try await call(client, "subscription/changeMetadata", original, [
+                "requestInfo": requestInfo(), "items": [["currentSKU": "a", "SKU": "b", "effective": "IMMEDIATELY"]]])
+            #expect(twice.1["errorCode"] as? Int == 4_000_114, "renamed onto another item's SKU: \(twice.1)")
+            let same = try await call(client, "subscription/changeMetadata", original, [
+                "requestInfo": requestInfo(), "items": [["currentSKU": "a", "displayName": "X", "effective": "IMMEDIATELY"],
+                                                        ["currentSKU": "a", "description": "Y", "effective": "IMMEDIATELY"]]])
+            #expect(same.1["errorCode"] as? Int == 4_000_143)
+            #expect(try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "a", "price": 1500]]]).0 == .ok)
+            #expect(try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "a", "price": 1700]]]).1["errorCode"] as? Int == 4_000_205)
+            #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo(), "storefront": "JPN"]).1["errorCode"] as? Int == 4_000_133)
+
+            var seen = await store.notifications().count
+            let declined = try await call(client, "subscription/revoke", original, [
+                "requestInfo": requestInfo(), "refundRiskingPreference": false, "refundType": "FULL", "refundReason": "SIMULATE_REFUND_DECLINE"])
+            #expect(declined.0 == .ok)
+            let told = try await self.told(store, since: &seen)
+            #expect(told.map(\.type) == [.refundDeclined] && told.first?.transaction.revocationDate == nil && told.first?.renewal?.autoRenewStatus == .on)
+
+            // A customer who subscribes to the generic product already cannot get a second subscription by migration.
+            let monthly = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
+                "account": "ann", "device": "d", "productId": Self.monthly, "withReceipt": false])))
+            let migrate = try await call(client, "subscription/migrate", try #require(monthly["transactionId"] as? String), [
+                "requestInfo": requestInfo(), "targetProductId": Self.generic, "taxCode": "C003-00-2",
+                "descriptors": ["displayName": "Pro", "description": "Everything"], "items": [["SKU": "pro.all", "displayName": "Pro", "description": "Everything"]]])
+            #expect(migrate.1["errorCode"] as? Int == 4_030_009, "\(migrate.1)")
+        }
+    }
+
     @Test("MIGRATION: an In-App Purchase subscription goes on as the generic product under a new original transaction id naming the old one, keeps its period and price, and migrates once")
     func migration() async throws {
         let store = try engine()
@@ -262,5 +318,21 @@ struct AdvancedCommerceTests {
                 #expect(lines.first?["notificationType"] as? String == "MIGRATION", "\(lines)")
             }
         }
+    }
+}
+
+/// Signs in-app requests as the app's server does (the claims of Apple's creator), with the test's key.
+struct AdvancedCommerceTestSigner {
+    let key: P256.Signing.PrivateKey
+    let keyId: String
+    let issuerId: String
+
+    func sign(_ request: AdvancedCommerceInAppRequest) throws -> String {
+        let claims = OfferSignatureClaims(iss: issuerId, iat: Date().timeIntervalSince1970.rounded(.down), aud: OfferSignatureClaims.advancedCommerceAudience,
+                                          bid: "com.example.iapkit", nonce: UUID().uuidString.lowercased(),
+                                          request: Base64.standardEncode(Array(try AppStoreJSON.encoder().encode(request))))
+        let header = #"{"alg":"ES256","kid":"\#(keyId)","typ":"JWT"}"#
+        let input = Base64.urlEncode(Array(header.utf8)) + "." + Base64.urlEncode(Array(try JSONEncoder().encode(claims)))
+        return input + "." + Base64.urlEncode(try key.signature(for: Array(input.utf8)).rawRepresentation)
     }
 }

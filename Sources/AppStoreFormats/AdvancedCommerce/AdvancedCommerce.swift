@@ -289,7 +289,94 @@ public enum AdvancedCommerceLimits {
                                                     "MODIFY_ITEMS_REFUND", "SIMULATE_REFUND_DECLINE"]
     /// Apple documents no number; the simulator takes at most this many items per subscription (ItemLimitExceeded).
     public static let maxItems = 50
+    /// Apple documents none; a thousand million currency units keeps any sum of 50 items far from overflowing.
+    public static let maxPrice: Int64 = 1_000_000_000_000
 }
+
+/// A refused Advanced Commerce API request: Apple's error code and message.
+public struct AdvancedCommerceRefusal: Error, Sendable, Hashable {
+    public var code: APIErrorCode
+    public var message: String
+    public init(_ code: APIErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// The checks Apple documents for what a request says: its request info, names, items and prices. Pure, so the
+/// simulator, the app's server before it signs, and the fuzzer all judge alike.
+public enum AdvancedCommerceCheck {
+    public static func check(_ info: AdvancedCommerceRequestInfo?) -> AdvancedCommerceRefusal? {
+        guard let info else { return .init(.nullRequestInfo, "NullRequestInfo: requestInfo is required.") }
+        guard let id = info.requestReferenceId, !id.isEmpty else { return .init(.nullRequestReferenceId, "NullRequestReferenceID: requestReferenceId is required.") }
+        guard UUID(uuidString: id) != nil else { return .init(.invalidRequestReferenceId, "InvalidRequestReferenceID: requestReferenceId must be a UUID.") }
+        if let token = info.appAccountToken, !token.isEmpty, UUID(uuidString: token) == nil {
+            return .init(.invalidAppAccountToken, "InvalidAppAccountToken: a valid UUID or an empty string.")
+        }
+        return nil
+    }
+
+    public static func check(_ descriptors: AdvancedCommerceDescriptors, required: Bool) -> AdvancedCommerceRefusal? {
+        if required {
+            guard descriptors.displayName != nil else { return .init(.nullDisplayName, "NullDisplayName: displayName is required.") }
+            guard descriptors.description != nil else { return .init(.nullDescription, "NullDescription: description is required.") }
+        } else if descriptors.displayName == nil && descriptors.description == nil {
+            return .init(.atLeastOneOfDisplayNameOrDescription, "At least one of display name or description is required.")
+        }
+        return checkLengths(description: descriptors.description, displayName: descriptors.displayName)
+    }
+
+    public static func check(_ items: [AdvancedCommerceItem]?, priced: Bool) -> AdvancedCommerceRefusal? {
+        guard let items else { return .init(.nullItems, "NullItems: items are required.") }
+        guard !items.isEmpty else { return .init(.atLeastOneItem, "AtLeastOneItem: at least one item is required.") }
+        guard items.count <= AdvancedCommerceLimits.maxItems else { return .init(.itemLimitExceeded, "The number of items in subscription exceeds the limit.") }
+        guard Set(items.compactMap(\.sku)).count == items.count else { return .init(.invalidSKU, "InvalidSKU: each SKU once.") }
+        for item in items { if let refusal = check(item, priced: priced) { return refusal } }
+        return nil
+    }
+
+    public static func check(_ item: AdvancedCommerceItem, priced: Bool, namesRequired: Bool = true) -> AdvancedCommerceRefusal? {
+        guard let sku = item.sku, !sku.isEmpty else { return .init(.nullSKU, "NullSKU: SKU is required.") }
+        guard sku.count <= AdvancedCommerceLimits.skuLength else { return .init(.skuLengthExceeded, "SKULengthExceeded: at most 128 characters.") }
+        guard sku.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else { return .init(.invalidSKU, "InvalidSKU: no spaces or control characters.") }
+        if namesRequired {
+            guard item.displayName != nil else { return .init(.nullDisplayName, "NullDisplayName: displayName is required.") }
+            guard item.description != nil else { return .init(.nullDescription, "NullDescription: description is required.") }
+        }
+        if let refusal = checkLengths(description: item.description, displayName: item.displayName) { return refusal }
+        if priced {
+            guard let price = item.price else { return .init(.nullPrice, "NullPrice: price is required.") }
+            guard price >= 0 else { return .init(.negativePrice, "NegativePrice: the price must contain a positive number.") }
+            guard price <= AdvancedCommerceLimits.maxPrice else { return .init(.generalBadRequest, "InvalidPrice: at most \(AdvancedCommerceLimits.maxPrice) milliunits.") }
+            if let offer = item.offer {
+                guard let count = offer.periodCount, AdvancedCommerceLimits.offerPeriodCounts.contains(count) else {
+                    return .init(.invalidOfferPeriodCount, "InvalidOfferPeriodCount: 1 to 12 periods.")
+                }
+                guard let period = offer.period, AdvancedCommerceLimits.offerPeriods.contains(period) else { return .init(.invalidOfferPeriod, "InvalidOfferPeriod.") }
+                guard let reason = offer.reason, AdvancedCommerceLimits.offerReasons.contains(reason) else { return .init(.invalidOfferReason, "InvalidOfferReason.") }
+                guard let offerPrice = offer.price, offerPrice >= 0, offerPrice <= price else {
+                    return .init(.invalidOfferPrice, "InvalidOfferPrice: an offer's price is at most the item's.")
+                }
+            }
+        }
+        return nil
+    }
+
+    static func checkLengths(description: String?, displayName: String?) -> AdvancedCommerceRefusal? {
+        // Apple asks for one line of plain text.
+        let plain = { (text: String) in !text.unicodeScalars.contains { $0.properties.generalCategory == .control } }
+        if let description, !plain(description) { return .init(.invalidDescription, "InvalidDescription: one line, no control characters.") }
+        if let displayName, !plain(displayName) { return .init(.invalidDisplayName, "InvalidDisplayName: one line, no control characters.") }
+        if let description, description.count > AdvancedCommerceLimits.descriptionLength {
+            return .init(.descriptionLengthExceeded, "DescriptionLengthExceeded: at most 45 characters.")
+        }
+        if let displayName, displayName.count > AdvancedCommerceLimits.displayNameLength {
+            return .init(.displayNameLengthExceeded, "DisplayNameLengthExceeded: at most 30 characters.")
+        }
+        return nil
+    }
+}
+
 
 /// Advanced Commerce API `errorCode`s (404s are the Server API's `transactionIdNotFound`, 4040010). Apple's error pages
 /// give the numbers of 4000087, 4000122 and 4000179; the others are Apple's error names with the numbers another
@@ -315,6 +402,7 @@ extension APIErrorCode {
     public static let nullEffective = Self(rawValue: 4_000_111)
     public static let invalidDisplayName = Self(rawValue: 4_000_118)
     public static let invalidDescription = Self(rawValue: 4_000_119)
+    public static let productAlreadyExists = Self(rawValue: 4_000_114)
     public static let invalidSKU = Self(rawValue: 4_000_122)
     public static let invalidOfferReason = Self(rawValue: 4_000_126)
     public static let invalidOfferPeriod = Self(rawValue: 4_000_128)
@@ -329,9 +417,14 @@ extension APIErrorCode {
     public static let invalidTargetProductId = Self(rawValue: 4_000_167)
     public static let malformedPayload = Self(rawValue: 4_000_173)
     public static let subscriptionAlreadyMigrated = Self(rawValue: 4_000_176)
+    public static let mismatchedStorefront = Self(rawValue: 4_000_133)
+    public static let multipleOperationsOnSingleSKU = Self(rawValue: 4_000_143)
+    public static let simulateRefundDeclineOnlyInSandbox = Self(rawValue: 4_000_158)
     public static let itemLimitExceeded = Self(rawValue: 4_000_179)
+    public static let priceChangeAlreadyCommunicated = Self(rawValue: 4_000_205)
     public static let revokeOnInactiveSubscription = Self(rawValue: 4_000_186)
     public static let subscriptionDoesNotExist = Self(rawValue: 4_030_008)
+    public static let subscriptionAlreadyExists = Self(rawValue: 4_030_009)
     public static let subscriptionNotEligible = Self(rawValue: 4_030_010)
     public static let inactiveACASubscription = Self(rawValue: 4_030_015)
 }

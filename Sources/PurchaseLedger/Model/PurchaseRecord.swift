@@ -59,7 +59,9 @@ public struct PurchaseRecord: Sendable, Hashable {
         appAccountToken = payload.inAppOwnershipType == .familyShared ? nil : payload.appAccountToken
         signedDate = payload.signedDate ?? purchaseDate
         appTransactionId = payload.appTransactionId.map { String($0.prefix(64)) }
-        previousOriginalTransactionId = payload.previousOriginalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > 64 || $0 == originalTransactionId ? nil : $0 }
+        // A family member's copy would otherwise go to the purchaser's account, and end the purchaser's old series.
+        previousOriginalTransactionId = payload.inAppOwnershipType == .familyShared ? nil
+            : payload.previousOriginalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > 64 || $0 == originalTransactionId ? nil : $0 }
     }
 
     /// Whether Apple had revoked it (refund, family revocation) by `now`.

@@ -184,6 +184,12 @@ public enum SubmissionRules {
 }
 
 extension SubmissionRules {
+    /// The series a migration to the Advanced Commerce API ended, when `record` is the migrated series' first period.
+    public static func migratedFrom(_ record: PurchaseRecord) -> String? {
+        guard record.productType == .autoRenewableSubscription, record.transactionId == record.originalTransactionId else { return nil }
+        return record.previousOriginalTransactionId
+    }
+
     /// Periods of the series that notifications stored before anyone held it (a renewal told of first) go with the
     /// period now bound — unless their token names an order, which decides for them.
     static func claimSeries(_ record: PurchaseRecord, _ owner: String, now: Date) -> [LedgerEffect] {

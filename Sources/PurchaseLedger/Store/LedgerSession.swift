@@ -139,14 +139,15 @@ struct LedgerSession {
         facts.stored != nil && catalog.rule(for: record.productId)?.type == .consumable
     }
 
-    /// The named order, the token's order, the stored transaction, the series' owner and the owner of the series it
-    /// was migrated from, each NULL when absent.
+    /// The named order, the token's order, the stored transaction, the series' owner and the holder of the latest
+    /// period of the series it was migrated from (a resubscription paid through another account's order is that
+    /// account's), each NULL when absent.
     static let factsQuery = """
         SELECT n.order_id, n.account_id, n.product_id, n.app_account_token, n.state, n.transaction_id, n.created_at, n.expires_at,
             t.order_id, t.account_id, t.product_id, t.app_account_token, t.state, t.transaction_id, t.created_at, t.expires_at,
             \(purchaseColumns.split(separator: ",").map { "p." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
             (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $4 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1),
-            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $5 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1)
+            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $5 AND s.account_id IS NOT NULL ORDER BY s.purchase_date DESC LIMIT 1)
         FROM (SELECT 1 AS one) AS base
         LEFT JOIN orders n ON n.order_id = $1
         LEFT JOIN orders t ON t.app_account_token = $2
@@ -200,6 +201,11 @@ struct LedgerSession {
     static let seriesColumns = """
         original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew, auto_renew_product_id, signed_date
         """
+
+    /// Whether any period of the series is stored.
+    func knowsSeries(_ originalTransactionId: String) throws -> Bool {
+        try sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 LIMIT 1", [.text(originalTransactionId)]) != nil
+    }
 
     func series(_ originalTransactionId: String) throws -> SubscriptionRecord? {
         try sql.first("SELECT \(Self.seriesColumns) FROM subscriptions WHERE original_transaction_id = $1", [.text(originalTransactionId)])

@@ -59,9 +59,21 @@ struct AdvancedCommerceTerms: Codable, Sendable {
 
     /// The price of the next renewal: every item at its renewal price (a price change included).
     var renewalPrice: Int64 {
-        items.reduce(0) { total, item in
-            if let offer = item.offer, let left = offer.periodCount, left > 1 { return total + (offer.price ?? 0) }
-            return total + (item.nextPrice ?? item.price)
+        Self.sum(items.map { item in
+            if let offer = item.offer, let left = offer.periodCount, left > 1 { return offer.price ?? 0 }
+            return item.nextPrice ?? item.price
+        })
+    }
+
+    /// What the current period costs.
+    var chargedPrice: Int64 { Self.sum(items.map(\.chargedPrice)) }
+
+    /// A sum that cannot trap: the checks keep prices far below overflow, and a state file from before them must not
+    /// stop the simulator.
+    static func sum(_ prices: [Int64]) -> Int64 {
+        prices.reduce(0) { total, price in
+            let (sum, overflow) = total.addingReportingOverflow(price)
+            return overflow ? .max : sum
         }
     }
 
@@ -73,7 +85,7 @@ struct AdvancedCommerceTerms: Codable, Sendable {
         info.requestReferenceId = requestReferenceId
         info.taxCode = taxCode
         // The simulator charges no tax: prices are what the request says.
-        info.taxExclusivePrice = items.reduce(0) { $0 + $1.chargedPrice }
+        info.taxExclusivePrice = chargedPrice
         info.estimatedTax = 0
         info.taxRate = "0"
         return info
@@ -100,6 +112,12 @@ struct AdvancedCommerceTerms: Codable, Sendable {
     }
 
     static func token(_ revision: Int) -> String { "1.\(revision).\(UUID().uuidString.lowercased())" }
+
+    /// Renewal info changed without a request (a renewal): a new consistency token all the same.
+    mutating func newToken() {
+        revision += 1
+        consistencyToken = Self.token(revision)
+    }
 
     /// Moves the terms to their next period: waiting changes applied, running offers one period shorter.
     mutating func renew() {
@@ -134,16 +152,6 @@ public struct AdvancedCommercePurchase: Sendable, Hashable {
     }
 }
 
-/// A refused Advanced Commerce API request: Apple's error code and message.
-public struct AdvancedCommerceRefusal: Error, Sendable, Hashable {
-    public var code: APIErrorCode
-    public var message: String
-    public init(_ code: APIErrorCode, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-}
-
 /// The Advanced Commerce API: purchases of the generic products with a request the app's server signed (one-time
 /// charges and subscriptions), and the server's changes to those subscriptions — metadata (METADATA_UPDATE), prices
 /// from the next renewal (PRICE_CHANGE), an In-App Purchase subscription migrated to a generic product (MIGRATION,
@@ -161,7 +169,7 @@ extension StoreEngine {
         guard product.advancedCommerce else { return "InvalidSalable: \(product.productId) is not an Advanced Commerce product" }
         guard quantity == 1, offer == nil, billingPlanType == nil else { return "OperationNotAllowed: an Advanced Commerce purchase takes no quantity, offer or billing plan" }
         guard request.version == "1" else { return "UnexpectedVersion: version must be \"1\"" }
-        if let refusal = Self.check(request.requestInfo) { return "\(refusal.message)" }
+        if let refusal = AdvancedCommerceCheck.check(request.requestInfo) { return "\(refusal.message)" }
         if let token = request.requestInfo?.appAccountToken, !token.isEmpty {
             guard let uuid = UUID(uuidString: token) else { return "InvalidAppAccountToken: not a UUID" }
             if let appAccountToken, appAccountToken != uuid { return "InvalidAppAccountToken: the purchase's appAccountToken differs from the request's" }
@@ -173,14 +181,14 @@ extension StoreEngine {
         case AdvancedCommerceInAppRequest.createOneTimeCharge:
             guard product.type == .consumable else { return "InvalidSalable: one-time charges are sold through the generic consumable" }
             guard let item = request.item else { return "NullItem: item is required" }
-            return Self.check(item, priced: true)?.message
+            return AdvancedCommerceCheck.check(item, priced: true)?.message
         case AdvancedCommerceInAppRequest.createSubscription:
             guard product.type == .autoRenewableSubscription else { return "InvalidSalable: subscriptions are sold through the generic auto-renewable subscription" }
             guard let period = request.period else { return "NullPeriod: period is required" }
             guard AdvancedCommerceLimits.subscriptionPeriods.contains(period) else { return "InvalidSalableDuration: \(period) is not a subscription period" }
             guard let descriptors = request.descriptors else { return "NullDescriptors: descriptors are required" }
-            if let refusal = Self.check(descriptors, required: true) { return refusal.message }
-            if let refusal = Self.check(request.items, priced: true) { return refusal.message }
+            if let refusal = AdvancedCommerceCheck.check(descriptors, required: true) { return refusal.message }
+            if let refusal = AdvancedCommerceCheck.check(request.items, priced: true) { return refusal.message }
             let live = state.subscriptions.values.contains {
                 $0.account == account.id && $0.group == product.subscriptionGroupIdentifier && $0.phase != .expired && $0.phase != .revoked
             }
@@ -236,7 +244,7 @@ extension StoreEngine {
         }
         payload.subscriptionGroupIdentifier = group
         payload.webOrderLineItemId = state.mintId()
-        payload.price = terms.items.reduce(0) { $0 + $1.chargedPrice }
+        payload.price = terms.chargedPrice
         payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: terms.transactionInfo)
         payload.expiresDate = now.addingTimeInterval(rate.duration(of: period))
         let previous = state.subscriptions.values.first { $0.account == pending.account && $0.group == group && $0.sharedFrom == nil }
@@ -261,9 +269,12 @@ extension StoreEngine {
     /// the items' prices, their info, the request's period. Returns the period's length.
     func stampAdvancedCommercePeriod(_ series: inout StoreState.Subscription, _ payload: inout JWSTransactionDecodedPayload, renewing: Bool) -> TimeInterval {
         guard var terms = series.advancedCommerce else { return 0 }
-        if renewing { terms.renew() }
+        if renewing {
+            terms.renew()
+            terms.newToken()
+        }
         series.advancedCommerce = terms
-        payload.price = terms.items.reduce(0) { $0 + $1.chargedPrice }
+        payload.price = terms.chargedPrice
         payload.currency = terms.currency
         payload.advancedCommerceInfo = try? AppStoreJSONValue(encoding: terms.transactionInfo)
         return rate.duration(of: SubscriptionPeriod(iso8601: terms.period) ?? SubscriptionPeriod(value: 1, unit: .month))
@@ -275,12 +286,13 @@ extension StoreEngine {
     /// next renewal; METADATA_UPDATE at once.
     public func advancedCommerceChangeMetadata(transactionId: String, _ request: AdvancedCommerceChangeMetadataRequest,
                                                fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
-        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true,
+                    storefront: request.storefront) { series in
             guard request.descriptors != nil || !(request.items ?? []).isEmpty else { return .failure(.init(.atLeastOneItem, "At least one item or the descriptors must change.")) }
             var terms = series.advancedCommerce!
             if let descriptors = request.descriptors {
                 guard let effective = descriptors.effective else { return .failure(.init(.nullEffective, "Effective is required.")) }
-                if let refusal = Self.check(descriptors, required: false) { return .failure(refusal) }
+                if let refusal = AdvancedCommerceCheck.check(descriptors, required: false) { return .failure(refusal) }
                 if effective == .immediately {
                     terms.descriptors.description = descriptors.description ?? terms.descriptors.description
                     terms.descriptors.displayName = descriptors.displayName ?? terms.descriptors.displayName
@@ -288,15 +300,24 @@ extension StoreEngine {
                     terms.nextDescriptors = AdvancedCommerceDescriptors(description: descriptors.description, displayName: descriptors.displayName)
                 }
             }
-            for change in request.items ?? [] {
+            let changes = request.items ?? []
+            guard Set(changes.compactMap(\.currentSKU)).count == changes.count else {
+                return .failure(.init(.multipleOperationsOnSingleSKU, "Multiple operations on a single SKU."))
+            }
+            for change in changes {
                 guard let current = change.currentSKU, let index = terms.items.firstIndex(where: { $0.sku == current }) else {
                     return .failure(.init(.invalidSKU, "Invalid SKU: no item of the subscription has that currentSKU."))
+                }
+                // A new SKU must not be one the subscription holds, now or from the next renewal.
+                if let sku = change.sku, sku != current,
+                   terms.items.contains(where: { $0.sku == sku || $0.next?.sku == sku }) || changes.contains(where: { $0.currentSKU != current && $0.sku == sku }) {
+                    return .failure(.init(.productAlreadyExists, "The SKU is already part of the subscription."))
                 }
                 guard let effective = change.effective else { return .failure(.init(.nullEffective, "Effective is required.")) }
                 guard change.sku != nil || change.displayName != nil || change.description != nil else {
                     return .failure(.init(.atLeastOneOfDisplayNameOrDescription, "At least one of SKU, display name or description must change."))
                 }
-                if let refusal = Self.check(AdvancedCommerceItem(sku: change.sku ?? current, description: change.description, displayName: change.displayName),
+                if let refusal = AdvancedCommerceCheck.check(AdvancedCommerceItem(sku: change.sku ?? current, description: change.description, displayName: change.displayName),
                                             priced: false, namesRequired: false) { return .failure(refusal) }
                 if effective == .immediately {
                     terms.items[index].sku = change.sku ?? terms.items[index].sku
@@ -331,7 +352,8 @@ extension StoreEngine {
     /// subscription not in billing retry; PRICE_CHANGE at once (an increase shows as `priceIncreaseInfo` `SCHEDULED`).
     public func advancedCommerceChangePrice(transactionId: String, _ request: AdvancedCommercePriceChangeRequest,
                                             fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
-        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true,
+                    storefront: request.storefront) { series in
             guard series.phase == .active, series.expiresDate.timeIntervalSince(clock.now) >= rate.secondsPerDay else {
                 return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: it must be active, and renew more than a day from now."))
             }
@@ -347,8 +369,12 @@ extension StoreEngine {
                 }
                 guard let price = change.price else { return .failure(.init(.nullPrice, "Price is required.")) }
                 guard price >= 0 else { return .failure(.init(.negativePrice, "The price must contain a positive number.")) }
+                guard price <= AdvancedCommerceLimits.maxPrice else { return .failure(.init(.generalBadRequest, "InvalidPrice: too high.")) }
                 for dependent in change.dependentSKUs ?? [] where !terms.items.contains(where: { $0.sku == dependent }) || dependent == sku {
                     return .failure(.init(.invalidSKU, "Invalid SKU: a dependent SKU is not another item of the subscription."))
+                }
+                guard terms.items[index].nextPrice == nil else {
+                    return .failure(.init(.priceChangeAlreadyCommunicated, "A price change of this SKU is already under way."))
                 }
                 terms.items[index].nextPrice = price == terms.items[index].price ? nil : price
                 terms.items[index].dependentSKUs = change.dependentSKUs
@@ -365,7 +391,8 @@ extension StoreEngine {
     /// first item: a migration request carries no prices; the server changes them with Change Subscription Price).
     public func advancedCommerceMigrate(transactionId: String, _ request: AdvancedCommerceMigrateRequest,
                                         fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
-        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: false) { old in
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: false,
+                    storefront: request.storefront) { old in
             guard migration(of: old.originalTransactionId) == nil else { return .failure(.init(.subscriptionAlreadyMigrated, "The subscription already migrated.")) }
             guard let targetId = request.targetProductId else { return .failure(.init(.nullTargetProductId, "Target product id is required.")) }
             guard let target = catalog.product(targetId), target.advancedCommerce, target.type == .autoRenewableSubscription, let group = target.subscriptionGroupIdentifier else {
@@ -374,11 +401,14 @@ extension StoreEngine {
             guard old.phase == .active || old.phase == .gracePeriod || old.phase == .billingRetry else {
                 return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: it is not active."))
             }
+            // One live subscription per group: a customer who already subscribes to the generic product would pay twice.
+            let live = state.subscriptions.values.contains { $0.account == old.account && $0.group == group && $0.phase != .expired && $0.phase != .revoked }
+            guard !live else { return .failure(.init(.subscriptionAlreadyExists, "The customer already has a subscription of \(targetId).")) }
             guard let descriptors = request.descriptors else { return .failure(.init(.nullDescriptors, "Descriptors are required.")) }
-            if let refusal = Self.check(descriptors, required: true) { return .failure(refusal) }
+            if let refusal = AdvancedCommerceCheck.check(descriptors, required: true) { return .failure(refusal) }
             guard request.taxCode.map({ !$0.isEmpty }) == true else { return .failure(.init(.nullTaxCode, "Tax code is required.")) }
-            if let refusal = Self.check(request.items, priced: false) { return .failure(refusal) }
-            if request.renewalItems != nil, let refusal = Self.check(request.renewalItems, priced: false) { return .failure(refusal) }
+            if let refusal = AdvancedCommerceCheck.check(request.items, priced: false) { return .failure(refusal) }
+            if request.renewalItems != nil, let refusal = AdvancedCommerceCheck.check(request.renewalItems, priced: false) { return .failure(refusal) }
             guard let oldProduct = catalog.product(old.autoRenewProductId) ?? catalog.product(old.productId), let oldPeriod = oldProduct.period,
                   let latest = state.transactions[old.latestTransactionId]?.payload, let account = state.accounts[old.account] else {
                 return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: its product is no longer sold."))
@@ -395,16 +425,17 @@ extension StoreEngine {
                 items: terms(request.items ?? []), period: AdvancedCommerceLimits.subscriptionPeriods.contains(period) ? period : "P1M",
                 currency: latest.currency ?? catalog.currency, taxCode: request.taxCode ?? "",
                 requestReferenceId: request.requestInfo?.requestReferenceId?.lowercased() ?? "", consistencyToken: AdvancedCommerceTerms.token(1))
-            if let renewalItems = request.renewalItems {
-                // What renews differs from what the current period holds: the current items' names, the renewal's.
-                let renewing = terms(renewalItems)
-                newTerms.items = renewing.enumerated().map { index, item in
-                    var current = index < newTerms.items.count ? newTerms.items[index] : item
-                    current.next = AdvancedCommerceItem(sku: item.sku, description: item.description, displayName: item.displayName)
-                    current.price = item.price
-                    return current
-                }
+            // The current period as it was paid for: the request's items, the whole of what the period cost on the first.
+            var current = newTerms.transactionInfo
+            let paid = latest.price ?? 0
+            current.items = current.items?.enumerated().map { index, item in
+                var item = item
+                item.price = index == 0 ? paid : 0
+                return item
             }
+            current.taxExclusivePrice = paid
+            // What renews, when it differs from what the current period holds.
+            if let renewalItems = request.renewalItems { newTerms.items = terms(renewalItems) }
             let now = clock.now
             let id = state.mintId()
             var payload = latest
@@ -425,7 +456,7 @@ extension StoreEngine {
             payload.isUpgraded = nil
             payload.billingPlanType = nil
             payload.commitmentInfo = nil
-            payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: newTerms.transactionInfo)
+            payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: current)
             if let token = request.requestInfo?.appAccountToken.flatMap({ UUID(uuidString: $0) }) { payload.appAccountToken = token }
             state.transactions[id] = .init(payload: payload, account: old.account, unfinishedOn: account.devices)
             state.transactionOrder.append(id)
@@ -449,7 +480,8 @@ extension StoreEngine {
     /// any turning off of auto-renew (DID_CHANGE_RENEWAL_STATUS / AUTO_RENEW_DISABLED).
     public func advancedCommerceCancel(transactionId: String, _ request: AdvancedCommerceCancelRequest,
                                        fingerprint: String) throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
-        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+        try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true,
+                    storefront: request.storefront) { series in
             guard series.phase != .expired, series.phase != .revoked else { return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: it is not active.")) }
             guard series.autoRenewStatus else { return .success(nil) }
             series.autoRenewStatus = false
@@ -466,9 +498,19 @@ extension StoreEngine {
         guard request.refundRiskingPreference != nil else { return .failure(.init(.nullRefundRisking, "Refund risking preference is required.")) }
         guard let type = request.refundType, AdvancedCommerceLimits.refundTypes.contains(type) else { return .failure(.init(.invalidRefundType, "Invalid refund type.")) }
         guard let reason = request.refundReason, AdvancedCommerceLimits.refundReasons.contains(reason) else { return .failure(.init(.invalidRefundReason, "Invalid refund reason.")) }
-        return try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true) { series in
+        let declined = reason == "SIMULATE_REFUND_DECLINE"
+        if declined, environment == .production {
+            return .failure(.init(.simulateRefundDeclineOnlyInSandbox, "A simulated refund decline is for the sandbox only."))
+        }
+        return try serving(request.requestInfo, fingerprint: fingerprint, transactionId: transactionId, advancedCommerce: true,
+                           storefront: request.storefront) { series in
             guard series.phase == .active || series.phase == .gracePeriod || series.phase == .billingRetry else {
                 return .failure(.init(.revokeOnInactiveSubscription, "The subscription is not active."))
+            }
+            // Sandbox's way to test a declined refund: nothing changes, and Apple says so.
+            if declined {
+                try notify(.refundDeclined, nil, transactionId: series.latestTransactionId)
+                return .success(nil)
             }
             let now = clock.now
             guard var latest = state.transactions[series.latestTransactionId]?.payload, let start = latest.purchaseDate, let end = latest.expiresDate else {
@@ -479,7 +521,8 @@ extension StoreEngine {
             info.items = (info.items ?? []).map { item in
                 var item = item
                 item.revocationDate = now
-                item.refunds = (item.refunds ?? []) + [AdvancedCommerceRefund(refundAmount: (item.price ?? 0) * Int64(share) / 100_000, refundDate: now,
+                let (scaled, overflow) = (item.price ?? 0).multipliedReportingOverflow(by: Int64(share))
+                item.refunds = (item.refunds ?? []) + [AdvancedCommerceRefund(refundAmount: overflow ? item.price : scaled / 100_000, refundDate: now,
                                                                               refundReason: reason, refundType: type)]
                 return item
             }
@@ -500,13 +543,16 @@ extension StoreEngine {
     /// consistency token held to the latest. `change` edits the series and names the notification to send (nil: none,
     /// or sent already); the answer is the series' latest transaction and renewal info, signed now.
     private func serving(_ info: AdvancedCommerceRequestInfo?, fingerprint: String, transactionId: String, advancedCommerce: Bool,
-                         _ change: (inout StoreState.Subscription) throws -> Result<NotificationTypeV2?, AdvancedCommerceRefusal>)
+                         storefront: String?, _ change: (inout StoreState.Subscription) throws -> Result<NotificationTypeV2?, AdvancedCommerceRefusal>)
         throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal> {
         try processSubscriptions()
-        if let refusal = Self.check(info) { return .failure(refusal) }
+        if let refusal = AdvancedCommerceCheck.check(info) { return .failure(refusal) }
         guard let stored = state.transactions[transactionId] else { return .failure(.init(.transactionIdNotFound, "Transaction id not found.")) }
         guard let original = stored.payload.originalTransactionId, var series = state.subscriptions[original], series.sharedFrom == nil else {
             return .failure(.init(.subscriptionDoesNotExist, "Subscription does not exist."))
+        }
+        if let storefront, storefront != state.accounts[series.account]?.storefront {
+            return .failure(.init(.mismatchedStorefront, "The storefront is not the customer's."))
         }
         let referenceId = info?.requestReferenceId?.lowercased() ?? ""
         if let served = state.advancedCommerceRequests?[referenceId] {
@@ -548,76 +594,5 @@ extension StoreEngine {
     private func answer(_ series: StoreState.Subscription) throws -> AdvancedCommerceSubscriptionResponse {
         guard let latest = state.transactions[series.latestTransactionId]?.payload else { throw SimulatorError.catalog("series \(series.originalTransactionId) lost its transaction") }
         return AdvancedCommerceSubscriptionResponse(signedRenewalInfo: try sign(renewalInfo(series)), signedTransactionInfo: try sign(latest))
-    }
-
-    // MARK: Checks
-
-    static func check(_ info: AdvancedCommerceRequestInfo?) -> AdvancedCommerceRefusal? {
-        guard let info else { return .init(.nullRequestInfo, "NullRequestInfo: requestInfo is required.") }
-        guard let id = info.requestReferenceId, !id.isEmpty else { return .init(.nullRequestReferenceId, "NullRequestReferenceID: requestReferenceId is required.") }
-        guard UUID(uuidString: id) != nil else { return .init(.invalidRequestReferenceId, "InvalidRequestReferenceID: requestReferenceId must be a UUID.") }
-        if let token = info.appAccountToken, !token.isEmpty, UUID(uuidString: token) == nil {
-            return .init(.invalidAppAccountToken, "InvalidAppAccountToken: a valid UUID or an empty string.")
-        }
-        return nil
-    }
-
-    static func check(_ descriptors: AdvancedCommerceDescriptors, required: Bool) -> AdvancedCommerceRefusal? {
-        if required {
-            guard descriptors.displayName != nil else { return .init(.nullDisplayName, "NullDisplayName: displayName is required.") }
-            guard descriptors.description != nil else { return .init(.nullDescription, "NullDescription: description is required.") }
-        } else if descriptors.displayName == nil && descriptors.description == nil {
-            return .init(.atLeastOneOfDisplayNameOrDescription, "At least one of display name or description is required.")
-        }
-        return checkLengths(description: descriptors.description, displayName: descriptors.displayName)
-    }
-
-    static func check(_ items: [AdvancedCommerceItem]?, priced: Bool) -> AdvancedCommerceRefusal? {
-        guard let items else { return .init(.nullItems, "NullItems: items are required.") }
-        guard !items.isEmpty else { return .init(.atLeastOneItem, "AtLeastOneItem: at least one item is required.") }
-        guard items.count <= AdvancedCommerceLimits.maxItems else { return .init(.itemLimitExceeded, "The number of items in subscription exceeds the limit.") }
-        guard Set(items.compactMap(\.sku)).count == items.count else { return .init(.invalidSKU, "InvalidSKU: each SKU once.") }
-        for item in items { if let refusal = check(item, priced: priced) { return refusal } }
-        return nil
-    }
-
-    static func check(_ item: AdvancedCommerceItem, priced: Bool, namesRequired: Bool = true) -> AdvancedCommerceRefusal? {
-        guard let sku = item.sku, !sku.isEmpty else { return .init(.nullSKU, "NullSKU: SKU is required.") }
-        guard sku.count <= AdvancedCommerceLimits.skuLength else { return .init(.skuLengthExceeded, "SKULengthExceeded: at most 128 characters.") }
-        guard sku.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else { return .init(.invalidSKU, "InvalidSKU: no spaces or control characters.") }
-        if namesRequired {
-            guard item.displayName != nil else { return .init(.nullDisplayName, "NullDisplayName: displayName is required.") }
-            guard item.description != nil else { return .init(.nullDescription, "NullDescription: description is required.") }
-        }
-        if let refusal = checkLengths(description: item.description, displayName: item.displayName) { return refusal }
-        if priced {
-            guard let price = item.price else { return .init(.nullPrice, "NullPrice: price is required.") }
-            guard price >= 0 else { return .init(.negativePrice, "NegativePrice: the price must contain a positive number.") }
-            if let offer = item.offer {
-                guard let count = offer.periodCount, AdvancedCommerceLimits.offerPeriodCounts.contains(count) else {
-                    return .init(.invalidOfferPeriodCount, "InvalidOfferPeriodCount: 1 to 12 periods.")
-                }
-                guard let period = offer.period, AdvancedCommerceLimits.offerPeriods.contains(period) else { return .init(.invalidOfferPeriod, "InvalidOfferPeriod.") }
-                guard let reason = offer.reason, AdvancedCommerceLimits.offerReasons.contains(reason) else { return .init(.invalidOfferReason, "InvalidOfferReason.") }
-                guard let offerPrice = offer.price, offerPrice >= 0, offerPrice <= price else {
-                    return .init(.invalidOfferPrice, "InvalidOfferPrice: an offer's price is at most the item's.")
-                }
-            }
-        }
-        return nil
-    }
-
-    private static func checkLengths(description: String?, displayName: String?) -> AdvancedCommerceRefusal? {
-        // Apple asks for one line of plain text.
-        let plain = { (text: String) in !text.unicodeScalars.contains { $0.properties.generalCategory == .control } }
-        if let description, !plain(description) { return .init(.invalidDescription, "InvalidDescription: one line, no control characters.") }
-        if let displayName, !plain(displayName) { return .init(.invalidDisplayName, "InvalidDisplayName: one line, no control characters.") }
-        if let description, description.count > AdvancedCommerceLimits.descriptionLength {
-            return .init(.descriptionLengthExceeded, "DescriptionLengthExceeded: at most 45 characters.")
-        }
-        if let displayName, displayName.count > AdvancedCommerceLimits.displayNameLength {
-            return .init(.displayNameLengthExceeded, "DisplayNameLengthExceeded: at most 30 characters.")
-        }
-        return nil
     }
 }

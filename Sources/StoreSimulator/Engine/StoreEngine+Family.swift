@@ -132,6 +132,8 @@ extension StoreEngine {
         payload.inAppOwnershipType = .familyShared
         // The purchaser's token names the purchaser's account in the app, not the member's.
         payload.appAccountToken = nil
+        // A migration is the purchaser's series' history, not the member's.
+        payload.previousOriginalTransactionId = nil
         if payload.webOrderLineItemId != nil { payload.webOrderLineItemId = state.mintId() }
         if let first = originalTransactionId.flatMap({ state.transactions[$0]?.payload.purchaseDate }) { payload.originalPurchaseDate = first } else { payload.originalPurchaseDate = payload.purchaseDate }
         state.transactions[id] = .init(payload: payload, account: member, unfinishedOn: state.accounts[member]?.devices ?? [], sharedFrom: sourceId)

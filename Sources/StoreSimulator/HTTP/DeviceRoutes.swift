@@ -32,7 +32,8 @@ struct DeviceRoutes {
         var withReceipt: Bool?
         /// `MONTHLY`: a one-year subscription paid monthly over a 12-month commitment (2026).
         var billingPlanType: BillingPlanType?
-        /// An Advanced Commerce API purchase: the JWS the app's server signed (StoreKit's `advancedCommerceData`).
+        /// An Advanced Commerce API purchase: the JWS the app's server signed, bare or in StoreKit's
+        /// `{"signatureInfo": {"token": …}}` (`advancedCommerceData`).
         var advancedCommerceData: String?
     }
 
@@ -138,8 +139,8 @@ struct DeviceRoutes {
             case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
             }
             var advancedCommerce: AdvancedCommercePurchase?
-            if let jws = body.advancedCommerceData {
-                switch OfferSignatureVerifier(services.authenticator).advancedCommerceRequest(jws) {
+            if let data = body.advancedCommerceData {
+                switch OfferSignatureVerifier(services.authenticator).advancedCommerceRequest(Self.advancedCommerceToken(data)) {
                 case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
                 case .success(let (request, signature)): advancedCommerce = AdvancedCommercePurchase(request: request, nonce: signature.nonce)
                 }
@@ -265,6 +266,13 @@ extension DeviceRoutes.OfferInfo {
 }
 
 extension DeviceRoutes {
+    /// StoreKit takes the signed request as `{"signatureInfo": {"token": "<JWS>"}}` (`.custom(key: "advancedCommerceData", …)`);
+    /// the bare JWS is taken too.
+    static func advancedCommerceToken(_ data: String) -> String {
+        struct Wrapper: Decodable { struct Info: Decodable { var token: String }; var signatureInfo: Info }
+        return (try? JSONDecoder().decode(Wrapper.self, from: Data(data.utf8)))?.signatureInfo.token ?? data
+    }
+
     /// The app server's signatures on a purchase, checked as the App Store does before it charges: a promotional
     /// offer needs one (JWS or the original kind), introductory-offer eligibility is taken when signed; each nonce
     /// once, each naming the buyer. Answers the introductory-offer decision the signature carries.

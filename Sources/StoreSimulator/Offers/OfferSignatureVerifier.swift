@@ -74,7 +74,7 @@ public struct OfferSignatureVerifier: Sendable {
     public func advancedCommerceRequest(_ jws: String, now: Date = Date()) -> Result<(AdvancedCommerceInAppRequest, Accepted), Refusal> {
         claims(jws, audience: OfferSignatureClaims.advancedCommerceAudience, productId: nil, now: now).flatMap { claims in
             guard let text = claims.request, let json = Base64.decode(text.utf8),
-                  let request = try? JSONDecoder().decode(AdvancedCommerceInAppRequest.self, from: Data(json)) else {
+                  let request = try? AppStoreJSON.decoder().decode(AdvancedCommerceInAppRequest.self, from: Data(json)) else {
                 return .failure(Refusal(reason: "MalformedPayload: the request claim is not base64 of a request's JSON"))
             }
             return .success((request, Accepted(nonce: claims.nonce ?? "")))
