@@ -248,8 +248,18 @@ public actor PurchaseClient {
         return outcome
     }
 
+    /// Buys an Advanced Commerce API generic product: `signRequest` asks the app's own server to sign what is sold
+    /// (SKUs, prices, period) for the order's `appAccountToken`, which the request must name (the App Store refuses a
+    /// request whose token differs from the purchase's), and StoreKit charges what the request says. A request that
+    /// cannot be signed fails the purchase before anything is charged, and leaves nothing in the journal. Never joined
+    /// to another purchase under way: each request is its own.
+    public func purchase(_ productId: String, advancedCommerce signRequest: @escaping @Sendable (_ appAccountToken: UUID) async throws -> String) async -> PurchaseOutcome {
+        await performPurchase(productId, quantity: 1, advancedCommerce: signRequest)
+    }
+
     private func performPurchase(_ productId: String, quantity: Int, promotionalOffer: String? = nil,
-                                 serverIntroductoryEligibility: Bool = false) async -> PurchaseOutcome {
+                                 serverIntroductoryEligibility: Bool = false,
+                                 advancedCommerce signRequest: (@Sendable (UUID) async throws -> String)? = nil) async -> PurchaseOutcome {
         guard await store.canMakePayments() else { return .failed(PurchaseFailure(.paymentsNotAllowed, "payments are not allowed on this device")) }
         // The account the order is for: a sign-in change during the payment must not move the payment.
         let owner = accountId
@@ -277,6 +287,16 @@ public actor PurchaseClient {
         let intent = JournalEntry(kind: .intent, orderId: order.orderId, productId: productId, appAccountToken: order.appAccountToken, accountId: owner)
         do { try journal.write(intent) } catch {
             return .failed(PurchaseFailure(.orderFailed, "the journal cannot be written, so no payment is started: \(error)"))
+        }
+        if let signRequest {
+            do { offers.advancedCommerceJWS = try await signRequest(order.appAccountToken) } catch {
+                try? journal.remove(key: intent.key)
+                return .failed(PurchaseFailure(.offerRefused, "the app's server did not sign the Advanced Commerce request: \(error)"))
+            }
+            guard accountId == owner else {
+                try? journal.remove(key: intent.key)
+                return .failed(PurchaseFailure(.offerRefused, "the account changed while the request was being signed"))
+            }
         }
         eventBroadcast.send(.awaitingPayment(orderId: order.orderId))
         let result: StorePurchaseResult

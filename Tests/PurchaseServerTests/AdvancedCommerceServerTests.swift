@@ -2,6 +2,7 @@ import AppStoreClient
 import AppStoreFormats
 import Crypto
 import Foundation
+import PurchaseClient
 import PurchaseServer
 import Testing
 
@@ -65,6 +66,33 @@ struct AdvancedCommerceServerTests {
             try await system.advance(by: 0)
             #expect(try await pro(system, account)?.productId == Self.generic)
             #expect((try await system.entitlements(account)["balances"] as? [String: Any])?["credits"] as? Int == 1, "one charge, one credit, once")
+        }
+    }
+
+    @Test("The SDK buys a generic product with the request the app's server signs for the order's token; a request that cannot be signed charges nothing and leaves no journal entry")
+    func sdk() async throws {
+        try await System.run(.sqlite) { system in
+            let (_, signer) = try backend(system)
+            let (account, store) = try await system.customer("acsdk")
+            let app = try App.launch(system, account: account, storeAccount: store)
+            let outcome = await app.client.purchase(Self.generic) { token in
+                var request = AdvancedCommerceInAppRequest(operation: AdvancedCommerceInAppRequest.createSubscription,
+                                                           requestInfo: .init(requestReferenceId: UUID().uuidString.lowercased(), appAccountToken: token.uuidString.lowercased()),
+                                                           currency: "USD", taxCode: "C003-00-2")
+                request.descriptors = .init(description: "Every article", displayName: "News")
+                request.items = [.init(sku: "news.basic", description: "Every article", displayName: "News", price: 4990)]
+                request.period = "P1M"
+                return try signer.advancedCommerceRequest(request)
+            }
+            guard case .granted(let owned) = outcome else { Issue.record("not granted: \(outcome)"); return }
+            #expect(owned.entitlements.contains { $0.name == "pro" && $0.productId == Self.generic })
+            #expect(app.journalEntries.isEmpty)
+            struct Unreachable: Error {}
+            let refused = await app.client.purchase(Self.oneTime) { _ in throw Unreachable() }
+            guard case .failed(let failure) = refused else { Issue.record("\(refused)"); return }
+            #expect(failure.code == .offerRefused && app.journalEntries.isEmpty)
+            let charged = await system.engine.notifications().filter { $0.type == .oneTimeCharge }
+            #expect(charged.isEmpty, "nothing was bought")
         }
     }
 

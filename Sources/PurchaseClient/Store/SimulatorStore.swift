@@ -72,6 +72,8 @@ public actor SimulatorStore: StoreAdapter {
             var withReceipt = false
             var offer: Offer?
             var introductoryOfferEligibility: String?
+            /// As StoreKit carries it (`{"signatureInfo": {"token": …}}`).
+            var advancedCommerceData: String?
         }
         struct Reply: Decodable { var status: String; var signedTransaction: String?; var reason: String? }
         let outcome = nextOutcome
@@ -79,6 +81,7 @@ public actor SimulatorStore: StoreAdapter {
         var request = Request(account: account, device: device, productId: productId, appAccountToken: appAccountToken, quantity: quantity, outcome: outcome)
         if let id = offers.promotionalOfferId, let jws = offers.promotionalOfferJWS { request.offer = Offer(id: id, signature: jws) }
         request.introductoryOfferEligibility = offers.introductoryOfferEligibilityJWS
+        request.advancedCommerceData = offers.advancedCommerceData.map { String(decoding: $0, as: UTF8.self) }
         let reply: Reply = try await call("POST", baseURL.appendingPathComponent("sim/purchases"), body: request)
         switch reply.status {
         case "purchased":

@@ -95,20 +95,29 @@ public enum StorePurchaseResult: Sendable, Hashable {
     case failed(String)
 }
 
-/// What the app's server signed for a purchase, for StoreKit to redeem: a promotional offer (`.promotionalOffer(_:compactJWS:)`)
-/// and the server's introductory-offer eligibility (`.introductoryOfferEligibility(compactJWS:)`).
+/// What the app's server signed for a purchase, for StoreKit to redeem: a promotional offer (`.promotionalOffer(_:compactJWS:)`),
+/// the server's introductory-offer eligibility (`.introductoryOfferEligibility(compactJWS:)`), and an Advanced Commerce
+/// API request (`.custom(key: "advancedCommerceData", …)`: what a generic product sells, at what price).
 public struct SignedOffers: Sendable, Hashable {
     public var promotionalOfferId: String?
     public var promotionalOfferJWS: String?
     public var introductoryOfferEligibilityJWS: String?
+    public var advancedCommerceJWS: String?
 
-    public init(promotionalOfferId: String? = nil, promotionalOfferJWS: String? = nil, introductoryOfferEligibilityJWS: String? = nil) {
+    public init(promotionalOfferId: String? = nil, promotionalOfferJWS: String? = nil, introductoryOfferEligibilityJWS: String? = nil,
+                advancedCommerceJWS: String? = nil) {
         self.promotionalOfferId = promotionalOfferId
         self.promotionalOfferJWS = promotionalOfferJWS
         self.introductoryOfferEligibilityJWS = introductoryOfferEligibilityJWS
+        self.advancedCommerceJWS = advancedCommerceJWS
     }
 
-    public var isEmpty: Bool { promotionalOfferJWS == nil && introductoryOfferEligibilityJWS == nil }
+    public var isEmpty: Bool { promotionalOfferJWS == nil && introductoryOfferEligibilityJWS == nil && advancedCommerceJWS == nil }
+
+    /// The Advanced Commerce request as StoreKit takes it: `{"signatureInfo": {"token": "<JWS>"}}`.
+    public var advancedCommerceData: Data? {
+        advancedCommerceJWS.flatMap { try? JSONEncoder().encode(["signatureInfo": ["token": $0]]) }
+    }
 }
 
 /// The store, behind one protocol: the simulator over HTTP (any platform) or StoreKit 2 (Apple platforms).

@@ -79,6 +79,7 @@ public struct StoreKitStore: StoreAdapter {
                 options.formUnion(Product.PurchaseOption.promotionalOffer(id, compactJWS: jws))
             }
             if let jws = offers.introductoryOfferEligibilityJWS { options.insert(.introductoryOfferEligibility(compactJWS: jws)) }
+            if let data = offers.advancedCommerceData { options.insert(.custom(key: "advancedCommerceData", value: data)) }
             #else
             // Nothing is charged: full price instead of the offer the customer chose would be a wrong charge.
             return .failed("signed offers need an SDK of 2025 or later (Swift 6.2)")
