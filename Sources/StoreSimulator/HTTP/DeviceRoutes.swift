@@ -85,178 +85,230 @@ struct DeviceRoutes {
         let sim = router.group("sim")
         sim.get("root.cer") { _, _ in Reply.bytes(engine.minter.authority.jws.rootDER, contentType: "application/pkix-cert") }
         sim.get("receipt-root.cer") { _, _ in Reply.bytes(engine.minter.authority.receipts.rootDER, contentType: "application/pkix-cert") }
-
-        sim.post("accounts") { request, _ in
-            let body = try await request.decode(AccountRequest.self)
-            guard !body.id.isEmpty, body.id.utf8.count <= 128 else { throw HTTPError(.badRequest, message: "account id must be 1 to 128 bytes") }
-            try await engine.createAccount(body.id, storefront: body.storefront, canMakePayments: body.canMakePayments ?? true,
-                                           askToBuy: body.askToBuy ?? false, billingFails: body.billingFails ?? false)
-            try await services.delivery?.deliverDue()
-            return try Reply.json(["id": body.id])
-        }
-
-        sim.get("accounts/:account") { _, context in
-            guard let settings = await engine.account(try context.parameters.require("account")) else {
-                throw HTTPError(.notFound, message: "no such account")
-            }
-            return try Reply.json(settings)
-        }
-
-        sim.put("accounts/:account/family") { request, context in
-            struct Body: Decodable { var members: [String] }
-            let body = try await request.decode(Body.self)
-            guard body.members.count <= 5 else { throw HTTPError(.badRequest, message: "a family has at most six people") }
-            guard try await engine.setFamily(organizer: try context.parameters.require("account"), members: body.members) else {
-                throw HTTPError(.notFound, message: "unknown account, or the organizer listed as a member")
-            }
-            try await services.delivery?.deliverDue()
-            return Reply.empty()
-        }
-
-        sim.get("products") { request, _ in
-            let ids = request.uri.queryParameters["ids"].map { $0.split(separator: ",").map(String.init) } ?? []
-            let catalog = engine.catalog
-            var found: [ProductInfo] = []
-            var invalid: [String] = []
-            for id in ids.prefix(200) {
-                guard let product = catalog.product(id) else { invalid.append(id); continue }
-                found.append(ProductInfo(
-                    productId: id, type: product.type, displayName: product.displayName, price: product.price, currency: catalog.currency,
-                    subscriptionGroupIdentifier: product.subscriptionGroupIdentifier, groupLevel: product.groupLevel,
-                    subscriptionPeriod: product.period?.description, familyShareable: product.familyShareable,
-                    introductoryOffer: product.introductoryOffer.map(OfferInfo.init), promotionalOffers: product.promotionalOffers.map(OfferInfo.init),
-                    offerCodes: product.offerCodes.map(OfferInfo.init)))
-            }
-            struct Products: Encodable { var products: [ProductInfo]; var invalidProductIds: [String] }
-            return try Reply.json(Products(products: found, invalidProductIds: invalid))
-        }
-
-        sim.post("purchases") { request, _ in
-            let body = try await request.decode(PurchaseRequest.self)
-            let allowIntroductoryOffer: Bool?
-            switch try await checkSignatures(body) {
-            case .success(let allow): allowIntroductoryOffer = allow
-            case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
-            }
-            var advancedCommerce: AdvancedCommercePurchase?
-            if let data = body.advancedCommerceData {
-                switch OfferSignatureVerifier(services.authenticator).advancedCommerceRequest(Self.advancedCommerceToken(data)) {
-                case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
-                case .success(let (request, signature)): advancedCommerce = AdvancedCommercePurchase(request: request, nonce: signature.nonce)
-                }
-            }
-            let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
-                                                   appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, offer: body.offer,
-                                                   allowIntroductoryOffer: allowIntroductoryOffer, outcome: body.outcome ?? .success,
-                                                   withReceipt: body.withReceipt ?? true, billingPlanType: body.billingPlanType,
-                                                   advancedCommerce: advancedCommerce)
-            try await services.delivery?.deliverDue()
-            switch result {
-            case .purchased(let signed, let id, let receipt):
-                return try Reply.json(PurchaseReply(status: "purchased", transactionId: id, signedTransaction: signed, receipt: receipt.map { Base64.standardEncode($0) }))
-            case .userCancelled: return try Reply.json(PurchaseReply(status: "userCancelled"))
-            case .pending(let requestId): return try Reply.json(PurchaseReply(status: "pending", requestId: requestId))
-            case .interrupted(let requestId): return try Reply.json(PurchaseReply(status: "interrupted", requestId: requestId))
-            case .failed(let reason): return try Reply.json(PurchaseReply(status: "failed", reason: reason))
-            }
-        }
-
-        sim.post("requests/:id/approve") { _, context in
-            guard let id = try await engine.approve(try context.parameters.require("id")) else {
-                throw HTTPError(.notFound, message: "no such pending purchase")
-            }
-            return try Reply.json(["transactionId": id])
-        }
-        sim.post("requests/:id/decline") { _, context in
-            guard try await engine.decline(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such pending purchase") }
-            return Reply.empty()
-        }
-
+        sim.post("accounts", use: createAccount)
+        sim.get("accounts/:account", use: account)
+        sim.put("accounts/:account/family", use: setFamily)
+        sim.get("products", use: products)
+        sim.post("purchases", use: purchase)
+        sim.post("requests/:id/approve", use: approve)
+        sim.post("requests/:id/decline", use: decline)
         sim.get("accounts/:account/devices/:device/unfinished") { _, context in
             try Reply.json(SignedList(signedTransactions: try await engine.unfinished(
                 account: try context.parameters.require("account"), device: try context.parameters.require("device"))))
         }
-        sim.post("transactions/:id/finish") { request, context in
-            let body = try await request.decode(FinishRequest.self)
-            return try Reply.json(["finished": try await engine.finish(try context.parameters.require("id"), device: body.device)])
-        }
-        sim.post("transactions/:id/refund") { request, context in
-            // An empty body refunds all of it; `{"revocationPercentage": 33333, "revocationReason": 1}` a part.
-            let body = try await request.decodeIfPresent(RefundRequest.self) ?? RefundRequest()
-            if let percentage = body.revocationPercentage, !(0...100_000).contains(percentage) {
-                throw HTTPError(.badRequest, message: "revocationPercentage is in milliunits, 0 to 100000")
-            }
-            guard try await engine.refund(try context.parameters.require("id"), reason: RevocationReason(rawValue: body.revocationReason ?? 0),
-                                          percentage: body.revocationPercentage) else {
-                throw HTTPError(.notFound, message: "no such unrefunded transaction")
-            }
-            try await services.delivery?.deliverDue()
-            return Reply.empty()
-        }
+        sim.post("transactions/:id/finish", use: finish)
+        sim.post("transactions/:id/refund", use: refund)
         sim.post("accounts/:account/restore") { _, context in
             try Reply.json(SignedList(signedTransactions: try await engine.restore(account: try context.parameters.require("account"))))
         }
         sim.get("accounts/:account/receipt") { _, context in
             try Reply.json(["receipt": Base64.standardEncode(try await engine.receipt(for: try context.parameters.require("account")))])
         }
-        sim.post("clock/advance") { request, _ in
-            let body = try await request.decode(AdvanceRequest.self)
-            guard body.seconds.isFinite, body.seconds >= 0, body.seconds <= 10 * 365 * 86_400 else {
-                throw HTTPError(.badRequest, message: "seconds must be between 0 and ten years")
-            }
-            try await engine.advanceClock(by: body.seconds)
-            try await services.delivery?.deliverDue()
-            return try Reply.json(["now": ReceiptDate.milliseconds(engine.clock.now)])
-        }
-        sim.post("subscriptions/:id/autoRenew") { request, context in
-            struct Body: Decodable { var enabled: Bool }
-            let body = try await request.decode(Body.self)
-            guard try await engine.setAutoRenew(originalTransactionId: try context.parameters.require("id"), enabled: body.enabled) else {
-                throw HTTPError(.notFound, message: "no such subscription")
-            }
-            try await services.delivery?.deliverDue()
-            return Reply.empty()
-        }
-        sim.post("products/:id/price") { request, context in
-            struct Body: Decodable { var price: Int64; var consentRequired: Bool? }
-            let body = try await request.decode(Body.self)
-            let told = try await engine.raisePrice(productId: try context.parameters.require("id"), to: body.price, consentRequired: body.consentRequired ?? true)
-            try await services.delivery?.deliverDue()
-            return try Reply.json(["subscribersTold": told])
-        }
-        sim.post("subscriptions/:id/priceConsent") { _, context in
-            guard try await engine.consentToPriceIncrease(originalTransactionId: try context.parameters.require("id")) else {
-                throw HTTPError(.notFound, message: "no price increase awaits consent")
-            }
-            try await services.delivery?.deliverDue()
-            return Reply.empty()
-        }
-        sim.post("transactions/:id/refund-reversal") { _, context in
-            guard try await engine.reverseRefund(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such refunded transaction") }
-            try await services.delivery?.deliverDue()
-            return Reply.empty()
-        }
+        sim.post("clock/advance", use: advanceClock)
+        sim.post("subscriptions/:id/autoRenew", use: setAutoRenew)
+        sim.post("products/:id/price", use: raisePrice)
+        sim.post("subscriptions/:id/priceConsent", use: consentToPriceIncrease)
+        sim.post("transactions/:id/refund-reversal", use: reverseRefund)
         sim.post("notifications/deliver") { _, _ in
             try Reply.json(["attempted": try await services.delivery?.deliverDue() ?? 0])
         }
-        sim.get("notifications") { _, _ in
-            struct Item: Encodable { var notificationUUID: String; var notificationType: NotificationTypeV2; var subtype: NotificationSubtype?; var sendAttempts: [SendAttemptItem] }
-            return try Reply.json(await engine.notifications().map { Item(notificationUUID: $0.uuid, notificationType: $0.type, subtype: $0.subtype, sendAttempts: $0.attempts) })
+        sim.get("notifications", use: notifications)
+        sim.post("faults", use: configureFaults)
+        sim.delete("faults", use: clearFaults)
+        sim.post("faults/notifications", use: configureNotificationFaults)
+    }
+
+    /// Makes a customer's account (an Apple Account signed in on the customer's devices) with its storefront and settings.
+    @Sendable func createAccount(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decode(AccountRequest.self)
+        guard !body.id.isEmpty, body.id.utf8.count <= 128 else { throw HTTPError(.badRequest, message: "account id must be 1 to 128 bytes") }
+        try await engine.createAccount(body.id, storefront: body.storefront, canMakePayments: body.canMakePayments ?? true,
+                                       askToBuy: body.askToBuy ?? false, billingFails: body.billingFails ?? false)
+        try await services.delivery?.deliverDue()
+        return try Reply.json(["id": body.id])
+    }
+
+    /// The account's settings.
+    @Sendable func account(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard let settings = await engine.account(try context.parameters.require("account")) else {
+            throw HTTPError(.notFound, message: "no such account")
         }
-        sim.post("faults") { request, _ in
-            try services.faults.configure(try await request.decode(FaultPlan.self))
-            return Reply.empty()
+        return try Reply.json(settings)
+    }
+
+    /// Family Sharing: the organizer's family group, whose members share the organizer's family-shareable purchases.
+    @Sendable func setFamily(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        struct Body: Decodable { var members: [String] }
+        let body = try await request.decode(Body.self)
+        guard body.members.count <= 5 else { throw HTTPError(.badRequest, message: "a family has at most six people") }
+        guard try await engine.setFamily(organizer: try context.parameters.require("account"), members: body.members) else {
+            throw HTTPError(.notFound, message: "unknown account, or the organizer listed as a member")
         }
-        sim.delete("faults") { _, _ in
-            try services.faults.configure(FaultPlan())
-            await services.delivery?.setFaults(NotificationFaults())
-            return Reply.empty()
+        try await services.delivery?.deliverDue()
+        return Reply.empty()
+    }
+
+    /// StoreKit's `Product.products(for:)`: “Requests product data from the App Store.” At most 200 ids; unknown ones are
+    /// listed apart.
+    @Sendable func products(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let ids = request.uri.queryParameters["ids"].map { $0.split(separator: ",").map(String.init) } ?? []
+        let catalog = engine.catalog
+        var found: [ProductInfo] = []
+        var invalid: [String] = []
+        for id in ids.prefix(200) {
+            guard let product = catalog.product(id) else { invalid.append(id); continue }
+            found.append(ProductInfo(
+                productId: id, type: product.type, displayName: product.displayName, price: product.price, currency: catalog.currency,
+                subscriptionGroupIdentifier: product.subscriptionGroupIdentifier, groupLevel: product.groupLevel,
+                subscriptionPeriod: product.period?.description, familyShareable: product.familyShareable,
+                introductoryOffer: product.introductoryOffer.map(OfferInfo.init), promotionalOffers: product.promotionalOffers.map(OfferInfo.init),
+                offerCodes: product.offerCodes.map(OfferInfo.init)))
         }
-        sim.post("faults/notifications") { request, _ in
-            await services.delivery?.setFaults(try await request.decode(NotificationFaults.self))
-            return Reply.empty()
+        struct Products: Encodable { var products: [ProductInfo]; var invalidProductIds: [String] }
+        return try Reply.json(Products(products: found, invalidProductIds: invalid))
+    }
+
+    /// StoreKit's `Product.purchase(options:)`: “Initiates a purchase for the product with the App Store and displays the
+    /// confirmation sheet.” The app server's signatures are checked first, as the App Store does before it charges.
+    @Sendable func purchase(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decode(PurchaseRequest.self)
+        let allowIntroductoryOffer: Bool?
+        switch try await checkSignatures(body) {
+        case .success(let allow): allowIntroductoryOffer = allow
+        case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
+        }
+        var advancedCommerce: AdvancedCommercePurchase?
+        if let data = body.advancedCommerceData {
+            switch OfferSignatureVerifier(services.authenticator).advancedCommerceRequest(Self.advancedCommerceToken(data)) {
+            case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
+            case .success(let (request, signature)): advancedCommerce = AdvancedCommercePurchase(request: request, nonce: signature.nonce)
+            }
+        }
+        let result = try await engine.purchase(account: body.account, device: body.device, productId: body.productId,
+                                               appAccountToken: body.appAccountToken, quantity: body.quantity ?? 1, offer: body.offer,
+                                               allowIntroductoryOffer: allowIntroductoryOffer, outcome: body.outcome ?? .success,
+                                               withReceipt: body.withReceipt ?? true, billingPlanType: body.billingPlanType,
+                                               advancedCommerce: advancedCommerce)
+        try await services.delivery?.deliverDue()
+        switch result {
+        case .purchased(let signed, let id, let receipt):
+            return try Reply.json(PurchaseReply(status: "purchased", transactionId: id, signedTransaction: signed, receipt: receipt.map { Base64.standardEncode($0) }))
+        case .userCancelled: return try Reply.json(PurchaseReply(status: "userCancelled"))
+        case .pending(let requestId): return try Reply.json(PurchaseReply(status: "pending", requestId: requestId))
+        case .interrupted(let requestId): return try Reply.json(PurchaseReply(status: "interrupted", requestId: requestId))
+        case .failed(let reason): return try Reply.json(PurchaseReply(status: "failed", reason: reason))
         }
     }
+
+    /// Ask to Buy: the parent or guardian approves the pending purchase.
+    @Sendable func approve(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard let id = try await engine.approve(try context.parameters.require("id")) else {
+            throw HTTPError(.notFound, message: "no such pending purchase")
+        }
+        return try Reply.json(["transactionId": id])
+    }
+
+    /// Ask to Buy: the parent or guardian declines the pending purchase.
+    @Sendable func decline(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard try await engine.decline(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such pending purchase") }
+        return Reply.empty()
+    }
+
+    /// StoreKit's `Transaction.finish()`: “Indicates to the App Store that the app delivered the purchased content or
+    /// enabled the service to finish the transaction.”
+    @Sendable func finish(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decode(FinishRequest.self)
+        return try Reply.json(["finished": try await engine.finish(try context.parameters.require("id"), device: body.device)])
+    }
+
+    /// Apple refunds a transaction (all of it, or a part), and tells the developer (`REFUND`).
+    @Sendable func refund(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        // An empty body refunds all of it; `{"revocationPercentage": 33333, "revocationReason": 1}` a part.
+        let body = try await request.decodeIfPresent(RefundRequest.self) ?? RefundRequest()
+        if let percentage = body.revocationPercentage, !(0...100_000).contains(percentage) {
+            throw HTTPError(.badRequest, message: "revocationPercentage is in milliunits, 0 to 100000")
+        }
+        guard try await engine.refund(try context.parameters.require("id"), reason: RevocationReason(rawValue: body.revocationReason ?? 0),
+                                      percentage: body.revocationPercentage) else {
+            throw HTTPError(.notFound, message: "no such unrefunded transaction")
+        }
+        try await services.delivery?.deliverDue()
+        return Reply.empty()
+    }
+
+    /// Moves the simulator's clock forward, renewing and expiring what falls due.
+    @Sendable func advanceClock(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decode(AdvanceRequest.self)
+        guard body.seconds.isFinite, body.seconds >= 0, body.seconds <= 10 * 365 * 86_400 else {
+            throw HTTPError(.badRequest, message: "seconds must be between 0 and ten years")
+        }
+        try await engine.advanceClock(by: body.seconds)
+        try await services.delivery?.deliverDue()
+        return try Reply.json(["now": ReceiptDate.milliseconds(engine.clock.now)])
+    }
+
+    /// The customer turns a subscription's automatic renewal on or off.
+    @Sendable func setAutoRenew(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        struct Body: Decodable { var enabled: Bool }
+        let body = try await request.decode(Body.self)
+        guard try await engine.setAutoRenew(originalTransactionId: try context.parameters.require("id"), enabled: body.enabled) else {
+            throw HTTPError(.notFound, message: "no such subscription")
+        }
+        try await services.delivery?.deliverDue()
+        return Reply.empty()
+    }
+
+    /// The developer raises a subscription's price in App Store Connect; subscribers are told, and asked to consent
+    /// unless not required.
+    @Sendable func raisePrice(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        struct Body: Decodable { var price: Int64; var consentRequired: Bool? }
+        let body = try await request.decode(Body.self)
+        let told = try await engine.raisePrice(productId: try context.parameters.require("id"), to: body.price, consentRequired: body.consentRequired ?? true)
+        try await services.delivery?.deliverDue()
+        return try Reply.json(["subscribersTold": told])
+    }
+
+    /// The customer consents to a subscription's price increase.
+    @Sendable func consentToPriceIncrease(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard try await engine.consentToPriceIncrease(originalTransactionId: try context.parameters.require("id")) else {
+            throw HTTPError(.notFound, message: "no price increase awaits consent")
+        }
+        try await services.delivery?.deliverDue()
+        return Reply.empty()
+    }
+
+    /// Apple reverses a refund it granted (`REFUND_REVERSED`).
+    @Sendable func reverseRefund(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard try await engine.reverseRefund(try context.parameters.require("id")) else { throw HTTPError(.notFound, message: "no such refunded transaction") }
+        try await services.delivery?.deliverDue()
+        return Reply.empty()
+    }
+
+    /// The notifications Apple sent or tried to send, with their attempts.
+    @Sendable func notifications(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        struct Item: Encodable { var notificationUUID: String; var notificationType: NotificationTypeV2; var subtype: NotificationSubtype?; var sendAttempts: [SendAttemptItem] }
+        return try Reply.json(await engine.notifications().map { Item(notificationUUID: $0.uuid, notificationType: $0.type, subtype: $0.subtype, sendAttempts: $0.attempts) })
+    }
+
+    /// Faults the simulator injects into its answers.
+    @Sendable func configureFaults(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try services.faults.configure(try await request.decode(FaultPlan.self))
+        return Reply.empty()
+    }
+
+    /// No more faults, in answers or notification delivery.
+    @Sendable func clearFaults(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try services.faults.configure(FaultPlan())
+        await services.delivery?.setFaults(NotificationFaults())
+        return Reply.empty()
+    }
+
+    /// Faults in delivering notifications to the developer's server.
+    @Sendable func configureNotificationFaults(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        await services.delivery?.setFaults(try await request.decode(NotificationFaults.self))
+        return Reply.empty()
+    }
+
 }
 
 extension DeviceRoutes.OfferInfo {

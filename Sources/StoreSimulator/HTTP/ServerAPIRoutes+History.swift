@@ -1,0 +1,142 @@
+import AppStoreFormats
+import Foundation
+import Hummingbird
+
+/// The Server API's paged lists: transaction history (v2 and the deprecated v1), refund history, notification history.
+extension ServerAPIRoutes {
+    /// Get Transaction History: “Get a customer’s in-app purchase transaction history for your app.”
+    @Sendable func getTransactionHistory(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try await history(request, context, refundsOnly: false)
+    }
+
+    /// Get Transaction History V1 (deprecated): “Get a customer’s in-app purchase transaction history for your app, except
+    /// finished consumable in-app purchases.”
+    ///
+    /// Version 1 (deprecated, still answered): the same, less the consumables the app finished (unless revoked).
+    @Sendable func getTransactionHistoryV1(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try await history(request, context, refundsOnly: false, finishedConsumables: false)
+    }
+
+    /// Get Refund History: “Get a paginated list of all of a customer’s refunded in-app purchases for your app.”
+    @Sendable func getRefundHistory(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try await history(request, context, refundsOnly: true)
+    }
+
+    /// History (or refund history): the customer's transactions, filtered, 20 a page, continued by `revision`.
+    private func history(_ request: Request, _ context: BasicRequestContext, refundsOnly: Bool, finishedConsumables: Bool = true) async throws -> Response {
+        let id = try context.parameters.require("id")
+        guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+        let query = request.uri.queryParameters
+        var items = refundsOnly ? await engine.refunds(containing: id) : await engine.history(containing: id)
+        let known = await engine.transaction(id) != nil
+        guard !items.isEmpty || known else {
+            return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.")
+        }
+        if !finishedConsumables {
+            let unfinished = await engine.unfinishedTransactionIds()
+            items = items.filter { $0.type != .consumable || $0.revocationDate != nil || unfinished.contains($0.transactionId ?? "") }
+        }
+        if !refundsOnly {
+            if let start = query["startDate"] {
+                guard let ms = Double(start) else { return try Reply.apiError(.invalidStartDate, "Invalid start date.") }
+                items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 >= ms }
+            }
+            if let end = query["endDate"] {
+                guard let ms = Double(end) else { return try Reply.apiError(.invalidEndDate, "Invalid end date.") }
+                items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 < ms }
+            }
+            let products = query.getAll("productId").map { String($0) }
+            if !products.isEmpty { items = items.filter { products.contains($0.productId ?? "") } }
+            let types = try query.getAll("productType").map { value -> ProductType in
+                switch value {
+                case "AUTO_RENEWABLE": return .autoRenewableSubscription
+                case "NON_RENEWABLE": return .nonRenewingSubscription
+                case "CONSUMABLE": return .consumable
+                case "NON_CONSUMABLE": return .nonConsumable
+                default: throw HTTPError(.badRequest, message: "invalid productType")
+                }
+            }
+            if !types.isEmpty { items = items.filter { types.contains($0.type ?? ProductType(rawValue: "")) } }
+            let groups = query.getAll("subscriptionGroupIdentifier").map { String($0) }
+            if !groups.isEmpty { items = items.filter { groups.contains($0.subscriptionGroupIdentifier ?? "") } }
+            if let text = query["revoked"] {
+                // Apple's Python client sends Python's spelling ("True"); Apple takes either case.
+                let revoked = text.lowercased()
+                guard revoked == "true" || revoked == "false" else { return try Reply.apiError(.invalidRevoked, "Invalid revoked.") }
+                items = items.filter { ($0.revocationDate != nil) == (revoked == "true") }
+            }
+            if let ownership = query["inAppOwnershipType"] {
+                guard ownership == "PURCHASED" || ownership == "FAMILY_SHARED" else { return try Reply.apiError(.invalidInAppOwnershipType, "Invalid in-app ownership type.") }
+                items = items.filter { $0.inAppOwnershipType?.rawValue == String(ownership) }
+            }
+            switch query["sort"] {
+            case nil, "ASCENDING": break
+            case "DESCENDING": items.reverse()
+            default: return try Reply.apiError(.invalidSort, "Invalid sort.")
+            }
+        }
+        var offset = 0
+        if let revision = query["revision"] {
+            guard let decoded = Base64.decode(revision.utf8), let text = String(validating: decoded, as: UTF8.self),
+                  text.hasPrefix("o:"), let value = Int(text.dropFirst(2)), value >= 0 else {
+                return try Reply.apiError(.invalidRequestRevision, "Invalid request revision.")
+            }
+            offset = min(value, items.count)
+        }
+        let page = Array(items[offset..<min(offset + Self.pageSize, items.count)])
+        let next = offset + page.count
+        let signed = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for (index, payload) in page.enumerated() { group.addTask { (index, try await engine.sign(payload)) } }
+            var result = [String](repeating: "", count: page.count)
+            for try await (index, jws) in group { result[index] = jws }
+            return result
+        }
+        let revision = Base64.urlEncode(Array("o:\(next)".utf8))
+        if refundsOnly {
+            var response = RefundHistoryResponse()
+            response.signedTransactions = signed
+            response.revision = revision
+            response.hasMore = next < items.count
+            return try Reply.json(response)
+        }
+        var response = HistoryResponse()
+        response.revision = revision
+        response.hasMore = next < items.count
+        response.bundleId = engine.catalog.bundleId
+        response.appAppleId = engine.catalog.appAppleId
+        response.environment = engine.environment
+        response.signedTransactions = signed
+        return try Reply.json(response)
+    }
+
+    /// Get Notification History: “Get a list of notifications that the App Store server attempted to send to your server.”
+    /// 20 a page, `paginationToken` to continue; start within the last 180 days, before end.
+    @Sendable func getNotificationHistory(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decode(NotificationHistoryRequest.self)
+        let now = engine.clock.now
+        guard let start = body.startDate else { return try Reply.apiError(.invalidStartDate, "Invalid start date.") }
+        guard let end = body.endDate else { return try Reply.apiError(.invalidEndDate, "Invalid end date.") }
+        guard now.timeIntervalSince(start) <= 180 * 86_400 else { return try Reply.apiError(.startDateTooFarInPast, "Start date too far in past.") }
+        guard start < end else { return try Reply.apiError(.startDateAfterEndDate, "Start date after end date.") }
+        if body.notificationSubtype != nil, body.notificationType == nil {
+            return try Reply.apiError(.invalidNotificationType, "A subtype needs a notification type.")
+        }
+        if let id = body.transactionId, !Self.isTransactionId(id) { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
+        let records = await engine.notificationHistory(from: start, to: end, type: body.notificationType, subtype: body.notificationSubtype,
+                                                       transactionId: body.transactionId, onlyFailures: body.onlyFailures ?? false)
+        var offset = 0
+        if let token = request.uri.queryParameters["paginationToken"] {
+            guard let decoded = Base64.decode(token.utf8), let text = String(validating: decoded, as: UTF8.self),
+                  text.hasPrefix("n:"), let value = Int(text.dropFirst(2)), value >= 0 else {
+                return try Reply.apiError(.invalidPaginationToken, "Invalid pagination token.")
+            }
+            offset = min(value, records.count)
+        }
+        let page = records[offset..<min(offset + Self.pageSize, records.count)]
+        var response = NotificationHistoryResponse()
+        response.hasMore = offset + page.count < records.count
+        response.paginationToken = response.hasMore == true ? Base64.urlEncode(Array("n:\(offset + page.count)".utf8)) : nil
+        response.notificationHistory = page.map { NotificationHistoryResponseItem(signedPayload: $0.signedPayload, sendAttempts: $0.attempts) }
+        return try Reply.json(response)
+    }
+}
