@@ -32,6 +32,13 @@ extension ServerAPIClient {
         try await advancedCommerce("subscription/revoke", transactionId, request)
     }
 
+    /// Request Transaction Refund: refunds (and with `revoke`, revokes) items of one transaction; REFUND.
+    public func requestTransactionRefund(_ transactionId: String, _ request: AdvancedCommerceRequestRefundRequest) async throws -> AdvancedCommerceTransactionResponse {
+        let body = try AppStoreJSON.encoder().encode(request)
+        return try await call(.POST, "/advancedCommerce/v1/transaction/requestRefund/\(try Self.pathSegment(transactionId))", body: [UInt8](body),
+                              as: AdvancedCommerceTransactionResponse.self)
+    }
+
     private func advancedCommerce(_ operation: String, _ transactionId: String, _ request: some Encodable) async throws -> AdvancedCommerceSubscriptionResponse {
         let body = try AppStoreJSON.encoder().encode(request)
         return try await call(.POST, "/advancedCommerce/v1/\(operation)/\(try Self.pathSegment(transactionId))", body: [UInt8](body),

@@ -66,6 +66,16 @@ struct AdvancedCommerceServerTests {
             try await system.advance(by: 0)
             #expect(try await pro(system, account)?.productId == Self.generic)
             #expect((try await system.entitlements(account)["balances"] as? [String: Any])?["credits"] as? Int == 1, "one charge, one credit, once")
+
+            // The app's server refunds the article and revokes it: Apple's REFUND takes the credit back.
+            let (api, _) = try backend(system)
+            let charge = try #require(await system.engine.notifications().last { $0.type == .oneTimeCharge }?.transactionId)
+            let refunded = try await api.requestTransactionRefund(charge, AdvancedCommerceRequestRefundRequest(
+                requestInfo: info(), items: [.init(sku: "article.42", refundType: "FULL", refundReason: "UNSATISFIED_WITH_PURCHASE", revoke: true)],
+                refundRiskingPreference: true))
+            #expect(try payload(try #require(refunded.signedTransactionInfo)).revocationDate != nil)
+            try await system.advance(by: 0)
+            #expect((try await system.entitlements(account)["balances"] as? [String: Any])?["credits"] as? Int ?? 0 == 0, "the credit went back with the refund")
         }
     }
 

@@ -278,6 +278,59 @@ struct AdvancedCommerceTests {
         }
     }
 
+    @Test("REACTIVATE_SUBSCRIPTION turns auto-renew on again (nothing charged); Request Transaction Refund refunds items — revoking all of them revokes the transaction; CUSTOM needs its amount, PRORATED only the latest period")
+    func reactivateAndRefund() async throws {
+        let store = try engine()
+        let signer = AdvancedCommerceTestSigner(key: key, keyId: keyId, issuerId: issuerId)
+        try await application(store).test(.router) { client in
+            _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
+            func buy(_ request: AdvancedCommerceInAppRequest) async throws -> [String: Any] {
+                try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
+                    "account": "ann", "device": "d", "productId": Self.generic, "advancedCommerceData": try signer.sign(request)])))
+            }
+            var create = AdvancedCommerceInAppRequest(operation: AdvancedCommerceInAppRequest.createSubscription, requestInfo: .init(requestReferenceId: UUID().uuidString),
+                                                      currency: "USD", taxCode: "C003-00-2")
+            create.descriptors = .init(description: "All", displayName: "All")
+            create.period = "P1M"
+            create.items = [.init(sku: "a", description: "A", displayName: "A", price: 1000), .init(sku: "b", description: "B", displayName: "B", price: 3000)]
+            let original = try #require(try await buy(create)["transactionId"] as? String)
+            var reactivate = AdvancedCommerceInAppRequest(operation: AdvancedCommerceInAppRequest.reactivateSubscription, requestInfo: .init(requestReferenceId: UUID().uuidString))
+            reactivate.transactionId = original
+            #expect(try await buy(reactivate)["status"] as? String == "failed", "auto-renew is on: nothing to reactivate")
+            #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo()]).0 == .ok)
+            var seen = await store.notifications().count
+            reactivate.requestInfo = .init(requestReferenceId: UUID().uuidString)
+            let back = try await buy(reactivate)
+            #expect(back["status"] as? String == "purchased" && back["transactionId"] as? String == original, "\(back)")
+            let told = try await self.told(store, since: &seen)
+            #expect(told.map(\.type) == [.didChangeRenewalStatus] && told.first?.subtype == .autoRenewEnabled && told.first?.renewal?.autoRenewStatus == .on)
+
+            func refund(_ items: [[String: Any]]) async throws -> (HTTPResponse.Status, [String: Any]) {
+                try await call(client, "transaction/requestRefund", original, ["requestInfo": requestInfo(), "refundRiskingPreference": true, "items": items])
+            }
+            #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_000_153)
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false, "refundAmount": 5]]).1["errorCode"] as? Int == 4_000_155)
+            #expect(try await refund([["SKU": "zz", "refundType": "FULL", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_000_122)
+            // A period past: prorating is for the latest one.
+            try await store.advanceClock(by: 301)
+            seen = await store.notifications().count
+            #expect(try await refund([["SKU": "a", "refundType": "PRORATED", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_000_182)
+            // Item a refunded in part, kept: the transaction stands (access continues), REFUND tells of the refund.
+            #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false, "refundAmount": 400]]).0 == .ok)
+            let partial = try #require(try await self.told(store, since: &seen).first)
+            #expect(partial.type == .refund && partial.transaction.revocationDate == nil)
+            #expect(partial.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self)?.items?.first?.refunds?.first?.refundAmount == 400)
+            // Both revoked: the transaction is revoked, with the share refunded.
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": true],
+                                      ["SKU": "b", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1["errorCode"] as? Int == nil)
+            let revoked = try #require(try await self.told(store, since: &seen).first)
+            #expect(revoked.type == .refund && revoked.transaction.revocationDate != nil, "every item revoked")
+            #expect(revoked.transaction.revocationType == .refundFull && revoked.transaction.revocationPercentage == 100_000,
+                    "400, then the 600 left of a, and b's 3000: all 4000 paid, never more")
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1["errorCode"] as? Int == 4_030_021)
+        }
+    }
+
     @Test("MIGRATION: an In-App Purchase subscription goes on as the generic product under a new original transaction id naming the old one, keeps its period and price, and migrates once")
     func migration() async throws {
         let store = try engine()

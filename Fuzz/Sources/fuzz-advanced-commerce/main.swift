@@ -34,6 +34,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         _ = AdvancedCommerceCheck.check(value.items, priced: false)
     }
     if let value = try? decoder.decode(AdvancedCommerceRevokeRequest.self, from: data) { roundTrip(value, "revoke") }
+    if let value = try? decoder.decode(AdvancedCommerceRequestRefundRequest.self, from: data) { roundTrip(value, "refund request") }
     if let value = try? decoder.decode(AdvancedCommerceTransactionInfo.self, from: data) { roundTrip(value, "transaction info") }
     if let value = try? decoder.decode(AdvancedCommerceRenewalInfo.self, from: data) { roundTrip(value, "renewal info") }
     return 0

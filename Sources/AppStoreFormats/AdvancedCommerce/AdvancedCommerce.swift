@@ -264,6 +264,49 @@ public struct AdvancedCommerceRevokeRequest: Codable, Hashable, Sendable {
     }
 }
 
+/// Request Transaction Refund (`POST /advancedCommerce/v1/transaction/requestRefund/{transactionId}`): refunds items of
+/// one transaction.
+public struct AdvancedCommerceRequestRefundRequest: Codable, Hashable, Sendable {
+    public var requestInfo: AdvancedCommerceRequestInfo?
+    /// `SKU`, `refundType`, `refundReason`, `revoke`, and `refundAmount` for `CUSTOM`.
+    public var items: [AdvancedCommerceRefundItem]?
+    public var refundRiskingPreference: Bool?
+    public var currency: String?
+    public var storefront: String?
+    public init(requestInfo: AdvancedCommerceRequestInfo, items: [AdvancedCommerceRefundItem], refundRiskingPreference: Bool) {
+        self.requestInfo = requestInfo
+        self.items = items
+        self.refundRiskingPreference = refundRiskingPreference
+    }
+}
+
+/// One item of a refund request.
+public struct AdvancedCommerceRefundItem: Codable, Hashable, Sendable {
+    public var sku: String?
+    public var refundType: String?
+    public var refundReason: String?
+    /// Whether the item is revoked (the customer loses it) besides being refunded.
+    public var revoke: Bool?
+    /// Milliunits, `CUSTOM` only.
+    public var refundAmount: Int64?
+
+    enum CodingKeys: String, CodingKey { case sku = "SKU", refundType, refundReason, revoke, refundAmount }
+
+    public init(sku: String, refundType: String, refundReason: String, revoke: Bool, refundAmount: Int64? = nil) {
+        self.sku = sku
+        self.refundType = refundType
+        self.refundReason = refundReason
+        self.revoke = revoke
+        self.refundAmount = refundAmount
+    }
+}
+
+/// The answer to a refund request: the transaction, signed.
+public struct AdvancedCommerceTransactionResponse: Codable, Hashable, Sendable {
+    public var signedTransactionInfo: String?
+    public init(signedTransactionInfo: String? = nil) { self.signedTransactionInfo = signedTransactionInfo }
+}
+
 /// The answer to a subscription change: the subscription's latest transaction and renewal info, signed.
 public struct AdvancedCommerceSubscriptionResponse: Codable, Hashable, Sendable {
     public var signedRenewalInfo: String?
@@ -410,7 +453,14 @@ extension APIErrorCode {
     public static let invalidOfferPrice = Self(rawValue: 4_000_152)
     public static let invalidRefundType = Self(rawValue: 4_000_123)
     public static let invalidRefundReason = Self(rawValue: 4_000_124)
+    public static let nullRefundAmount = Self(rawValue: 4_000_153)
+    public static let negativeRefundAmount = Self(rawValue: 4_000_154)
+    public static let refundAmountWithoutCustom = Self(rawValue: 4_000_155)
+    public static let nullRefundReason = Self(rawValue: 4_000_156)
+    public static let nullRefundType = Self(rawValue: 4_000_157)
     public static let nullRefundRisking = Self(rawValue: 4_000_159)
+    public static let proratedOnlyLatestTransaction = Self(rawValue: 4_000_182)
+    public static let alreadyRefunded = Self(rawValue: 4_030_021)
     public static let atLeastOneItem = Self(rawValue: 4_000_160)
     public static let atLeastOneOfDisplayNameOrDescription = Self(rawValue: 4_000_165)
     public static let nullTargetProductId = Self(rawValue: 4_000_166)

@@ -174,8 +174,11 @@ extension StoreEngine {
             guard let uuid = UUID(uuidString: token) else { return "InvalidAppAccountToken: not a UUID" }
             if let appAccountToken, appAccountToken != uuid { return "InvalidAppAccountToken: the purchase's appAccountToken differs from the request's" }
         }
-        guard let currency = request.currency, currency.utf8.count == 3, currency.allSatisfy({ $0.isUppercase }) else { return "InvalidCurrency: an ISO 4217 code is required" }
-        guard request.taxCode.map({ !$0.isEmpty }) == true else { return "NullTaxCode: taxCode is required" }
+        let creates = [AdvancedCommerceInAppRequest.createOneTimeCharge, AdvancedCommerceInAppRequest.createSubscription].contains(request.operation)
+        if creates {
+            guard let currency = request.currency, currency.utf8.count == 3, currency.allSatisfy({ $0.isUppercase }) else { return "InvalidCurrency: an ISO 4217 code is required" }
+            guard request.taxCode.map({ !$0.isEmpty }) == true else { return "NullTaxCode: taxCode is required" }
+        }
         if let storefront = request.storefront, storefront != account.storefront { return "MismatchedStorefront: the customer's storefront is \(account.storefront)" }
         switch request.operation {
         case AdvancedCommerceInAppRequest.createOneTimeCharge:
@@ -194,11 +197,45 @@ extension StoreEngine {
             }
             if live { return "SubscriptionAlreadyActive: the customer has an active subscription of \(product.productId)" }
             return nil
-        case AdvancedCommerceInAppRequest.modifySubscription, AdvancedCommerceInAppRequest.reactivateSubscription:
+        case AdvancedCommerceInAppRequest.reactivateSubscription:
+            guard product.type == .autoRenewableSubscription else { return "InvalidSalable: subscriptions are reactivated through the generic auto-renewable subscription" }
+            guard let series = reactivatable(request.transactionId, account: account.id) else {
+                return "SubscriptionNotEligible: transactionId names no subscription of the customer's that is active with auto-renew off"
+            }
+            for sku in (request.items ?? []).compactMap(\.sku) where !(series.advancedCommerce?.items.contains(where: { $0.sku == sku }) ?? false) {
+                return "InvalidSKU: \(sku) is not an item of the subscription"
+            }
+            return nil
+        case AdvancedCommerceInAppRequest.modifySubscription:
             return "OperationNotAllowed: the simulator does not take \(request.operation ?? "") (see docs/ADVANCED_COMMERCE.md)"
         default:
             return "InvalidOperation: \(request.operation ?? "no operation")"
         }
+    }
+
+    /// The customer's Advanced Commerce series that `transactionId` belongs to, when it can be reactivated: still
+    /// serving, auto-renew off.
+    func reactivatable(_ transactionId: String?, account: String) -> StoreState.Subscription? {
+        guard let transactionId, let stored = state.transactions[transactionId], stored.account == account,
+              let original = stored.payload.originalTransactionId, let series = state.subscriptions[original], series.advancedCommerce != nil,
+              series.sharedFrom == nil, !series.autoRenewStatus, series.phase == .active || series.phase == .gracePeriod || series.phase == .billingRetry else {
+            return nil
+        }
+        return series
+    }
+
+    /// REACTIVATE_SUBSCRIPTION: auto-renew on again, nothing charged now; StoreKit answers the current period's
+    /// transaction, and Apple tells of it as of any turning on of auto-renew.
+    func reactivate(_ request: AdvancedCommerceInAppRequest, account: String, withReceipt: Bool) throws -> PurchaseResult {
+        guard var series = reactivatable(request.transactionId, account: account) else { return .failed(reason: "SubscriptionNotEligible") }
+        series.autoRenewStatus = true
+        series.expirationIntent = nil
+        series.advancedCommerce?.changed(by: request.requestInfo?.requestReferenceId?.lowercased() ?? "")
+        state.subscriptions[series.originalTransactionId] = series
+        try notify(.didChangeRenewalStatus, .autoRenewEnabled, subscription: series.originalTransactionId, at: clock.now)
+        try persist()
+        return .purchased(signedTransaction: try signedTransaction(series.latestTransactionId), transactionId: series.latestTransactionId,
+                          receipt: withReceipt ? try receipt(for: account) : nil)
     }
 
     /// Completes a paid Advanced Commerce purchase: the request's price, currency and items; a subscription for the
@@ -536,6 +573,93 @@ extension StoreEngine {
             series = state.subscriptions[series.originalTransactionId] ?? series
             return .success(nil)
         }
+    }
+
+    /// Request Transaction Refund: refunds items of one transaction — `FULL`, `PRORATED` (the time left of a
+    /// subscription's latest period) or `CUSTOM` (`refundAmount`) — revoking those marked `revoke`. Apple sends REFUND;
+    /// the transaction is revoked (access ends) only when all its items are. Answers the transaction, signed.
+    public func advancedCommerceRequestRefund(transactionId: String, _ request: AdvancedCommerceRequestRefundRequest,
+                                              fingerprint: String) throws -> Result<AdvancedCommerceTransactionResponse, AdvancedCommerceRefusal> {
+        try processSubscriptions()
+        if let refusal = AdvancedCommerceCheck.check(request.requestInfo) { return .failure(refusal) }
+        guard request.refundRiskingPreference != nil else { return .failure(.init(.nullRefundRisking, "Refund risking preference is required.")) }
+        guard let items = request.items, !items.isEmpty else { return .failure(.init(.atLeastOneItem, "At least one item is required.")) }
+        guard let stored = state.transactions[transactionId] else { return .failure(.init(.transactionIdNotFound, "Transaction id not found.")) }
+        if let storefront = request.storefront, storefront != state.accounts[stored.account]?.storefront {
+            return .failure(.init(.mismatchedStorefront, "The storefront is not the customer's."))
+        }
+        var payload = stored.payload
+        guard var info = payload.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self), var sold = info.items, stored.sharedFrom == nil else {
+            return .failure(.init(.subscriptionNotEligible, "Not an Advanced Commerce transaction."))
+        }
+        let referenceId = request.requestInfo?.requestReferenceId?.lowercased() ?? ""
+        if let served = state.advancedCommerceRequests?[referenceId] {
+            guard served == fingerprint else { return .failure(.init(.repeatedRequestReferenceId, "The request reference id was used by another request.")) }
+            return .success(AdvancedCommerceTransactionResponse(signedTransactionInfo: try signedTransaction(transactionId)))
+        }
+        guard payload.revocationDate == nil else { return .failure(.init(.alreadyRefunded, "The transaction was refunded already.")) }
+        let now = clock.now
+        let series = payload.originalTransactionId.flatMap { state.subscriptions[$0] }
+        var declined = false
+        for change in items {
+            guard let sku = change.sku, let index = sold.firstIndex(where: { $0.sku == sku }) else { return .failure(.init(.invalidSKU, "Invalid SKU.")) }
+            guard change.revoke != nil else { return .failure(.init(.generalBadRequest, "revoke is required.")) }
+            guard let type = change.refundType else { return .failure(.init(.nullRefundType, "Refund type is required.")) }
+            guard AdvancedCommerceLimits.refundTypes.contains(type) else { return .failure(.init(.invalidRefundType, "Invalid refund type.")) }
+            guard let reason = change.refundReason else { return .failure(.init(.nullRefundReason, "Refund reason is required.")) }
+            guard AdvancedCommerceLimits.refundReasons.contains(reason) else { return .failure(.init(.invalidRefundReason, "Invalid refund reason.")) }
+            if reason == "SIMULATE_REFUND_DECLINE" {
+                guard environment != .production else { return .failure(.init(.simulateRefundDeclineOnlyInSandbox, "A simulated refund decline is for the sandbox only.")) }
+                declined = true
+                continue
+            }
+            guard sold[index].revocationDate == nil else { return .failure(.init(.alreadyRefunded, "The item was refunded already.")) }
+            let price = sold[index].price ?? 0
+            let amount: Int64
+            switch type {
+            case "CUSTOM":
+                guard let custom = change.refundAmount else { return .failure(.init(.nullRefundAmount, "Refund amount is required for a CUSTOM refund.")) }
+                guard custom >= 0 else { return .failure(.init(.negativeRefundAmount, "The refund amount is negative.")) }
+                amount = min(custom, price)
+            case "PRORATED":
+                guard change.refundAmount == nil else { return .failure(.init(.refundAmountWithoutCustom, "A refund amount needs refundType CUSTOM.")) }
+                guard let series, series.latestTransactionId == transactionId, let start = payload.purchaseDate, let end = payload.expiresDate else {
+                    return .failure(.init(.proratedOnlyLatestTransaction, "Prorated refunds are for a subscription's latest transaction."))
+                }
+                let left = max(0, min(1, end.timeIntervalSince(now) / max(1, end.timeIntervalSince(start))))
+                amount = Int64((Double(price) * left).rounded())
+            default:
+                guard change.refundAmount == nil else { return .failure(.init(.refundAmountWithoutCustom, "A refund amount needs refundType CUSTOM.")) }
+                amount = price
+            }
+            // Never more than what is left of the item's price after earlier refunds.
+            let left = max(0, price - AdvancedCommerceTerms.sum((sold[index].refunds ?? []).map { $0.refundAmount ?? 0 }))
+            sold[index].refunds = (sold[index].refunds ?? []) + [AdvancedCommerceRefund(refundAmount: min(amount, left), refundDate: now, refundReason: reason,
+                                                                                         refundType: type)]
+            if change.revoke == true { sold[index].revocationDate = now }
+        }
+        var requests = state.advancedCommerceRequests ?? [:]
+        requests[referenceId] = fingerprint
+        state.advancedCommerceRequests = requests
+        if declined {
+            try notify(.refundDeclined, nil, transactionId: transactionId)
+            try persist()
+            return .success(AdvancedCommerceTransactionResponse(signedTransactionInfo: try signedTransaction(transactionId)))
+        }
+        info.items = sold
+        payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: info)
+        state.transactions[transactionId]?.payload = payload
+        if sold.allSatisfy({ $0.revocationDate != nil }) {
+            // Every item revoked: the transaction is, with the share refunded (and the series ends, as any refund ends it).
+            let paid = AdvancedCommerceTerms.sum(sold.map { $0.price ?? 0 })
+            let refunded = AdvancedCommerceTerms.sum(sold.flatMap { ($0.refunds ?? []).map { $0.refundAmount ?? 0 } })
+            let share = paid > 0 ? Int(min(100_000, refunded.multipliedReportingOverflow(by: 100_000).partialValue / paid)) : 100_000
+            _ = try refund(transactionId, percentage: share)
+        } else {
+            try notify(.refund, nil, transactionId: transactionId)
+            try persist()
+        }
+        return .success(AdvancedCommerceTransactionResponse(signedTransactionInfo: try signedTransaction(transactionId)))
     }
 
     /// Runs one of the server's requests on the series of `transactionId` (the original or any later transaction):

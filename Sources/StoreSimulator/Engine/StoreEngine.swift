@@ -105,6 +105,9 @@ public actor StoreEngine {
                 return .failed(reason: "invalidOfferSignature: the request's nonce was used before")
             }
             appAccountToken = appAccountToken ?? advancedCommerce?.requestInfo?.appAccountToken.flatMap { UUID(uuidString: $0) }
+            if let advancedCommerce, advancedCommerce.operation == AdvancedCommerceInAppRequest.reactivateSubscription, outcome == .success, !account.askToBuy {
+                return try reactivate(advancedCommerce, account: accountId, withReceipt: withReceipt)
+            }
         }
         guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }
         if let offer, case .failure(let refusal) = resolve(offer, productId: productId, account: accountId) { return .failed(reason: refusal.reason) }

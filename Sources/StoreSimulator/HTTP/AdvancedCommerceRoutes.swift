@@ -16,6 +16,7 @@ struct AdvancedCommerceRoutes {
         api.post("subscription/migrate/:id", use: migrate)
         api.post("subscription/cancel/:id", use: cancel)
         api.post("subscription/revoke/:id", use: revoke)
+        api.post("transaction/requestRefund/:id", use: requestRefund)
     }
 
     @Sendable func changeMetadata(_ request: Request, context: BasicRequestContext) async throws -> Response {
@@ -38,12 +39,16 @@ struct AdvancedCommerceRoutes {
         try await serve(request, context, AdvancedCommerceRevokeRequest.self) { try await engine.advancedCommerceRevoke(transactionId: $0, $1, fingerprint: $2) }
     }
 
+    @Sendable func requestRefund(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try await serve(request, context, AdvancedCommerceRequestRefundRequest.self) { try await engine.advancedCommerceRequestRefund(transactionId: $0, $1, fingerprint: $2) }
+    }
+
     /// Reads the body as `Body` (a body of another shape is Apple's MalformedPayload), runs the operation with a
     /// fingerprint of what was asked (a retry with the same request reference id must ask the same), answers JSON,
     /// delivers the notification the change made.
-    private func serve<Body: Codable & Sendable>(
+    private func serve<Body: Codable & Sendable, Answer: Encodable & Sendable>(
         _ request: Request, _ context: BasicRequestContext, _ type: Body.Type,
-        _ operation: @Sendable (String, Body, String) async throws -> Result<AdvancedCommerceSubscriptionResponse, AdvancedCommerceRefusal>
+        _ operation: @Sendable (String, Body, String) async throws -> Result<Answer, AdvancedCommerceRefusal>
     ) async throws -> Response {
         let id = try context.parameters.require("id")
         guard ServerAPIRoutes.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
