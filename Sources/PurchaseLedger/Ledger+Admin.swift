@@ -50,7 +50,7 @@ extension Ledger {
             if let record {
                 try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: orderId, catalog: catalog)
-                let decision = try SubmissionRules.submit(record, uploader: order.accountId, orderId: orderId, source: "admin", facts: facts,
+                let decision = try SubmissionRules.submit(record, uploader: order.accountId, orderId: orderId, source: .admin, facts: facts,
                                                           catalog: catalog, now: now)
                 if case .refused = decision.outcome {
                     throw LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account")

@@ -1,17 +1,37 @@
 import AppStoreFormats
 import Foundation
 
+/// How a transaction reached the ledger: kept with it, shown on the operator's timeline.
+public enum PurchaseSource: String, Sendable, Hashable, CaseIterable {
+    /// The app uploaded Apple's signed transaction.
+    case signedTransaction = "jws"
+    /// A purchase of an app receipt the app uploaded.
+    case receipt
+    /// Looked up at Apple's Server API by the transaction id the app sent.
+    case serverAPI = "server-api"
+    /// The customer's restore.
+    case restore
+    /// Apple's history of the customer, by their app transaction.
+    case appTransaction
+    /// The reconciliation job (a proof held while Apple was down, or Apple's history).
+    case reconcile
+    /// App Store Server Notifications.
+    case notification
+    /// An operator's settle.
+    case admin
+}
+
 /// A verified transaction presented by an account, perhaps for a named order.
 public struct PurchaseSubmission: Sendable {
     public var accountId: String
     public var orderId: String?
     public var transaction: JWSTransactionDecodedPayload
-    /// `jws`, `receipt`, `transactionId`, `restore`, `admin`, `reconcile`…: where the proof came from.
-    public var source: String
+    /// Where the proof came from.
+    public var source: PurchaseSource
     /// Device-integrity signals the app reported with it, recorded in the same transaction as the grant.
     public var deviceSignals: [String]?
 
-    public init(accountId: String, orderId: String? = nil, transaction: JWSTransactionDecodedPayload, source: String = "jws",
+    public init(accountId: String, orderId: String? = nil, transaction: JWSTransactionDecodedPayload, source: PurchaseSource = .signedTransaction,
                 deviceSignals: [String]? = nil) {
         self.accountId = accountId
         self.orderId = orderId

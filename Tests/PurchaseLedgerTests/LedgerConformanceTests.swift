@@ -196,7 +196,7 @@ struct LedgerConformanceTests {
         malformed.purchaseDate = nil
         let lines = [transaction(Demo.coins, type: .consumable), transaction("com.example.iapkit.not.in.the.catalog", type: .nonConsumable),
                      malformed, transaction(Demo.premium, type: .nonConsumable)]
-        let results = try await ledger.submitAll(lines.map { PurchaseSubmission(accountId: account, transaction: $0, source: "receipt") })
+        let results = try await ledger.submitAll(lines.map { PurchaseSubmission(accountId: account, transaction: $0, source: .receipt) })
         #expect(results.count == 4)
         #expect((try? results[0].get())?.outcome == .granted)
         #expect(throws: LedgerError(.unknownProduct, "")) { try results[1].get() }

@@ -80,7 +80,7 @@ struct LedgerStoreTests {
         let ledger = try await makeLedger(kind)
         let account = uniqueId("receipt-")
         let purchases = (0..<3).map { _ in transaction(Demo.coins, type: .consumable) }
-        let submissions = purchases.map { PurchaseSubmission(accountId: account, transaction: $0, source: "receipt", deviceSignals: ["jailbroken"]) }
+        let submissions = purchases.map { PurchaseSubmission(accountId: account, transaction: $0, source: .receipt, deviceSignals: ["jailbroken"]) }
         for failAt in [2, 9, 16] {
             await #expect(throws: (any Error).self) {
                 _ = try await Ledger(store: FailingStore(ledger.store, failAt: failAt), catalog: ledger.catalog).submitAll(submissions)

@@ -47,8 +47,8 @@ struct RaceTests {
         // Both decided on facts read before either is applied.
         let f1 = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(t1, namedOrderId: nil))))
         let f2 = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(t2, namedOrderId: nil))))
-        let d1 = try SubmissionRules.submit(t1, uploader: a, orderId: nil, source: "jws", facts: f1, catalog: ledger.catalog, now: now)
-        let d2 = try SubmissionRules.submit(t2, uploader: b, orderId: nil, source: "jws", facts: f2, catalog: ledger.catalog, now: now)
+        let d1 = try SubmissionRules.submit(t1, uploader: a, orderId: nil, source: .signedTransaction, facts: f1, catalog: ledger.catalog, now: now)
+        let d2 = try SubmissionRules.submit(t2, uploader: b, orderId: nil, source: .signedTransaction, facts: f2, catalog: ledger.catalog, now: now)
         _ = try await fast.apply(d1.effects, owner: a, events: true)
         await #expect(throws: LedgerRace.self) { try await fast.apply(d2.effects, owner: b, events: true) }
         #expect(try await ledger.purchases(accountId: b).isEmpty)

@@ -105,7 +105,7 @@ struct SubmissionRulesTests {
     func deliveredToOwner() throws {
         let alice = order("alice")
         let record = try PurchaseRecord(transaction(Demo.premium, id: "42", type: .nonConsumable, token: alice.appAccountToken))
-        let decision = try SubmissionRules.submit(record, uploader: "bob", orderId: nil, source: "jws", facts: TransactionFacts(tokenOrder: alice),
+        let decision = try SubmissionRules.submit(record, uploader: "bob", orderId: nil, source: .signedTransaction, facts: TransactionFacts(tokenOrder: alice),
                                                   catalog: .demo, now: now)
         #expect(decision.outcome == .deliveredToOwner("alice"))
         var bound = record
@@ -113,7 +113,7 @@ struct SubmissionRulesTests {
         bound.orderId = alice.orderId
         #expect(decision.effects == [
             .requireFacts(FactsGuard(originalTransactionId: "42", transactionId: "42", seriesOwner: .some(nil), entryCount: nil, storedSignedDate: nil)),
-            .insertPurchase(bound, source: "jws", at: now), .fulfilOrder(orderId: alice.orderId, transactionId: "42", at: now),
+            .insertPurchase(bound, source: .signedTransaction, at: now), .fulfilOrder(orderId: alice.orderId, transactionId: "42", at: now),
             .emitEvent(try #require(decision.effects.compactMap { if case .emitEvent(let e) = $0 { e } else { nil } }.first))])
         // Its event is alice's: the owner's backend hears of it, not the uploader's.
         guard case .emitEvent(let event)? = decision.effects.last else { Issue.record("no event"); return }
@@ -124,7 +124,7 @@ struct SubmissionRulesTests {
     func refusedElsewhere() throws {
         var stored = try PurchaseRecord(transaction(Demo.coins, id: "43", type: .consumable))
         stored.accountId = "alice"
-        let decision = try SubmissionRules.submit(stored, uploader: "mallory", orderId: nil, source: "jws", facts: TransactionFacts(stored: stored),
+        let decision = try SubmissionRules.submit(stored, uploader: "mallory", orderId: nil, source: .signedTransaction, facts: TransactionFacts(stored: stored),
                                                   catalog: .demo, now: now)
         #expect(decision.outcome == .refused(owner: "alice"))
         #expect(decision.effects.dropFirst() == [.recordConflict(transactionId: "43", claimedBy: "mallory", owner: "alice", at: now)])
@@ -134,14 +134,14 @@ struct SubmissionRulesTests {
     func namedOrderChecks() throws {
         let record = try PurchaseRecord(transaction(Demo.premium, id: "44", type: .nonConsumable))
         #expect(throws: LedgerError(.orderNotFound, "")) {
-            try SubmissionRules.submit(record, uploader: "bob", orderId: "missing", source: "jws", facts: TransactionFacts(), catalog: .demo, now: now)
+            try SubmissionRules.submit(record, uploader: "bob", orderId: "missing", source: .signedTransaction, facts: TransactionFacts(), catalog: .demo, now: now)
         }
         #expect(throws: LedgerError(.orderAccountMismatch, "")) {
-            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-alice", source: "jws",
+            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-alice", source: .signedTransaction,
                                        facts: TransactionFacts(namedOrder: order("alice")), catalog: .demo, now: now)
         }
         #expect(throws: LedgerError(.orderProductMismatch, "")) {
-            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-bob", source: "jws",
+            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-bob", source: .signedTransaction,
                                        facts: TransactionFacts(namedOrder: order("bob", Demo.coins)), catalog: .demo, now: now)
         }
     }
@@ -149,12 +149,12 @@ struct SubmissionRulesTests {
     @Test("A renewal follows its series' account; a stored bound transaction grants nothing more")
     func seriesAndRepeat() throws {
         let renewal = try PurchaseRecord(transaction(Demo.monthly, id: "51", original: "50", type: .autoRenewableSubscription, expires: now + 3600))
-        let decision = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: "jws",
+        let decision = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: .signedTransaction,
                                                   facts: TransactionFacts(seriesOwner: "alice"), catalog: .demo, now: now)
         #expect(decision.outcome == .granted)
         var stored = renewal
         stored.accountId = "alice"
-        let again = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: "jws", facts: TransactionFacts(stored: stored),
+        let again = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: .signedTransaction, facts: TransactionFacts(stored: stored),
                                                catalog: .demo, now: now)
         #expect(again.outcome == .alreadyGranted)
         #expect(again.effects.dropFirst() == [.refreshPurchase(renewal), .updateSeriesPeriod(

@@ -24,13 +24,13 @@ struct WebhookLedgerTests {
         let (ada, bob) = (uniqueId("ada-"), uniqueId("bob-"))
         let bought = Date().addingTimeInterval(-600)
         let premium = transaction(Demo.premium, type: .nonConsumable, purchased: bought)
-        _ = try await ledger.submit(PurchaseSubmission(accountId: ada, transaction: premium, source: "jws"))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: ada, transaction: premium, source: .signedTransaction))
         var refunded = premium
         refunded.revocationDate = Date()
         for seconds in [10.0, 20, 30] {
             refunded.signedDate = bought.addingTimeInterval(seconds)
             let upload = refunded
-            await #expect(throws: LedgerError.self) { try await ledger.submit(PurchaseSubmission(accountId: bob, transaction: upload, source: "jws")) }
+            await #expect(throws: LedgerError.self) { try await ledger.submit(PurchaseSubmission(accountId: bob, transaction: upload, source: .signedTransaction)) }
         }
         let id = premium.transactionId!
         #expect(try await events(ledger, ada) == ["NON_RENEWING_PURCHASE.\(id)"], "no refund was applied, so none is told")
@@ -53,10 +53,10 @@ struct WebhookLedgerTests {
         let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
         let second = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: start.addingTimeInterval(3_600),
                                  expires: start.addingTimeInterval(7_200 + 3_600))
-        for purchase in [coins, premium] { _ = try await ledger.submit(PurchaseSubmission(accountId: dee, transaction: purchase, source: "jws")) }
+        for purchase in [coins, premium] { _ = try await ledger.submit(PurchaseSubmission(accountId: dee, transaction: purchase, source: .signedTransaction)) }
         try await notify(ledger, .subscribed, .initialBuy, first, signed: start)
         try await notify(ledger, .didRenew, nil, second, signed: start.addingTimeInterval(3_600))
-        let granted = try await ledger.submit(PurchaseSubmission(accountId: dee, transaction: second, source: "jws"))
+        let granted = try await ledger.submit(PurchaseSubmission(accountId: dee, transaction: second, source: .signedTransaction))
         #expect(granted.entitlements.entitlements.contains { $0.productId == Demo.monthly }, "the series was claimed and grants")
         var refunded = premium
         refunded.revocationDate = Date()
@@ -79,7 +79,7 @@ struct WebhookLedgerTests {
         try await notify(ledger, .subscribed, .initialBuy, first, signed: start)
         try await notify(ledger, .didRenew, nil, second, signed: start.addingTimeInterval(3_600))
         #expect(try await ledger.webhookEvents(limit: 10_000).filter { $0.body.contains(first.transactionId!) }.isEmpty, "nobody to tell yet")
-        _ = try await ledger.submit(PurchaseSubmission(accountId: cy, transaction: second, source: "jws"))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: cy, transaction: second, source: .signedTransaction))
         #expect(try await events(ledger, cy) == ["INITIAL_PURCHASE.\(first.transactionId!)", "RENEWAL.\(second.transactionId!)"].sorted())
     }
 
@@ -89,7 +89,7 @@ struct WebhookLedgerTests {
         let di = uniqueId("di-")
         let start = Date().addingTimeInterval(-600)
         let plan = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
-        _ = try await ledger.submit(PurchaseSubmission(accountId: di, transaction: plan, source: "jws"))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: di, transaction: plan, source: .signedTransaction))
         func renewal(_ on: Bool, signed: Date) -> JWSRenewalInfoDecodedPayload {
             var info = JWSRenewalInfoDecodedPayload()
             info.originalTransactionId = plan.originalTransactionId
@@ -106,7 +106,7 @@ struct WebhookLedgerTests {
         let eve = uniqueId("eve-")
         var copy = transaction(Demo.premium, type: .nonConsumable, purchased: start)
         copy.inAppOwnershipType = .familyShared
-        _ = try await ledger.submit(PurchaseSubmission(accountId: eve, transaction: copy, source: "jws"))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: eve, transaction: copy, source: .signedTransaction))
         copy.revocationDate = Date()
         copy.revocationType = .familyRevoke
         copy.signedDate = start.addingTimeInterval(90)

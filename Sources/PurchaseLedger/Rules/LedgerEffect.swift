@@ -6,7 +6,7 @@ import Foundation
 /// updates), which is what keeps exactly-once in the database rather than in this process.
 public enum LedgerEffect: Sendable, Hashable {
     /// Stores a transaction Apple signed, bound to `record.accountId` (or unbound when nil).
-    case insertPurchase(PurchaseRecord, source: String, at: Date)
+    case insertPurchase(PurchaseRecord, source: PurchaseSource, at: Date)
     /// Binds a stored, unbound transaction to an account (and order).
     case claimPurchase(transactionId: String, accountId: String, orderId: String?)
     /// Takes later news of a stored transaction (by `signedDate`).

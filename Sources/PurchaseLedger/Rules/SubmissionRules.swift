@@ -85,7 +85,7 @@ public struct SubmissionDecision: Sendable, Hashable {
 /// Pure: facts in, effects out; the stores read the facts and apply the effects.
 public enum SubmissionRules {
     /// Decides on a transaction `uploader` presents, naming `orderId` or not.
-    public static func submit(_ record: PurchaseRecord, uploader: String, orderId: String?, source: String, facts: TransactionFacts,
+    public static func submit(_ record: PurchaseRecord, uploader: String, orderId: String?, source: PurchaseSource, facts: TransactionFacts,
                               catalog: LedgerCatalog, now: Date) throws -> SubmissionDecision {
         if let orderId {
             guard let named = facts.namedOrder else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
@@ -130,7 +130,7 @@ public enum SubmissionRules {
     public static func notified(_ record: PurchaseRecord, facts: TransactionFacts, catalog: LedgerCatalog, now: Date) -> [LedgerEffect] {
         var effects: [LedgerEffect] = [facts.guardFor(record)]
         if let owner = facts.owner {
-            effects += bind(record, to: owner, source: "notification", facts: facts, catalog: catalog, now: now).effects
+            effects += bind(record, to: owner, source: .notification, facts: facts, catalog: catalog, now: now).effects
         } else if let stored = facts.stored {
             effects.append(.refreshPurchase(record))
             effects += ConsumableRules.settle(stored.merged(with: record), entries: facts.entries, catalog: catalog, now: now)
@@ -138,14 +138,14 @@ public enum SubmissionRules {
             var unbound = record
             unbound.accountId = nil
             unbound.orderId = nil
-            effects.append(.insertPurchase(unbound, source: "notification", at: now))
+            effects.append(.insertPurchase(unbound, source: .notification, at: now))
         }
         effects += WebhookRules.events(for: record, facts: facts, effects: effects, catalog: catalog, now: now)
         return effects + seriesPeriod(record)
     }
 
     /// Binds `record` to `owner` and grants it — once: a transaction stored bound already grants nothing more.
-    static func bind(_ record: PurchaseRecord, to owner: String, source: String, facts: TransactionFacts, catalog: LedgerCatalog,
+    static func bind(_ record: PurchaseRecord, to owner: String, source: PurchaseSource, facts: TransactionFacts, catalog: LedgerCatalog,
                      now: Date) -> SubmissionDecision {
         // Apple signed the token; it names the order the payment was for. A named order is the app's word for it.
         let order = [facts.tokenOrder, facts.namedOrder].compactMap { $0 }.first { $0.accountId == owner && $0.productId == record.productId }

@@ -286,7 +286,7 @@ struct LedgerSession {
                       .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
                       .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
                       .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
-                      .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate), .text(source), .of(now),
+                      .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate), .text(source.rawValue), .of(now),
                       .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)])
             // The rules decided on a transaction that was not stored; a replica that stored it meanwhile changes the facts.
             guard inserted != nil else { throw LedgerRace() }

@@ -145,7 +145,7 @@ struct AppRoutes {
         var refused = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") == nil }.map { $0.transactionId ?? "" }
         var restored = 0
         let results = try await ledgerCall {
-            try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: "restore") },
+            try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: .restore) },
                                                 now: services.now())
         }
         for (transaction, result) in zip(sold, results) {
@@ -173,7 +173,7 @@ struct AppRoutes {
             }
             let payload = try await proof { try await services.verifier.signedData.verifyAppTransaction(appTransaction).payload }
             try await ledgerCall { try await services.ledger.recordAppTransaction(payload, accountId: account, now: services.now()) }
-            var reply = try await submit([], account: account, orderId: nil, source: "appTransaction")
+            var reply = try await submit([], account: account, orderId: nil, source: .appTransaction)
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
             return (try JSONReply.encode(reply), "appTransaction")
         }
@@ -207,10 +207,10 @@ struct AppRoutes {
     /// Submits verified transactions as one ledger transaction (with the device report, when there is one); a signed
     /// transaction or a looked-up id carries the order id, a receipt's purchases bind through their tokens and series.
     /// When every transaction is refused the first refusal is the answer; otherwise the granted ones are.
-    func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: String,
+    func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: PurchaseSource,
                 signals: [String]? = nil) async throws -> PurchaseReply {
         let orderIds = try await ledgerCall {
-            try await ProofIntake.orderIds(for: transactions, orderId: orderId, fromReceipt: source == "receipt", ledger: services.ledger)
+            try await ProofIntake.orderIds(for: transactions, orderId: orderId, fromReceipt: source == .receipt, ledger: services.ledger)
         }
         let results = try await ledgerCall {
             try await services.ledger.submitAll(zip(transactions, orderIds).map {
@@ -222,7 +222,7 @@ struct AppRoutes {
         // What this request delivered, once: a receipt synced again (alreadyGranted) calls Apple for nothing.
         services.finishWithApple(granted.filter { $0.outcome != .alreadyGranted }.map(\.transactionId))
         // A receipt carries no tokens at all: only signed transactions say whether Apple holds one.
-        if source != "receipt" {
+        if source != .receipt {
             let delivered = Set(granted.filter { $0.outcome != .deliveredToOwner }.map(\.transactionId))
             services.setAppAccountTokensWithApple(transactions.filter { delivered.contains($0.transactionId ?? "") }, account: account)
         }

@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 import Hummingbird
 import NIOCore
@@ -9,24 +10,18 @@ extension Request {
         do { buffer = try await body.collect(upTo: limit) } catch {
             throw APIError(.contentTooLarge, code: "too_large", "the request body is over \(limit) bytes")
         }
-        do { return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView)) } catch {
+        do { return try AppStoreJSON.decoder().decode(type, from: Data(buffer.readableBytesView)) } catch {
             throw APIError.badRequest("the request body is not JSON of the expected shape")
         }
     }
 }
 
-/// JSON responses.
+/// JSON responses, in the conventions of Apple's APIs that the simulator answers with too (`AppStoreJSON`: dates in
+/// whole milliseconds since 1970), keys sorted.
 enum JSONReply {
     static func encode(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let encoder = JSONEncoder()
-        // Whole milliseconds since 1970, as Apple's APIs write dates.
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(Int64((date.timeIntervalSince1970 * 1000).rounded()))
-        }
-        encoder.outputFormatting = [.sortedKeys]
-        return Response(status: status, headers: [.contentType: "application/json"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: .init(byteBuffer: ByteBuffer(bytes: try AppStoreJSON.encoder(sortedKeys: true).encode(value))))
     }
 }
 

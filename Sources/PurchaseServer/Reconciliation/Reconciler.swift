@@ -68,7 +68,7 @@ public struct Reconciler: Sendable {
                 let orderIds = try await ProofIntake.orderIds(for: transactions, orderId: proof.orderId, fromReceipt: proof.kind == .receipt,
                                                               ledger: services.ledger)
                 let results = try await services.ledger.submitAll(zip(transactions, orderIds).map {
-                    PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: "reconcile")
+                    PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: .reconcile)
                 }, now: now)
                 if let refusal = Self.onlyRefusal(results) { throw refusal }
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(
@@ -143,7 +143,7 @@ extension Reconciler {
                           let order = byToken[token], order.productId == transaction.productId else { continue }
                     // One order's refusal (another account's transaction) must not stop the repair of the others.
                     guard let result = try? await services.ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: transaction,
-                                                                               source: "reconcile"), now: now) else { continue }
+                                                                               source: .reconcile), now: now) else { continue }
                     try await services.ledger.audit(actor: "reconciler", action: "order-repaired", subject: order.orderId,
                                                     detail: "transaction \(result.transactionId) (\(result.outcome.rawValue)) from the Server API history",
                                                     now: now)

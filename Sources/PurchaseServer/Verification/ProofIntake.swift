@@ -20,11 +20,11 @@ struct ProofIntake: Sendable {
         case receipt(String)
         case transactionId(String)
 
-        var source: String {
+        var source: PurchaseSource {
             switch self {
-            case .signedTransaction: "jws"
-            case .receipt: "receipt"
-            case .transactionId: "server-api"
+            case .signedTransaction: .signedTransaction
+            case .receipt: .receipt
+            case .transactionId: .serverAPI
             }
         }
     }

@@ -163,7 +163,7 @@ enum PostgresFunctions {
                                        .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)),
                                        .of(record.appTransactionId)]
                 object.raw("r", "[" + row.map(JSONObject.literal).joined(separator: ",") + "]")
-                object.set("source", .text(source))
+                object.set("source", .text(source.rawValue))
                 object.set("at", .of(at))
             case .claimPurchase(let transactionId, let accountId, let orderId):
                 object.set("op", .text("claimPurchase"))
