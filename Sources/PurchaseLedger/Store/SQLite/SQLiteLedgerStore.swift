@@ -5,15 +5,12 @@ import Foundation
 /// One writer thread owns the write connection and its prepared statements. Callers enqueue and await; the writer
 /// takes everything queued (up to `maximumGroup`), runs it as one transaction with a savepoint per operation (a
 /// failing operation rolls back alone), commits once — one fsync for the group — and only then answers each caller.
-/// Reads run on WAL reader connections in the caller's own thread and never take the write lock. WAL checkpoints run
-/// on a thread of their own (PASSIVE: they never wait for the writer), so a commit never pays for copying pages into
-/// the database file — SQLite's automatic checkpoint would run it inside a commit, on the writer thread.
+/// Reads run on WAL reader connections in the caller's own thread and never take the write lock.
 public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
     public let kind = LedgerStoreKind.sqlite
     public let path: String
 
     private let writer: SQLiteWriter
-    private let checkpointer: SQLiteCheckpointer?
     private let readersLock = NSLock()
     private var idleReaders: [SQLiteConnection] = []
     private let inMemory: Bool
@@ -28,21 +25,12 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
         }
         let connection = try SQLiteConnection(path: path)
         try connection.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL")
-        // IAPKIT_SQLITE_COMMIT_CHECKPOINTS=1 brings back SQLite's own checkpoints inside commits: the load test's baseline.
-        if inMemory || ProcessInfo.processInfo.environment["IAPKIT_SQLITE_COMMIT_CHECKPOINTS"] == "1" {
-            checkpointer = nil
-        } else {
-            // A WAL that outgrew the limit is cut back to it once checkpointed.
-            try connection.exec("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864")
-            checkpointer = try SQLiteCheckpointer(path: path)
-        }
         writer = SQLiteWriter(connection: connection, maximumGroup: max(1, maximumGroup))
     }
 
     deinit {
-        // A store dropped without close() still stops its threads, which close their connections when done.
+        // A store dropped without close() still stops its thread, which closes the connection when the queue is done.
         writer.stop()
-        checkpointer?.stop()
     }
 
     public func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
@@ -63,7 +51,6 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
     }
 
     public func close() async throws {
-        checkpointer?.stop()
         writer.stop()
         await writer.finished()
         readersLock.withLock {
@@ -194,42 +181,4 @@ final class SQLiteWriteJob<R: Sendable>: SQLiteWrite {
     var succeeded: Bool { if case .success = answer.result { true } else { false } }
 
     func deliver(commitError: (any Error)?) { answer.deliver(commitError: commitError) }
-}
-
-/// Checkpoints the WAL into the database file from a connection and thread of its own, every quarter of a second
-/// while there is something to copy. PASSIVE: it copies what no reader still needs and never waits for the writer;
-/// the writer starts the WAL over once everything in it was copied. `synchronous=FULL` here too: the database file
-/// is synced before the WAL may be reused.
-final class SQLiteCheckpointer: @unchecked Sendable {
-    private let wake = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var stopped = false
-    /// Used by the checkpoint thread only.
-    private let connection: SQLiteConnection
-
-    init(path: String) throws {
-        connection = try SQLiteConnection(path: path)
-        try connection.exec("PRAGMA synchronous=FULL")
-        let thread = Thread { [self] in
-            while !isStopped {
-                _ = wake.wait(timeout: .now() + .milliseconds(250))
-                if isStopped { break }
-                // A failure (the disk, a busy lock) leaves the WAL to the next round; SQLite never loses a commit for it.
-                try? connection.exec("PRAGMA wal_checkpoint(PASSIVE)")
-            }
-            connection.close()
-        }
-        thread.name = "iapkit.ledger.sqlite.checkpoint"
-        thread.start()
-    }
-
-    private var isStopped: Bool { lock.withLock { stopped } }
-
-    func stop() {
-        let first = lock.withLock { () -> Bool in
-            defer { stopped = true }
-            return !stopped
-        }
-        if first { wake.signal() }
-    }
 }
