@@ -106,6 +106,13 @@ def more(client, results, transaction_id, renewal_id, family_copy_id, consumable
     call(results, "consumptionWithoutConsent", consumption(consumable_id, consented=False))
     call(results, "consumptionPercentageOfSubscription", consumption(renewal_id))
     call(results, "consumptionOfFamilyCopy", consumption(family_copy_id, percentage=None))
+
+    def consumption_of_app_transaction():
+        first = client.get_app_transaction_info(transaction_id).signedAppTransactionInfo
+        middle = first.split(".")[1]
+        app_transaction_id = json.loads(base64.urlsafe_b64decode(middle + "=" * (-len(middle) % 4)))["appTransactionId"]
+        return consumption(app_transaction_id, percentage=None)()
+    call(results, "consumptionOfAppTransaction", consumption_of_app_transaction)
     call(results, "finish", lambda: client.finish_transaction(consumable_id) or "ok")
     call(results, "missingFinish", lambda: client.finish_transaction("9999999999999999") or "ok")
     call(results, "historyV1AfterFinish", lambda: count(GetTransactionHistoryVersion.V1, TransactionHistoryRequest()))

@@ -251,10 +251,16 @@ public actor PurchaseClient {
     /// Buys an Advanced Commerce API generic product: `signRequest` asks the app's own server to sign what is sold
     /// (SKUs, prices, period) for the order's `appAccountToken`, which the request must name (the App Store refuses a
     /// request whose token differs from the purchase's), and StoreKit charges what the request says. A request that
-    /// cannot be signed fails the purchase before anything is charged, and leaves nothing in the journal. Never joined
-    /// to another purchase under way: each request is its own.
+    /// cannot be signed fails the purchase before anything is charged, and leaves nothing in the journal. A second tap
+    /// while one is under way for the same product joins it: one order, one payment.
     public func purchase(_ productId: String, advancedCommerce signRequest: @escaping @Sendable (_ appAccountToken: UUID) async throws -> String) async -> PurchaseOutcome {
-        await performPurchase(productId, quantity: 1, advancedCommerce: signRequest)
+        let key = ["advancedCommerce", productId].joined(separator: "\u{0}")
+        if let running = purchasesInFlight[key] { return await running.value }
+        let task = Task { await self.performPurchase(productId, quantity: 1, advancedCommerce: signRequest) }
+        purchasesInFlight[key] = task
+        let outcome = await task.value
+        purchasesInFlight[key] = nil
+        return outcome
     }
 
     private func performPurchase(_ productId: String, quantity: Int, promotionalOffer: String? = nil,

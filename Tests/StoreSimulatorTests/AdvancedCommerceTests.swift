@@ -299,6 +299,11 @@ struct AdvancedCommerceTests {
             #expect(try await buy(reactivate)["status"] as? String == "failed", "auto-renew is on: nothing to reactivate")
             #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo()]).0 == .ok)
             var seen = await store.notifications().count
+            // Waiting for a parent, a reactivation would later be bought as something else: refused now instead.
+            _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann", "askToBuy": true]))
+            reactivate.requestInfo = .init(requestReferenceId: UUID().uuidString)
+            #expect((try await buy(reactivate)["reason"] as? String)?.hasPrefix("OperationNotAllowed") == true)
+            _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann", "askToBuy": false]))
             reactivate.requestInfo = .init(requestReferenceId: UUID().uuidString)
             let back = try await buy(reactivate)
             #expect(back["status"] as? String == "purchased" && back["transactionId"] as? String == original, "\(back)")
@@ -315,18 +320,26 @@ struct AdvancedCommerceTests {
             try await store.advanceClock(by: 301)
             seen = await store.notifications().count
             #expect(try await refund([["SKU": "a", "refundType": "PRORATED", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_000_182)
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false],
+                                      ["SKU": "b", "refundType": "FULL", "refundReason": "SIMULATE_REFUND_DECLINE", "revoke": false]]).1["errorCode"] as? Int == 4_000_184)
             // Item a refunded in part, kept: the transaction stands (access continues), REFUND tells of the refund.
             #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false, "refundAmount": 400]]).0 == .ok)
             let partial = try #require(try await self.told(store, since: &seen).first)
             #expect(partial.type == .refund && partial.transaction.revocationDate == nil)
             #expect(partial.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self)?.items?.first?.refunds?.first?.refundAmount == 400)
-            // Both revoked: the transaction is revoked, with the share refunded.
+            #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false, "refundAmount": 600]]).0 == .ok)
+            _ = try await self.told(store, since: &seen)
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_030_021,
+                    "nothing left of a to refund")
+            // Both revoked: the transaction is revoked in full.
             #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": true],
                                       ["SKU": "b", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1["errorCode"] as? Int == nil)
             let revoked = try #require(try await self.told(store, since: &seen).first)
             #expect(revoked.type == .refund && revoked.transaction.revocationDate != nil, "every item revoked")
             #expect(revoked.transaction.revocationType == .refundFull && revoked.transaction.revocationPercentage == 100_000,
-                    "400, then the 600 left of a, and b's 3000: all 4000 paid, never more")
+                    "every item revoked is the whole purchase revoked")
+            let items = revoked.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self)?.items ?? []
+            #expect(items.map { ($0.refunds ?? []).reduce(0) { $0 + ($1.refundAmount ?? 0) } } == [1000, 3000], "400 + 600 + 0 of a, all of b: never more than paid")
             #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1["errorCode"] as? Int == 4_030_021)
         }
     }

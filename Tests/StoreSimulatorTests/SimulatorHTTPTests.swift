@@ -275,6 +275,7 @@ struct SimulatorHTTPTests {
             #expect((results["consumptionWithoutConsent"] as? [String: Any])?["apiError"] as? Int == 4_000_035)
             #expect((results["consumptionPercentageOfSubscription"] as? [String: Any])?["apiError"] as? Int == 4_000_209)
             #expect((results["consumptionOfFamilyCopy"] as? [String: Any])?["apiError"] as? Int == 4_000_185)
+            #expect((results["consumptionOfAppTransaction"] as? [String: Any])?["apiError"] as? Int == 4_000_048, "\(results["consumptionOfAppTransaction"] ?? "-")")
             #expect(results["finish"] as? String == "ok", "\(results["finish"] ?? "-")")
             #expect((results["missingFinish"] as? [String: Any])?["apiError"] as? Int == 4_040_010)
             #expect(results["historyV1AfterFinish"] as? Int == 1, "a finished consumable leaves v1's history")

@@ -460,6 +460,7 @@ extension APIErrorCode {
     public static let nullRefundType = Self(rawValue: 4_000_157)
     public static let nullRefundRisking = Self(rawValue: 4_000_159)
     public static let proratedOnlyLatestTransaction = Self(rawValue: 4_000_182)
+    public static let partialSimulateRefundDecline = Self(rawValue: 4_000_184)
     public static let alreadyRefunded = Self(rawValue: 4_030_021)
     public static let atLeastOneItem = Self(rawValue: 4_000_160)
     public static let atLeastOneOfDisplayNameOrDescription = Self(rawValue: 4_000_165)

@@ -315,6 +315,8 @@ public struct APIErrorCode: AppStoreOpenEnum {
     public static let statusRequestNotFound = Self(rawValue: 4_040_009)
     public static let transactionIdNotFound = Self(rawValue: 4_040_010)
     public static let appTransactionDoesNotExist = Self(rawValue: 4_040_019)
+    /// Send Consumption Information takes a transaction id, not the customer's app transaction id.
+    public static let appTransactionIdNotSupported = Self(rawValue: 4_000_048)
     // Retention Messaging.
     public static let invalidImage = Self(rawValue: 4_000_161)
     public static let headerTooLong = Self(rawValue: 4_000_162)

@@ -559,7 +559,9 @@ extension StoreEngine {
                 var item = item
                 item.revocationDate = now
                 let (scaled, overflow) = (item.price ?? 0).multipliedReportingOverflow(by: Int64(share))
-                item.refunds = (item.refunds ?? []) + [AdvancedCommerceRefund(refundAmount: overflow ? item.price : scaled / 100_000, refundDate: now,
+                // Never more than what earlier refunds of the item left.
+                let left = max(0, (item.price ?? 0) - AdvancedCommerceTerms.sum((item.refunds ?? []).map { $0.refundAmount ?? 0 }))
+                item.refunds = (item.refunds ?? []) + [AdvancedCommerceRefund(refundAmount: min(overflow ? left : scaled / 100_000, left), refundDate: now,
                                                                               refundReason: reason, refundType: type)]
                 return item
             }
@@ -577,7 +579,8 @@ extension StoreEngine {
 
     /// Request Transaction Refund: refunds items of one transaction — `FULL`, `PRORATED` (the time left of a
     /// subscription's latest period) or `CUSTOM` (`refundAmount`) — revoking those marked `revoke`. Apple sends REFUND;
-    /// the transaction is revoked (access ends) only when all its items are. Answers the transaction, signed.
+    /// the transaction is revoked (access ends, `REFUND_FULL`) only when all its items are; revoked items of a
+    /// subscription's current period do not renew. Answers the transaction, signed.
     public func advancedCommerceRequestRefund(transactionId: String, _ request: AdvancedCommerceRequestRefundRequest,
                                               fingerprint: String) throws -> Result<AdvancedCommerceTransactionResponse, AdvancedCommerceRefusal> {
         try processSubscriptions()
@@ -598,6 +601,11 @@ extension StoreEngine {
             return .success(AdvancedCommerceTransactionResponse(signedTransactionInfo: try signedTransaction(transactionId)))
         }
         guard payload.revocationDate == nil else { return .failure(.init(.alreadyRefunded, "The transaction was refunded already.")) }
+        // Apple's sandbox declines a whole request or none of it.
+        let declines = items.filter { $0.refundReason == "SIMULATE_REFUND_DECLINE" }.count
+        guard declines == 0 || declines == items.count else {
+            return .failure(.init(.partialSimulateRefundDecline, "A simulated decline covers every item of the request or none."))
+        }
         let now = clock.now
         let series = payload.originalTransactionId.flatMap { state.subscriptions[$0] }
         var declined = false
@@ -627,13 +635,14 @@ extension StoreEngine {
                     return .failure(.init(.proratedOnlyLatestTransaction, "Prorated refunds are for a subscription's latest transaction."))
                 }
                 let left = max(0, min(1, end.timeIntervalSince(now) / max(1, end.timeIntervalSince(start))))
-                amount = Int64((Double(price) * left).rounded())
+                amount = Int64(min((Double(price) * left).rounded(), Double(AdvancedCommerceLimits.maxPrice)))
             default:
                 guard change.refundAmount == nil else { return .failure(.init(.refundAmountWithoutCustom, "A refund amount needs refundType CUSTOM.")) }
                 amount = price
             }
             // Never more than what is left of the item's price after earlier refunds.
             let left = max(0, price - AdvancedCommerceTerms.sum((sold[index].refunds ?? []).map { $0.refundAmount ?? 0 }))
+            guard left > 0 || change.revoke == true else { return .failure(.init(.alreadyRefunded, "The item was refunded in full already.")) }
             sold[index].refunds = (sold[index].refunds ?? []) + [AdvancedCommerceRefund(refundAmount: min(amount, left), refundDate: now, refundReason: reason,
                                                                                          refundType: type)]
             if change.revoke == true { sold[index].revocationDate = now }
@@ -649,13 +658,20 @@ extension StoreEngine {
         info.items = sold
         payload.advancedCommerceInfo = try AppStoreJSONValue(encoding: info)
         state.transactions[transactionId]?.payload = payload
+        let reason: RevocationReason = items.contains { $0.refundReason == "FULFILLMENT_ISSUE" } ? .refundedDueToIssue : .refundedForOtherReason
         if sold.allSatisfy({ $0.revocationDate != nil }) {
-            // Every item revoked: the transaction is, with the share refunded (and the series ends, as any refund ends it).
-            let paid = AdvancedCommerceTerms.sum(sold.map { $0.price ?? 0 })
-            let refunded = AdvancedCommerceTerms.sum(sold.flatMap { ($0.refunds ?? []).map { $0.refundAmount ?? 0 } })
-            let share = paid > 0 ? Int(min(100_000, refunded.multipliedReportingOverflow(by: 100_000).partialValue / paid)) : 100_000
-            _ = try refund(transactionId, percentage: share)
+            // Every item revoked: the whole purchase is (REFUND_FULL: a consumable's credit goes, whatever money came
+            // back — the items carry the amounts), and the series ends, as any refund of its period ends it.
+            _ = try refund(transactionId, reason: reason, percentage: 100_000)
         } else {
+            // Revoked items of a subscription's current period do not renew.
+            if let original = payload.originalTransactionId, var series = state.subscriptions[original], series.latestTransactionId == transactionId,
+               var terms = series.advancedCommerce {
+                let revoked = Set(sold.filter { $0.revocationDate != nil }.compactMap(\.sku))
+                terms.items.removeAll { revoked.contains($0.sku) }
+                series.advancedCommerce = terms
+                state.subscriptions[original] = series
+            }
             try notify(.refund, nil, transactionId: transactionId)
             try persist()
         }

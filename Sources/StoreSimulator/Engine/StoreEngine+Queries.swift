@@ -82,6 +82,12 @@ extension StoreEngine {
     /// The customer's app transaction (Get App Transaction Info), found through any of the customer's transaction ids
     /// or its own `appTransactionId` (made with the account; for a state file from before, when first asked for). `nil`
     /// for an unknown id.
+    /// Whether `id` is a customer's `appTransactionId` (which some endpoints take in place of a transaction id, and
+    /// some refuse).
+    public func isAppTransactionId(_ id: String) -> Bool {
+        state.transactions[id] == nil && state.accounts.values.contains { $0.appTransactionId == id }
+    }
+
     public func appTransaction(containing id: String) throws -> AppTransactionDecodedPayload? {
         let accountId = state.transactions[id]?.account ?? state.accounts.values.first { $0.appTransactionId == id }?.id
         guard let accountId, let known = state.accounts[accountId] else { return nil }

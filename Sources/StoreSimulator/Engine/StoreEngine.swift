@@ -105,8 +105,14 @@ public actor StoreEngine {
                 return .failed(reason: "invalidOfferSignature: the request's nonce was used before")
             }
             appAccountToken = appAccountToken ?? advancedCommerce?.requestInfo?.appAccountToken.flatMap { UUID(uuidString: $0) }
-            if let advancedCommerce, advancedCommerce.operation == AdvancedCommerceInAppRequest.reactivateSubscription, outcome == .success, !account.askToBuy {
-                return try reactivate(advancedCommerce, account: accountId, withReceipt: withReceipt)
+            // A reactivation happens now or not at all: kept waiting for a parent it would later be bought as something else.
+            if let advancedCommerce, advancedCommerce.operation == AdvancedCommerceInAppRequest.reactivateSubscription {
+                switch outcome {
+                case .userCancelled: return .userCancelled
+                case .failed: return .failed(reason: "the payment failed")
+                case .success where !account.askToBuy: return try reactivate(advancedCommerce, account: accountId, withReceipt: withReceipt)
+                default: return .failed(reason: "OperationNotAllowed: a reactivation is not deferred (Ask to Buy, an interrupted purchase)")
+                }
             }
         }
         guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }

@@ -252,6 +252,9 @@ struct ServerAPIRoutes {
         if let preference = body.refundPreference, !RefundPreference.known.contains(preference) {
             return try Reply.apiError(.invalidRefundPreference, "Invalid request. The refund preference field is invalid.")
         }
+        if await engine.isAppTransactionId(id) {
+            return try Reply.apiError(.appTransactionIdNotSupported, "Invalid request. The endpoint doesn't support an app transaction ID.")
+        }
         guard let transaction = await engine.transaction(id) else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
         if transaction.inAppOwnershipType == .familyShared {
             return try Reply.apiError(.familyTransactionNotSupported, "Invalid request. Family Sharing transactions aren't supported by this endpoint.")
