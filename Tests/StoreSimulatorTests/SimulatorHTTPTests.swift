@@ -358,4 +358,21 @@ struct DroppedConnectionTests {
             #expect((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["status"] as? Int == 21002)
         }
     }
+
+    @Test("Apple's API paths answer a body they cannot read with Apple's error body (4000000); the device routes keep their own message")
+    func appleErrorBody() async throws {
+        let fixture = try SimulatorFixture()
+        try await fixture.application().test(.router) { client in
+            let auth: HTTPFields = [.authorization: "Bearer \(try fixture.token())", .contentType: "application/json"]
+            let bad = try await client.execute(uri: "/inApps/v1/notifications/history", method: .post, headers: auth, body: ByteBuffer(string: "{not json"))
+            #expect(bad.status == .badRequest)
+            let body = try JSONDecoder().decode(APIErrorBody.self, from: Data(bad.body.readableBytesView))
+            #expect(body.errorCode == .generalBadRequest && !body.errorMessage.isEmpty)
+            let extend = try await client.execute(uri: "/inApps/v1/subscriptions/extend/mass", method: .post, headers: auth, body: ByteBuffer(string: "[]"))
+            #expect(try JSONDecoder().decode(APIErrorBody.self, from: Data(extend.body.readableBytesView)).errorCode == .generalBadRequest, "a body of another shape")
+            let device = try await client.execute(uri: "/sim/purchases", method: .post, body: ByteBuffer(string: "{not json"))
+            #expect(device.status == .badRequest)
+            #expect((try? JSONDecoder().decode(APIErrorBody.self, from: Data(device.body.readableBytesView)))?.errorCode == nil, "the simulator's own routes are not Apple's")
+        }
+    }
 }

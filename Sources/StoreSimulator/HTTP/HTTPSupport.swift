@@ -29,6 +29,27 @@ extension Request {
     }
 }
 
+/// The one error-to-response mapping of what the simulator serves as Apple's APIs (`/inApps`, `/advancedCommerce`):
+/// a request the routes could not read (a body of another shape, a query value out of place) is Apple's general bad
+/// request (4000000), anything else that failed Apple's general internal error (5000000) — in Apple's error body,
+/// which Apple's clients parse. Routes answer Apple's specific codes themselves; the device routes (`/sim`) keep
+/// Hummingbird's error body with its message.
+struct AppleErrorMiddleware: RouterMiddleware {
+    func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
+        let path = request.uri.path
+        guard path.hasPrefix("/inApps/") || path.hasPrefix("/advancedCommerce/") else { return try await next(request, context) }
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .badRequest {
+            return try Reply.apiError(.generalBadRequest, error.body ?? "Invalid request.")
+        } catch let error as HTTPError where error.status.code < 500 {
+            throw error
+        } catch {
+            return try Reply.apiError(.generalInternal, "An unknown error occurred.")
+        }
+    }
+}
+
 /// Builds responses the way Apple's clients expect them.
 enum Reply {
     /// JSON with `Content-Type: application/json` exactly (Apple's Python client compares it for equality).

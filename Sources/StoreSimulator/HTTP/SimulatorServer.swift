@@ -38,6 +38,7 @@ public enum SimulatorServer {
     public static func router(_ services: Services) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: FaultMiddleware(injector: services.faults))
+        router.add(middleware: AppleErrorMiddleware())
         DeviceRoutes(services: services).add(to: router)
         CustomerRequestRoutes(services: services).add(to: router)
         VerifyReceiptRoutes(engine: services.engine, sharedSecret: services.sharedSecret).add(to: router)
