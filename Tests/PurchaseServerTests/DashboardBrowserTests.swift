@@ -42,7 +42,7 @@ struct DashboardBrowserTests {
             #expect(cookie["httpOnly"] as? Bool == true && cookie["sameSite"] as? String == "Strict" && cookie["path"] as? String == "/dashboard")
             #expect(seen["documentCookieHidden"] as? Bool == true, "script cannot read the session")
             #expect(seen["overviewChartDrawn"] as? Bool == true, "the overview's screenshot shows the charts' bars")
-            #expect((seen["searchLandsOn"] as? String)?.hasPrefix("/dashboard/accounts/") == true && seen["accountShown"] as? String == account)
+            #expect((seen["searchLandsOn"] as? String)?.hasPrefix("/dashboard/account?id=") == true && seen["accountShown"] as? String == account)
             #expect(seen["timelineHasTransaction"] as? Bool == true && (seen["ownedText"] as? String)?.contains(Self.premium) == true)
             let accountWords = seen["accountScreenshotWords"] as? [String] ?? []
             #expect(accountWords.contains("timeline") && accountWords.contains("owns now"), "OCR of the account page: \(accountWords)")

@@ -103,7 +103,7 @@ struct DashboardTests {
             let (order, purchase, reply) = try await system.buy(Self.premium, account: account, storeAccount: "store-hostile")
             #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String ?? ""), "the notification may have granted it first")
             let transactionId = try #require(purchase["transactionId"] as? String)
-            let path = "/dashboard/accounts/" + Browser.encode(account)
+            let path = "/dashboard/account?id=" + Browser.encode(account)
             let original = try #require(try await system.services.ledger.transaction(transactionId)?.originalTransactionId)
             for query in [transactionId, original, order["orderId"] as? String ?? "",
                           (order["appAccountToken"] as? String ?? "").uppercased(), account] {
@@ -119,7 +119,15 @@ struct DashboardTests {
             let spaced = " dee smith "
             _ = try await system.call(.post, "/v1/orders", as: spaced, ["productId": Self.premium])
             let plus = try await browser.go(.get, "/dashboard/search?q=+dee+smith+")
-            #expect(plus.status == .seeOther && plus.headers[.location] == "/dashboard/accounts/" + Browser.encode(spaced))
+            #expect(plus.status == .seeOther && plus.headers[.location] == "/dashboard/account?id=" + Browser.encode(spaced))
+            // Account ids a browser would resolve away in a path: `.` and `..` have their pages too.
+            for dots in [".", ".."] {
+                _ = try await system.call(.post, "/v1/orders", as: dots, ["productId": Self.premium])
+                let found = try await browser.go(.get, "/dashboard/search?q=" + Browser.encode(dots))
+                #expect(found.headers[.location] == "/dashboard/account?id=" + Browser.encode(dots))
+                let page = try await browser.go(.get, "/dashboard/account?id=" + Browser.encode(dots))
+                #expect(page.status == .ok && page.html.contains("Account \(dots)"), "\(dots)")
+            }
             let nothing = try await browser.go(.get, "/dashboard/search?q=" + Browser.encode("<b>nothing</b>"))
             #expect(nothing.status == .ok && nothing.html.contains("&lt;b&gt;nothing&lt;/b&gt;") && !nothing.html.contains("<b>nothing"))
         }

@@ -24,6 +24,7 @@ struct DashboardRoutes {
         dashboard.post("logout", use: logout)
         dashboard.get(use: overview)
         dashboard.get("search", use: search)
+        dashboard.get("account", use: accountByQuery)
         dashboard.get("accounts/:id", use: account)
         dashboard.get("orders", use: orders)
         dashboard.post("orders/:id/settle", use: settle)
@@ -124,7 +125,7 @@ struct DashboardRoutes {
         let matches = query.isEmpty ? [] : try await ledgerCall { try await services.ledger.search(query) }
         let accounts = Set(matches.compactMap(\.accountId))
         if accounts.count == 1, let only = accounts.first {
-            return Self.redirect("/dashboard/accounts/\(Self.pathComponent(only))")
+            return Self.redirect("/dashboard/account?id=\(Self.queryValue(only))")
         }
         struct Match { var via: String; var subject: String; var accountId: String?; var accountPath: String }
         struct Unbound { var transactionId, originalTransactionId, productId, purchaseDate: String }
@@ -138,8 +139,18 @@ struct DashboardRoutes {
                                            purchaseDate: Self.time($0.purchaseDate)) }))
     }
 
+    /// An account's page by `?id=`: every link goes here, since a path segment of `.` or `..` (an account id is any
+    /// text) is resolved away by browsers however it is encoded.
+    @Sendable func accountByQuery(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard let id = request.uri.queryParameters["id"], !id.isEmpty else { throw APIError.badRequest("id is required") }
+        return try await accountPage(request, accountId: String(id))
+    }
+
     @Sendable func account(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        let accountId = try context.parameters.decoded("id")
+        try await accountPage(request, accountId: try context.parameters.decoded("id"))
+    }
+
+    private func accountPage(_ request: Request, accountId: String) async throws -> Response {
         guard let frame = try signedIn(request, title: "Account \(accountId)") else { return Self.redirect("/dashboard/login") }
         let now = services.now()
         let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: accountId, now: now) }

@@ -94,7 +94,7 @@ enum DashboardTemplates {
         <button id="reconcile">Reconcile with Apple now</button></form>
         {{#hasOrders}}<table id="orders"><thead><tr><th>Created (UTC)</th><th>Order</th><th>Account</th><th>Product</th><th>State</th><th>Settle</th></tr></thead><tbody>
         {{#orders}}<tr id="order-{{orderId}}"><td>{{createdAt}}</td><td class="id">{{orderId}}</td>
-        <td><a href="/dashboard/accounts/{{accountPath}}">{{accountId}}</a></td><td>{{productId}}</td><td>{{state}}</td>
+        <td><a href="/dashboard/account?id={{accountPath}}">{{accountId}}</a></td><td>{{productId}}</td><td>{{state}}</td>
         <td>{{#open}}<form method="post" action="/dashboard/orders/{{orderId}}/settle" class="settle"><input type="hidden" name="csrf" value="{{frame.csrf}}">
         <input name="transactionId" placeholder="transaction id (grants it)" aria-label="transaction id">
         <input name="note" placeholder="note (required)" aria-label="note" required><button>Settle</button></form>{{/open}}
@@ -134,7 +134,7 @@ enum DashboardTemplates {
         <h1>Search</h1>
         {{#hasMatches}}<table id="matches"><thead><tr><th>Matched</th><th>Value</th><th>Account</th></tr></thead><tbody>
         {{#matches}}<tr><td>{{via}}</td><td class="id">{{subject}}</td>
-        <td>{{#accountId}}<a href="/dashboard/accounts/{{accountPath}}">{{accountId}}</a>{{/accountId}}{{^accountId}}no account yet{{/accountId}}</td></tr>{{/matches}}
+        <td>{{#accountId}}<a href="/dashboard/account?id={{accountPath}}">{{accountId}}</a>{{/accountId}}{{^accountId}}no account yet{{/accountId}}</td></tr>{{/matches}}
         </tbody></table>{{/hasMatches}}
         {{^hasMatches}}<p class="empty">Nothing in the ledger is named {{query}}.</p>{{/hasMatches}}
         {{#hasUnbound}}<h2>Transactions no account holds</h2><table><thead><tr><th>Transaction</th><th>Original</th><th>Product</th><th>Purchased (UTC)</th></tr></thead><tbody>
