@@ -34,14 +34,12 @@ extension ServerAPIClient {
 
     /// Request Transaction Refund: refunds (and with `revoke`, revokes) items of one transaction; REFUND.
     public func requestTransactionRefund(_ transactionId: String, _ request: AdvancedCommerceRequestRefundRequest) async throws -> AdvancedCommerceTransactionResponse {
-        let body = try AppStoreJSON.encoder().encode(request)
-        return try await call(.POST, "/advancedCommerce/v1/transaction/requestRefund/\(try Self.pathSegment(transactionId))", body: [UInt8](body),
-                              as: AdvancedCommerceTransactionResponse.self)
+        try await advancedCommerce("transaction/requestRefund", transactionId, request)
     }
 
-    private func advancedCommerce(_ operation: String, _ transactionId: String, _ request: some Encodable) async throws -> AdvancedCommerceSubscriptionResponse {
+    /// The answer's type is the caller's: a subscription change answers both signed payloads, a refund the transaction.
+    private func advancedCommerce<Answer: Decodable>(_ operation: String, _ transactionId: String, _ request: some Encodable) async throws -> Answer {
         let body = try AppStoreJSON.encoder().encode(request)
-        return try await call(.POST, "/advancedCommerce/v1/\(operation)/\(try Self.pathSegment(transactionId))", body: [UInt8](body),
-                              as: AdvancedCommerceSubscriptionResponse.self)
+        return try await call(.POST, "/advancedCommerce/v1/\(operation)/\(try Self.pathSegment(transactionId))", body: [UInt8](body), as: Answer.self)
     }
 }

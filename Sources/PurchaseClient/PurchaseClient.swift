@@ -239,13 +239,10 @@ public actor PurchaseClient {
     public func purchase(_ productId: String, quantity: Int = 1, promotionalOffer: String?, serverIntroductoryEligibility: Bool = false) async -> PurchaseOutcome {
         // A second tap joins the purchase under way only if it asks for the same: an offer must not ride on a full-price payment.
         let key = [productId, promotionalOffer ?? "", serverIntroductoryEligibility ? "intro" : ""].joined(separator: "\u{0}")
-        if let running = purchasesInFlight[key] { return await running.value }
-        let task = Task { await self.performPurchase(productId, quantity: quantity, promotionalOffer: promotionalOffer,
-                                                     serverIntroductoryEligibility: serverIntroductoryEligibility) }
-        purchasesInFlight[key] = task
-        let outcome = await task.value
-        purchasesInFlight[key] = nil
-        return outcome
+        return await joining(key) {
+            await self.performPurchase(productId, quantity: quantity, promotionalOffer: promotionalOffer,
+                                       serverIntroductoryEligibility: serverIntroductoryEligibility)
+        }
     }
 
     /// Buys an Advanced Commerce API generic product: `signRequest` asks the app's own server to sign what is sold
@@ -254,9 +251,15 @@ public actor PurchaseClient {
     /// cannot be signed fails the purchase before anything is charged, and leaves nothing in the journal. A second tap
     /// while one is under way for the same product joins it: one order, one payment.
     public func purchase(_ productId: String, advancedCommerce signRequest: @escaping @Sendable (_ appAccountToken: UUID) async throws -> String) async -> PurchaseOutcome {
-        let key = ["advancedCommerce", productId].joined(separator: "\u{0}")
+        await joining(["advancedCommerce", productId].joined(separator: "\u{0}")) {
+            await self.performPurchase(productId, quantity: 1, advancedCommerce: signRequest)
+        }
+    }
+
+    /// Runs `purchase` unless one with the same key is under way, whose outcome is then the answer.
+    private func joining(_ key: String, _ purchase: @escaping @Sendable () async -> PurchaseOutcome) async -> PurchaseOutcome {
         if let running = purchasesInFlight[key] { return await running.value }
-        let task = Task { await self.performPurchase(productId, quantity: 1, advancedCommerce: signRequest) }
+        let task = Task { await purchase() }
         purchasesInFlight[key] = task
         let outcome = await task.value
         purchasesInFlight[key] = nil

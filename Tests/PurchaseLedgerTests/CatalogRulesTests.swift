@@ -73,4 +73,19 @@ struct CatalogRulesTests {
         #expect(owned[1].expiresAt == nil, "lifetime wins")
         #expect(abs(owned[0].expiresAt!.timeIntervalSince(now) - 200) < 0.01, "upgraded and revoked periods are ignored")
     }
+
+    @Test("A subscription's first period is INITIAL_PURCHASE for the app's backend; the first period of a plan migrated to the Advanced Commerce API is PRODUCT_CHANGE; later periods RENEWAL")
+    func migrationEvent() throws {
+        var payload = JWSTransactionDecodedPayload()
+        payload.transactionId = "20"
+        payload.originalTransactionId = "20"
+        payload.productId = "generic"
+        payload.type = .autoRenewableSubscription
+        payload.purchaseDate = Date()
+        #expect(WebhookRules.grantEvent(try PurchaseRecord(payload), account: "a", now: Date())?.type == .initialPurchase)
+        payload.previousOriginalTransactionId = "10"
+        #expect(WebhookRules.grantEvent(try PurchaseRecord(payload), account: "a", now: Date())?.type == .productChange)
+        payload.transactionId = "21"
+        #expect(WebhookRules.grantEvent(try PurchaseRecord(payload), account: "a", now: Date())?.type == .renewal)
+    }
 }

@@ -260,6 +260,13 @@ struct AdvancedCommerceTests {
             #expect(try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "a", "price": 1500]]]).0 == .ok)
             #expect(try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "a", "price": 1700]]]).1["errorCode"] as? Int == 4_000_205)
             #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo(), "storefront": "JPN"]).1["errorCode"] as? Int == 4_000_133)
+            let many = (0...AdvancedCommerceLimits.maxItems).map { ["currentSKU": "a", "displayName": "X\($0)", "effective": "IMMEDIATELY"] }
+            #expect(try await call(client, "subscription/changeMetadata", original, ["requestInfo": requestInfo(), "items": many]).1["errorCode"] as? Int == 4_000_179)
+            // 23 characters, 46 code points (e and a combining accent): over 45 as Apple's libraries count.
+            let accented = String(repeating: "e\u{301}", count: 23)
+            let longer = try await call(client, "subscription/changeMetadata", original, [
+                "requestInfo": requestInfo(), "descriptors": ["description": accented, "effective": "IMMEDIATELY"]])
+            #expect(longer.1["errorCode"] as? Int == 4_000_088, "\(longer.1)")
 
             var seen = await store.notifications().count
             let declined = try await call(client, "subscription/revoke", original, [

@@ -319,6 +319,7 @@ public struct AdvancedCommerceSubscriptionResponse: Codable, Hashable, Sendable 
 
 /// Apple's documented limits on what a request may say.
 public enum AdvancedCommerceLimits {
+    /// Lengths count Unicode code points, as Apple's libraries count them.
     public static let skuLength = 128
     public static let descriptionLength = 45
     public static let displayNameLength = 30
@@ -380,7 +381,7 @@ public enum AdvancedCommerceCheck {
 
     public static func check(_ item: AdvancedCommerceItem, priced: Bool, namesRequired: Bool = true) -> AdvancedCommerceRefusal? {
         guard let sku = item.sku, !sku.isEmpty else { return .init(.nullSKU, "NullSKU: SKU is required.") }
-        guard sku.count <= AdvancedCommerceLimits.skuLength else { return .init(.skuLengthExceeded, "SKULengthExceeded: at most 128 characters.") }
+        guard sku.unicodeScalars.count <= AdvancedCommerceLimits.skuLength else { return .init(.skuLengthExceeded, "SKULengthExceeded: at most 128 characters.") }
         guard sku.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else { return .init(.invalidSKU, "InvalidSKU: no spaces or control characters.") }
         if namesRequired {
             guard item.displayName != nil else { return .init(.nullDisplayName, "NullDisplayName: displayName is required.") }
@@ -410,10 +411,10 @@ public enum AdvancedCommerceCheck {
         let plain = { (text: String) in !text.unicodeScalars.contains { $0.properties.generalCategory == .control } }
         if let description, !plain(description) { return .init(.invalidDescription, "InvalidDescription: one line, no control characters.") }
         if let displayName, !plain(displayName) { return .init(.invalidDisplayName, "InvalidDisplayName: one line, no control characters.") }
-        if let description, description.count > AdvancedCommerceLimits.descriptionLength {
+        if let description, description.unicodeScalars.count > AdvancedCommerceLimits.descriptionLength {
             return .init(.descriptionLengthExceeded, "DescriptionLengthExceeded: at most 45 characters.")
         }
-        if let displayName, displayName.count > AdvancedCommerceLimits.displayNameLength {
+        if let displayName, displayName.unicodeScalars.count > AdvancedCommerceLimits.displayNameLength {
             return .init(.displayNameLengthExceeded, "DisplayNameLengthExceeded: at most 30 characters.")
         }
         return nil

@@ -159,7 +159,10 @@ public enum WebhookRules {
             return event
         case .autoRenewableSubscription:
             guard record.revocationDate == nil else { return nil }
-            let kind: WebhookEvent.Kind = record.transactionId == record.originalTransactionId ? .initialPurchase : .renewal
+            // A migration to the Advanced Commerce API starts a new series that goes on with the old plan: a change of
+            // product for the app's backend, not a new subscriber.
+            let kind: WebhookEvent.Kind = SubmissionRules.migratedFrom(record) != nil ? .productChange
+                : record.transactionId == record.originalTransactionId ? .initialPurchase : .renewal
             return WebhookEvent(kind, record, id: "\(kind.rawValue).\(tx)", accountId: account, at: now)
         default:
             guard record.revocationDate == nil else { return nil }

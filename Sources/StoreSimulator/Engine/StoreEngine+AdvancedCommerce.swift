@@ -338,6 +338,7 @@ extension StoreEngine {
                 }
             }
             let changes = request.items ?? []
+            guard changes.count <= AdvancedCommerceLimits.maxItems else { return .failure(.init(.itemLimitExceeded, "The number of items exceeds the limit.")) }
             guard Set(changes.compactMap(\.currentSKU)).count == changes.count else {
                 return .failure(.init(.multipleOperationsOnSingleSKU, "Multiple operations on a single SKU."))
             }
@@ -395,6 +396,7 @@ extension StoreEngine {
                 return .failure(.init(.subscriptionNotEligible, "Subscription not eligible: it must be active, and renew more than a day from now."))
             }
             guard let items = request.items else { return .failure(.init(.nullItems, "Items are required.")) }
+            guard items.count <= AdvancedCommerceLimits.maxItems else { return .failure(.init(.itemLimitExceeded, "The number of items exceeds the limit.")) }
             guard !items.isEmpty else { return .failure(.init(.atLeastOneItem, "At least one item is required.")) }
             var terms = series.advancedCommerce!
             if let currency = request.currency, currency != terms.currency { return .failure(.init(.invalidCurrency, "Invalid currency: the subscription is in \(terms.currency).")) }
@@ -587,6 +589,7 @@ extension StoreEngine {
         if let refusal = AdvancedCommerceCheck.check(request.requestInfo) { return .failure(refusal) }
         guard request.refundRiskingPreference != nil else { return .failure(.init(.nullRefundRisking, "Refund risking preference is required.")) }
         guard let items = request.items, !items.isEmpty else { return .failure(.init(.atLeastOneItem, "At least one item is required.")) }
+        guard items.count <= AdvancedCommerceLimits.maxItems else { return .failure(.init(.itemLimitExceeded, "The number of items exceeds the limit.")) }
         guard let stored = state.transactions[transactionId] else { return .failure(.init(.transactionIdNotFound, "Transaction id not found.")) }
         if let storefront = request.storefront, storefront != state.accounts[stored.account]?.storefront {
             return .failure(.init(.mismatchedStorefront, "The storefront is not the customer's."))
