@@ -26,14 +26,14 @@ public struct StoredWebhookEvent: Codable, Sendable, Hashable {
 extension Ledger {
     /// Takes the oldest event due for delivery for one sender, held until `now + lease` so that no other sender (another
     /// replica, or this one's next pass) sends it meanwhile; a sender that died lets it go when the lease ends. The
-    /// lease's end is the claim's token: only its holder settles it.
-    public func claimWebhookEvent(now: Date = Date(), lease: TimeInterval) async throws -> (event: StoredWebhookEvent, claim: Date)? {
+    /// lease's end is the claim's token: only its holder settles it. Due means due by `dueBy` (`now` unless given).
+    public func claimWebhookEvent(now: Date = Date(), dueBy: Date? = nil, lease: TimeInterval) async throws -> (event: StoredWebhookEvent, claim: Date)? {
         let until = Millis.date(Millis.of(now.addingTimeInterval(lease)))
         return try await write { session in
             guard let id = try session.sql.first("""
-                SELECT event_id FROM webhook_events WHERE state = 'pending' AND next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until < $1)
+                SELECT event_id FROM webhook_events WHERE state = 'pending' AND next_attempt_at <= $2 AND (claimed_until IS NULL OR claimed_until < $1)
                 ORDER BY created_at, event_id LIMIT 1
-                """, [.of(now)])?.text(0) else { return nil }
+                """, [.of(now), .of(dueBy ?? now)])?.text(0) else { return nil }
             let row = try session.sql.first("""
                 UPDATE webhook_events SET claimed_until = $2
                 WHERE event_id = $1 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)

@@ -115,4 +115,31 @@ struct WebhookLedgerTests {
         #expect(family.map(\.type).sorted() == ["EXPIRATION", "NON_RENEWING_PURCHASE"], "\(family.map(\.type))")
         #expect(family.allSatisfy { $0.body.contains(#""ownership":"FAMILY_SHARED""#) })
     }
+
+    /// On SQLite only: claiming takes any due event in the outbox, and PostgreSQL's is shared by every test running.
+    @Test("A claim holds against every other sender, one sending early included; a replay keeps a live claim; a replayed delivered event is sent again")
+    func claimsHold() async throws {
+        let ledger = try await makeLedger(.sqlite)
+        let event = try await ledger.emitTestWebhook(actor: "test")
+        let now = Date()
+        let hours = now.addingTimeInterval(7_200)
+        let first = try #require(try await ledger.claimWebhookEvent(now: now, lease: 30))
+        #expect(first.event.eventId == event.id)
+        #expect(try await ledger.claimWebhookEvent(now: now, dueBy: hours, lease: 30) == nil, "the claim holds, whatever is due")
+        try await ledger.settleWebhookEvent(event.id, claim: first.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(600), now: now)
+        #expect(try await ledger.claimWebhookEvent(now: now, lease: 30) == nil, "waits for its backoff")
+        let early = try #require(try await ledger.claimWebhookEvent(now: now, dueBy: hours, lease: 30), "due by a later time")
+        #expect(early.event.attempts == 1 && early.event.lastError == "HTTP 503")
+
+        #expect(try await ledger.replayWebhookEvent(event.id, actor: "ops", now: now))
+        #expect(try await ledger.claimWebhookEvent(now: now, lease: 30) == nil, "the replay kept the live claim: no second sender")
+        try await ledger.settleWebhookEvent(event.id, claim: early.claim, delivered: true, error: nil, retryAt: nil, now: now)
+        #expect(try await ledger.webhookEvents(state: .delivered).map(\.eventId) == [event.id])
+        // An operator's replay of a delivered event is a request to send it again.
+        #expect(try await ledger.replayWebhookEvent(event.id, actor: "ops", now: now))
+        let again = try #require(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(60), lease: 30))
+        #expect(again.event.eventId == event.id && again.event.attempts == 0)
+        try await ledger.settleWebhookEvent(event.id, claim: first.claim, delivered: true, error: nil, retryAt: nil, now: now)
+        #expect(try await ledger.webhookEvents(state: .pending).map(\.eventId) == [event.id], "a lapsed claim settles nothing")
+    }
 }

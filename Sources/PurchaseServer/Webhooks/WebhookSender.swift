@@ -64,12 +64,13 @@ public struct WebhookSender: Sendable {
     /// A claim outlives one attempt comfortably, and lapses soon after a sender that died.
     var lease: TimeInterval { Double(settings.timeout.components.seconds) + 20 }
 
-    /// Sends what is due, up to `limit` events; returns how many were delivered.
+    /// Sends what is due by `dueBy` (now unless given: a later time sends retries before their backoff ends; other
+    /// senders' claims still hold), up to `limit` events; returns how many were delivered.
     @discardableResult
-    public func deliverDue(limit: Int = 50) async throws -> Int {
+    public func deliverDue(limit: Int = 50, dueBy: Date? = nil) async throws -> Int {
         var delivered = 0
         for _ in 0..<limit {
-            guard let (event, claim) = try await ledger.claimWebhookEvent(now: Date(), lease: lease) else { break }
+            guard let (event, claim) = try await ledger.claimWebhookEvent(now: Date(), dueBy: dueBy, lease: lease) else { break }
             let error = await post(event)
             let attempts = event.attempts + 1
             let retryAt = attempts >= settings.maxAttempts ? nil : Date().addingTimeInterval(WebhookSettings.backoff(afterAttempts: attempts))
