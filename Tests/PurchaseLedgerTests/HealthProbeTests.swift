@@ -70,6 +70,21 @@ struct HealthProbeTests {
         try await up.value
     }
 
+    @Test("A database that hangs fails the checks after the deadline; the next check starts a read of its own, which answers")
+    func hangingReadFailsInTime() async throws {
+        let reads = ProbeReads()
+        let probe = HealthProbe(deadline: .milliseconds(100)) { try await reads.read() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: LedgerError.self) { try await probe.check() }
+        #expect(clock.now - start < .seconds(5), "failed at the deadline, with the read still hanging")
+        #expect(await reads.started == 1)
+        let next = Task { try await probe.check() }
+        await reads.waitStarted(2)
+        await reads.release()   // both the hung read and the new one answer now
+        try await next.value
+    }
+
     @Test("The ledger's health check reads the store", arguments: StoreKind.allCases)
     func ledgerHealth(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
