@@ -80,13 +80,17 @@ extension Ledger {
         }
     }
 
-    /// Sends an event again from its first attempt (an operator's replay, audited). An event a sender holds right now
-    /// keeps its claim: releasing it would send it twice. False when no event has the id.
+    /// Sends an event again from its first attempt (an operator's replay, audited). False when no event has the id.
+    ///
+    /// An event a sender holds right now stays out of other senders' reach until that claim lapses (releasing it would
+    /// have two senders post it at once), but the claim's token moves on by a millisecond: the holder's settle then
+    /// changes nothing — its attempt began before the replay, so neither its success nor its count of attempts may
+    /// stand for the replay's — and the event is sent again, from attempt 0, once the claim lapses.
     public func replayWebhookEvent(_ eventId: String, actor: String, now: Date = Date()) async throws -> Bool {
         try await write { session in
             let replayed = try session.sql.first("""
                 UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = 0,
-                    claimed_until = CASE WHEN state = 'pending' AND claimed_until >= $2 THEN claimed_until ELSE NULL END
+                    claimed_until = CASE WHEN state = 'pending' AND claimed_until >= $2 THEN claimed_until + 1 ELSE NULL END
                 WHERE event_id = $1 RETURNING event_id
                 """, [.text(eventId), .of(Date())]) != nil
             if replayed { try session.apply(.audit(actor: actor, action: "webhook-replay", subject: eventId, detail: "", at: now)) }

@@ -117,29 +117,50 @@ struct WebhookLedgerTests {
     }
 
     /// On SQLite only: claiming takes any due event in the outbox, and PostgreSQL's is shared by every test running.
-    @Test("A claim holds against every other sender, one sending early included; a replay keeps a live claim; a replayed delivered event is sent again")
+    @Test("A claim holds against every other sender until it lapses, one sending early included; then another takes it and the first settles nothing")
     func claimsHold() async throws {
         let ledger = try await makeLedger(.sqlite)
         let event = try await ledger.emitTestWebhook(actor: "test")
         let now = Date()
-        let hours = now.addingTimeInterval(7_200)
         let first = try #require(try await ledger.claimWebhookEvent(now: now, lease: 30))
         #expect(first.event.eventId == event.id)
-        #expect(try await ledger.claimWebhookEvent(now: now, dueBy: hours, lease: 30) == nil, "the claim holds, whatever is due")
-        try await ledger.settleWebhookEvent(event.id, claim: first.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(600), now: now)
-        #expect(try await ledger.claimWebhookEvent(now: now, lease: 30) == nil, "waits for its backoff")
-        let early = try #require(try await ledger.claimWebhookEvent(now: now, dueBy: hours, lease: 30), "due by a later time")
+        #expect(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(29), dueBy: now.addingTimeInterval(7_200), lease: 30) == nil,
+                "the claim holds until it lapses, whatever is due")
+        let second = try #require(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(31), lease: 30), "a lapsed claim is taken")
+        try await ledger.settleWebhookEvent(event.id, claim: first.claim, delivered: true, error: nil, retryAt: nil, now: now)
+        #expect(try await ledger.webhookEvents(state: .pending).map(\.eventId) == [event.id], "the lapsed holder settles nothing")
+        try await ledger.settleWebhookEvent(event.id, claim: second.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(600), now: now)
+        #expect(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(61), lease: 30) == nil, "waits for its backoff")
+        let early = try #require(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(61), dueBy: now.addingTimeInterval(7_200), lease: 30),
+                                 "due by a later time")
         #expect(early.event.attempts == 1 && early.event.lastError == "HTTP 503")
-
-        #expect(try await ledger.replayWebhookEvent(event.id, actor: "ops", now: now))
-        #expect(try await ledger.claimWebhookEvent(now: now, lease: 30) == nil, "the replay kept the live claim: no second sender")
         try await ledger.settleWebhookEvent(event.id, claim: early.claim, delivered: true, error: nil, retryAt: nil, now: now)
         #expect(try await ledger.webhookEvents(state: .delivered).map(\.eventId) == [event.id])
-        // An operator's replay of a delivered event is a request to send it again.
+        // An operator's replay of a delivered event is a request to send it again, from attempt 0.
         #expect(try await ledger.replayWebhookEvent(event.id, actor: "ops", now: now))
-        let again = try #require(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(60), lease: 30))
+        let again = try #require(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(120), lease: 30))
         #expect(again.event.eventId == event.id && again.event.attempts == 0)
-        try await ledger.settleWebhookEvent(event.id, claim: first.claim, delivered: true, error: nil, retryAt: nil, now: now)
-        #expect(try await ledger.webhookEvents(state: .pending).map(\.eventId) == [event.id], "a lapsed claim settles nothing")
+    }
+
+    @Test("A replay while a sender posts: no second sender meanwhile; the attempt under way settles nothing, delivered or failed out of attempts; the replay then sends it from attempt 0")
+    func replayDuringDelivery() async throws {
+        let ledger = try await makeLedger(.sqlite)
+        let event = try await ledger.emitTestWebhook(actor: "test")
+        let now = Date()
+        for outcome in [true, false] {
+            let held = try #require(try await ledger.claimWebhookEvent(now: now, dueBy: now.addingTimeInterval(7_200), lease: 30))
+            #expect(try await ledger.replayWebhookEvent(event.id, actor: "ops", now: now))
+            #expect(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(1), lease: 30) == nil, "still held: no second sender")
+            // The sender's last attempt ends: delivered (it may have posted before the replay), or failed with no
+            // attempts left by its count from before the replay.
+            try await ledger.settleWebhookEvent(event.id, claim: held.claim, delivered: outcome, error: outcome ? nil : "HTTP 503", retryAt: nil, now: now)
+            let stored = try #require(try await ledger.webhookEvents(limit: 10).first { $0.eventId == event.id })
+            #expect(stored.state == .pending && stored.attempts == 0, "the replay stands: \(stored.state) after \(stored.attempts)")
+            let resent = try #require(try await ledger.claimWebhookEvent(now: now.addingTimeInterval(31), lease: 30), "sent again once the claim lapsed")
+            #expect(resent.event.attempts == 0)
+            try await ledger.settleWebhookEvent(event.id, claim: resent.claim, delivered: true, error: nil, retryAt: nil, now: now)
+            #expect(try await ledger.webhookEvents(state: .delivered).map(\.eventId) == [event.id])
+            #expect(try await ledger.replayWebhookEvent(event.id, actor: "ops", now: now))
+        }
     }
 }

@@ -1,16 +1,21 @@
-import Synchronization
+import Foundation
 
 /// Health checks that share database reads without answering from an old one: a check waits for a read that *began
 /// after it arrived*. At most one read runs and one waits to start; every check arriving meanwhile joins the waiting
 /// one. A load balancer's probes (or a load test of `/health`) then cost the database one read per round trip, not
-/// one per request, and a database that stopped answering fails every check that arrives after it stopped. A read
-/// that has not answered within `deadline` fails its checks then (a database that hangs, rather than refusing, must not
-/// hang the probes that should report it); it is left to finish on its own, and the next read starts meanwhile.
+/// one per request, and a database that stopped answering fails every check that arrives after it stopped.
+///
+/// A database can also hang instead of refusing. A read that has not answered within `deadline` fails its checks then,
+/// and until it answers every check fails at once without starting another read: reads piling up behind a hung one
+/// would each hold a thread (SQLite reads run on the caller's) until none is left to answer anything.
 actor HealthProbe {
     private let read: @Sendable () async throws -> Void
     private let deadline: Duration
     private var running: Task<Void, any Error>?
     private var waiting: Task<Void, any Error>?
+    /// Reads past their deadline that have not answered yet (it may briefly go below zero: a late answer can be
+    /// counted before its overrun is).
+    private var overrunning = 0
 
     init(deadline: Duration = .seconds(5), read: @escaping @Sendable () async throws -> Void) {
         self.deadline = deadline
@@ -18,17 +23,20 @@ actor HealthProbe {
     }
 
     func check() async throws {
+        guard overrunning <= 0 else {
+            throw LedgerError(.storage, "the database has not answered a read started over \(deadline) ago")
+        }
         let task: Task<Void, any Error>
         if let waiting {
             task = waiting
         } else {
             let previous = running
-            task = Task { [read, deadline] in
+            task = Task {
                 if let previous {
                     _ = await previous.result
                     self.started()
                 }
-                try await Self.answer(within: deadline, read)
+                try await self.answer()
             }
             if previous == nil { running = task } else { waiting = task }
         }
@@ -45,30 +53,47 @@ actor HealthProbe {
         }
     }
 
-    /// `read`'s outcome, or a storage error once `deadline` passed without one. Neither waits for the other: a read
-    /// that hangs is not awaited (it cannot be cancelled into answering), and a read that answers stops the timer.
-    static func answer(within deadline: Duration, _ read: @escaping @Sendable () async throws -> Void) async throws {
+    private func overran(by change: Int) { overrunning += change }
+
+    /// The read's outcome, or a storage error once the deadline passed without one. Neither waits for the other: a
+    /// read that hangs is not awaited (it cannot be cancelled into answering), and a read that answers stops the timer.
+    private nonisolated func answer() async throws {
         let first = FirstAnswer()
+        let (read, deadline) = (self.read, self.deadline)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, any Error>, Never>) in
-            first.slot.withLock { $0 = continuation }
+            first.set(continuation)
             let timer = Task {
                 try await Task.sleep(for: deadline)
-                first.resume(.failure(LedgerError(.storage, "the database did not answer within \(deadline)")))
+                if first.resume(.failure(LedgerError(.storage, "the database did not answer within \(deadline)"))) { await self.overran(by: 1) }
             }
             Task {
-                do { try await read(); first.resume(.success(())) } catch { first.resume(.failure(error)) }
+                let answered: Result<Void, any Error>
+                do { try await read(); answered = .success(()) } catch { answered = .failure(error) }
                 timer.cancel()
+                if !first.resume(answered) { await self.overran(by: -1) }
             }
         }
         try result.get()
     }
 }
 
-/// The continuation that whichever of the read and its timer ends first resumes; the other finds it taken.
-private final class FirstAnswer: Sendable {
-    let slot = Mutex<CheckedContinuation<Result<Void, any Error>, Never>?>(nil)
+/// The continuation that whichever of the read and its timer ends first resumes; the other finds it taken. (A lock,
+/// not `Mutex`: the package supports macOS 14 and iOS 17.)
+private final class FirstAnswer: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Result<Void, any Error>, Never>?
 
-    func resume(_ result: Result<Void, any Error>) {
-        slot.withLock { $0.take() }?.resume(returning: result)
+    func set(_ continuation: CheckedContinuation<Result<Void, any Error>, Never>) {
+        lock.withLock { self.continuation = continuation }
+    }
+
+    /// Resumes with `result` unless the other side did first; says whether it did.
+    func resume(_ result: Result<Void, any Error>) -> Bool {
+        guard let continuation = lock.withLock({ () -> CheckedContinuation<Result<Void, any Error>, Never>? in
+            defer { self.continuation = nil }
+            return self.continuation
+        }) else { return false }
+        continuation.resume(returning: result)
+        return true
     }
 }

@@ -64,6 +64,10 @@ public struct WebhookSender: Sendable {
     /// A claim outlives one attempt comfortably, and lapses soon after a sender that died.
     var lease: TimeInterval { Double(settings.timeout.components.seconds) + 20 }
 
+    /// What a claim must have left beyond one attempt's timeout for its holder to post. Replicas judge claims by their
+    /// own clocks, which must agree to well within this (NTP does).
+    static let claimMargin: TimeInterval = 10
+
     /// Sends what is due by `dueBy` (now unless given: a later time sends retries before their backoff ends; other
     /// senders' claims still hold), up to `limit` events; returns how many were delivered.
     @discardableResult
@@ -71,6 +75,9 @@ public struct WebhookSender: Sendable {
         var delivered = 0
         for _ in 0..<limit {
             guard let (event, claim) = try await ledger.claimWebhookEvent(now: Date(), dueBy: dueBy, lease: lease) else { break }
+            // A claim granted late (a long queue before the ledger's writer, a paused process) may lapse while its
+            // POST runs, and another sender would post the event at the same time: such a claim is left to lapse.
+            guard claim.timeIntervalSinceNow > Double(settings.timeout.components.seconds) + Self.claimMargin else { continue }
             let error = await post(event)
             let attempts = event.attempts + 1
             let retryAt = attempts >= settings.maxAttempts ? nil : Date().addingTimeInterval(WebhookSettings.backoff(afterAttempts: attempts))
