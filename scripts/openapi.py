@@ -31,7 +31,7 @@ entitlements = obj({"accountId": text, "entitlements": {"type": "array", "items"
 owned = {**entitlements, "properties": {**entitlements["properties"], "signedEntitlements": text}}
 schemas = {
     "Error": obj({"error": obj({"code": text, "message": text, "class": {"enum": ["final", "operator", "retry"]}}, ["message"])}, ["error"]),
-    "Entitlement": obj({"name": text, "productId": text, "transactionId": text, "expiresAt": ms, "state": {"enum": ["active", "gracePeriod"]},
+    "Entitlement": obj({"name": text, "productId": text, "transactionId": text, "originalTransactionId": text, "appAccountToken": text, "expiresAt": ms, "state": {"enum": ["active", "gracePeriod"]},
                         "environment": text}, ["name", "productId", "transactionId", "state", "environment"]),
     "Entitlements": entitlements,
     "Order": obj({"orderId": text, "accountId": text, "productId": text, "appAccountToken": text, "state": text, "transactionId": text,
@@ -59,6 +59,7 @@ paths = {
                                   "202": {"description": "Apple could not be asked now: the proof is kept and granted later",
                                           "content": {"application/json": {"schema": obj({"status": text, "proofId": text, "retryAt": ms}, ["status", "proofId"])}}}},
                                  app, body(obj({"signedTransaction": text, "receipt": text, "transactionId": text, "appTransaction": text, "orderId": text,
+                                                "expectedAccountId": text,
                                                 "deviceIntegrity": obj({"signals": {"type": "array", "items": text}, "applicable": {"type": "boolean"}})})), security=bearer)},
     "/v1/entitlements": {"get": op("What the account owns now", ok(owned), app, security=bearer)},
     "/v1/consumables/{currency}/spend": {"post": op("Spend a balance once per idempotency key", ok(obj({"currency": text, "balance": {"type": "integer"}}, ["currency", "balance"])),

@@ -45,7 +45,7 @@ public actor PurchaseClient {
     /// Uploads in flight, by transaction id: a second caller waits for the first instead of racing it.
     private var inFlight: [String: Task<UploadResult, Never>] = [:]
     /// Purchases in flight, by product: a second tap joins the first instead of opening a second order.
-    private var purchasesInFlight: [String: Task<PurchaseOutcome, Never>] = [:]
+    private var purchasesInFlight: [String: (id: UUID, task: Task<PurchaseOutcome, Never>)] = [:]
     /// Transactions this client saw settled (granted, delivered to their owner, refused as final). A late copy — from
     /// the updates stream, or a retry working from an older read of the journal — is answered from here and never
     /// uploaded or written back.
@@ -238,7 +238,8 @@ public actor PurchaseClient {
     /// IDs) instead of StoreKit's. A refused signature fails the purchase before anything is ordered or charged.
     public func purchase(_ productId: String, quantity: Int = 1, promotionalOffer: String?, serverIntroductoryEligibility: Bool = false) async -> PurchaseOutcome {
         // A second tap joins the purchase under way only if it asks for the same: an offer must not ride on a full-price payment.
-        let key = [productId, promotionalOffer ?? "", serverIntroductoryEligibility ? "intro" : ""].joined(separator: "\u{0}")
+        // Nor may another account's tap, or a tap for another quantity, ride on a payment under way.
+        let key = [accountId ?? "", productId, String(quantity), promotionalOffer ?? "", serverIntroductoryEligibility ? "intro" : ""].joined(separator: "\u{0}")
         return await joining(key) {
             await self.performPurchase(productId, quantity: quantity, promotionalOffer: promotionalOffer,
                                        serverIntroductoryEligibility: serverIntroductoryEligibility)
@@ -251,19 +252,28 @@ public actor PurchaseClient {
     /// cannot be signed fails the purchase before anything is charged, and leaves nothing in the journal. A second tap
     /// while one is under way for the same product joins it: one order, one payment.
     public func purchase(_ productId: String, advancedCommerce signRequest: @escaping @Sendable (_ appAccountToken: UUID) async throws -> String) async -> PurchaseOutcome {
-        await joining(["advancedCommerce", productId].joined(separator: "\u{0}")) {
+        await joining(["advancedCommerce", accountId ?? "", productId].joined(separator: "\u{0}")) {
             await self.performPurchase(productId, quantity: 1, advancedCommerce: signRequest)
         }
     }
 
     /// Runs `purchase` unless one with the same key is under way, whose outcome is then the answer.
+    /// The purchase leaves the table as it ends, not when its caller resumes: a tap in between is a new purchase.
     private func joining(_ key: String, _ purchase: @escaping @Sendable () async -> PurchaseOutcome) async -> PurchaseOutcome {
-        if let running = purchasesInFlight[key] { return await running.value }
-        let task = Task { await purchase() }
-        purchasesInFlight[key] = task
-        let outcome = await task.value
-        purchasesInFlight[key] = nil
-        return outcome
+        if let running = purchasesInFlight[key] { return await running.task.value }
+        let id = UUID()
+        // Isolated to this actor, the task cannot start before the table holds it.
+        let task = Task {
+            let outcome = await purchase()
+            self.purchaseEnded(key, id)
+            return outcome
+        }
+        purchasesInFlight[key] = (id, task)
+        return await task.value
+    }
+
+    private func purchaseEnded(_ key: String, _ id: UUID) {
+        if purchasesInFlight[key]?.id == id { purchasesInFlight[key] = nil }
     }
 
     private func performPurchase(_ productId: String, quantity: Int, promotionalOffer: String? = nil,
@@ -364,11 +374,12 @@ public actor PurchaseClient {
     /// The store's restore for non-consumables and auto-renewables, sent to the server, which adds what the store
     /// cannot restore (non-renewing subscriptions). Unfinished work is resumed first.
     public func restore() async throws -> Entitlements {
+        let asked = accountId
         _ = await resume()
         let restored = try await store.restore()
         checkpointObserver?(.duringRestore)
         let entitlements = try await server.restore(signedTransactions: restored.map(\.signedTransaction))
-        try publish(entitlements)
+        try publish(entitlements, askedAs: asked)
         return entitlements
     }
 
@@ -376,6 +387,7 @@ public actor PurchaseClient {
     /// Without a receipt on the device it sends the signed app transaction instead (no sign-in prompt). Returns what
     /// the account owns afterwards, or nil when the store has neither or the server is holding the receipt for Apple.
     public func syncReceipt() async throws -> Entitlements? {
+        let asked = accountId
         let submission: PurchaseServerClient.Submission
         if let receipt = try await store.receipt() {
             submission = try await server.submit(receipt: receipt)
@@ -388,7 +400,7 @@ public actor PurchaseClient {
         }
         switch submission {
         case .granted(let entitlements), .deliveredToOwner(let entitlements):
-            try publish(entitlements)
+            try publish(entitlements, askedAs: asked)
             return entitlements
         case .held:
             return nil
@@ -401,12 +413,13 @@ public actor PurchaseClient {
     /// (``offlineEntitlements()``, marked with `cachedAt`). An answer whose signature does not verify is never
     /// replaced by the offline copy: it is refused.
     public func entitlements() async throws -> Entitlements {
+        let asked = accountId
         do {
             let entitlements = try await server.entitlements()
-            try publish(entitlements)
+            try publish(entitlements, askedAs: asked)
             return entitlements
         } catch let unreachable as PurchaseServerClient.Unreachable {
-            guard let offline = await offlineEntitlements() else { throw unreachable }
+            guard let offline = await offlineEntitlements(), accountId == asked else { throw unreachable }
             latest = offline
             entitlementBroadcast.send(offline)
             return offline
@@ -423,12 +436,17 @@ public actor PurchaseClient {
         guard let base else { return nil }
         let now = Date()
         var result = base.offline(at: now, cachedAt: base.cachedAt ?? now)
-        var names: [String: String] = [:]
-        for item in base.entitlements { names[item.productId] = item.name }
+        // Only renewals of a series this account holds, by series and token, never by product: the store's entitlements
+        // are the whole Apple ID's, and on a shared device another account of the app may have bought the same
+        // subscription on it (the same series, Apple keeps one per group, but through its own order's token).
+        var series: [String: Entitlements.Item] = [:]
+        for item in base.entitlements { if let original = item.originalTransactionId { series[original] = item } }
         for transaction in (try? await store.currentEntitlements()) ?? []
         where transaction.revocationDate == nil && (transaction.expiresDate ?? .distantFuture) > now {
-            guard let name = names[transaction.productId], !result.has(name) else { continue }
-            result.entitlements.append(.init(name: name, productId: transaction.productId, transactionId: transaction.transactionId,
+            guard let original = transaction.originalTransactionId, let item = series[original], transaction.appAccountToken == item.appAccountToken,
+                  !result.has(item.name) else { continue }
+            result.entitlements.append(.init(name: item.name, productId: transaction.productId, transactionId: transaction.transactionId,
+                                             originalTransactionId: original, appAccountToken: item.appAccountToken,
                                              expiresAt: transaction.expiresDate, state: "active"))
         }
         return result
@@ -534,10 +552,15 @@ public actor PurchaseClient {
         // The journal's copy is the current one (attempts, the order id dropped after an order refusal).
         let entry = ((try? journal.entries()) ?? []).first { $0.key == given.key } ?? given
         guard let transactionId = entry.transactionId, let signed = entry.signedTransaction else { return .pending("the entry has no proof") }
+        // Checked again here (a sign-in may have run since ``upload(_:)`` looked), and the server is told whose it is:
+        // the token is fetched later still, and a token of another account is then refused, not granted.
+        let asked = accountId
+        if let owner = entry.accountId, owner != asked { return .waiting("paid by account \(owner), which is not signed in") }
         eventBroadcast.send(.uploading(transactionId: transactionId, attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
         let answer: PurchaseServerClient.Submission
         do {
-            answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity)
+            answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity,
+                                             expectedAccountId: entry.accountId)
         } catch {
             reschedule(entry, reason: "\(error)")
             eventBroadcast.send(.uploadFailed(transactionId: transactionId, reason: "\(error)"))
@@ -550,18 +573,23 @@ public actor PurchaseClient {
             grantLog.append(transactionId)
             checkpointObserver?(.afterGrant)
             eventBroadcast.send(.granted(transactionId: transactionId))
-            try? publish(entitlements)
+            try? publish(entitlements, askedAs: asked)
             await finish(entry)
             return .granted(entitlements)
         case .deliveredToOwner(let entitlements):
             settle(entry, .deliveredToOwner)
             eventBroadcast.send(.deliveredToOwner(transactionId: transactionId))
-            try? publish(entitlements)
+            try? publish(entitlements, askedAs: asked)
             await finish(entry)
             return .deliveredToOwner
         case .held:
             reschedule(entry, reason: "the server is waiting for Apple")
             return .pending("the server is waiting for Apple")
+        case .rejected("account_mismatch", _, _):
+            // The app's token is another account's than the one that paid: it waits for that account, quietly, with
+            // backoff (an app whose token source never matches its sign-in must not upload every second).
+            reschedule(entry, reason: "account_mismatch")
+            return .waiting("paid by account \(entry.accountId ?? "?"), the token is another account's")
         case .rejected(let code, _, _) where Self.orderCodes.contains(code) && entry.orderId != nil:
             // The order is the server's bookkeeping, the transaction is the proof: without the order id the server
             // binds by the transaction's token and account.
@@ -670,8 +698,12 @@ public actor PurchaseClient {
         }
     }
 
-    /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use.
-    private func publish(_ entitlements: Entitlements) throws {
+    /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use. `asked` is who was
+    /// signed in when the call began: an answer that arrives after a sign-out or a switch is nobody's to show.
+    private func publish(_ entitlements: Entitlements, askedAs asked: String?) throws {
+        guard accountId == asked else {
+            throw PurchaseFailure(.accountMismatch, "the sign-in changed while the server answered for \(entitlements.accountId)")
+        }
         if let accountId, entitlements.accountId != accountId {
             throw PurchaseFailure(.accountMismatch, "the server answered for account \(entitlements.accountId), not the signed-in \(accountId)")
         }

@@ -64,6 +64,7 @@ func firstElement<Element: Sendable>(_ stream: AsyncStream<Element>, within seco
 struct PurchaseClientPathTests {
     static let coins = "com.example.iapkit.coins.100"
     static let premium = "com.example.iapkit.premium"
+    static let monthly = "com.example.iapkit.pro.monthly"
 
     /// The account's orders, open or granted.
     func orders(_ system: System, _ account: String) async throws -> [[String: Any]] {
@@ -434,6 +435,118 @@ struct PurchaseClientPathTests {
             await offline.signIn("xia")
             await #expect(throws: PurchaseServerClient.Unreachable.self) { try await offline.client.entitlements() }
             #expect(await offline.client.offlineEntitlements() == nil, "another account sees nothing of Wes's")
+        }
+    }
+
+    // MARK: 8. Sign-in changes the SDK hears of late
+
+    @Test("An upload whose token turns out to be another account's than the payer's is refused (409 account_mismatch) before anything is stored; the payment waits and reaches its owner once the token is theirs")
+    func tokenOfAnotherAccount() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-shared"])
+            let app = try App.launch(system, account: "ann", storeAccount: "store-shared", retryDelays: [.milliseconds(100)])
+            await app.client.setCheckpointObserver { [offline = app.offline] point in if point == .afterPayment { offline.value = true } }
+            guard case .paidPendingDelivery(let transactionId) = await app.client.purchase(Self.coins) else { Issue.record("expected a pending delivery"); return }
+            await app.client.setCheckpointObserver(nil)
+            // The order id is gone from the entry (as after an order_not_found): only the payment's token binds it.
+            let journal = try FileJournal(directory: app.journalDirectory)
+            var entry = try #require(try journal.entries().first { $0.kind == .paid })
+            entry.orderId = nil
+            try journal.write(entry)
+            // The app's sign-in moved to Bea, and the SDK has not been told yet when the retry fetches its token.
+            app.account.value = "bea"
+            app.offline.value = false
+            try await Task.sleep(for: .milliseconds(150))
+            await app.client.retryDue()
+            #expect(app.serverCalls.value > 0, "the upload went out, with Bea's token")
+            #expect(try await system.admin(.get, "/admin/transactions/\(transactionId)").0 == .notFound, "nothing of it was stored")
+            #expect(try await system.entitlements("bea").balance("coins") == nil)
+            #expect(try await system.entitlements("ann").balance("coins") == nil)
+            #expect(try await app.store.unfinished().map(\.transactionId) == [transactionId], "not finished")
+            #expect(app.journalEntries.contains { $0.transactionId == transactionId }, "still journaled")
+            app.account.value = "ann"
+            #expect(await eventually {
+                await app.client.retryDue()
+                return try await system.entitlements("ann").balance("coins") == 100
+            })
+            #expect(try await system.entitlements("bea").balance("coins") == nil)
+            #expect(await eventually { try await app.store.unfinished().isEmpty })
+        }
+    }
+
+    @Test("The server refuses an upload meant for another account than the token's, whatever the proof, and stores nothing")
+    func expectedAccountRefused() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            let (ann, store) = try await system.customer("ann")
+            let (order, purchase, _) = try await system.buy(Self.premium, account: ann, storeAccount: store, submit: false)
+            let jws = try #require(purchase["signedTransaction"] as? String)
+            let id = try #require(purchase["transactionId"] as? String)
+            let (status, body) = try await system.call(.post, "/v1/purchases", as: "bea", ["signedTransaction": jws, "expectedAccountId": ann])
+            #expect(status == .conflict && (body["error"] as? [String: Any])?["code"] as? String == "account_mismatch", "\(body)")
+            #expect((body["error"] as? [String: Any])?["class"] as? String == "operator", "never final: the device keeps the payment")
+            #expect(try await system.admin(.get, "/admin/transactions/\(id)").0 == .notFound)
+            let (granted, reply) = try await system.call(.post, "/v1/purchases", as: ann,
+                                                         ["signedTransaction": jws, "orderId": order["orderId"] as? String ?? "", "expectedAccountId": ann])
+            #expect(granted == .ok && reply["outcome"] as? String == "granted", "\(reply)")
+        }
+    }
+
+    @Test("A second tap for another quantity is a purchase of its own, not a ride on the one under way")
+    func anotherQuantityDoesNotJoin() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-quinn"])
+            let app = try App.launch(system, account: "quinn", storeAccount: "store-quinn")
+            async let one = app.client.purchase(Self.coins, quantity: 1)
+            async let two = app.client.purchase(Self.coins, quantity: 2)
+            let (a, b) = await (one, two)
+            guard case .granted = a, case .granted = b else { Issue.record("\(a) \(b)"); return }
+            #expect(try await orders(system, "quinn").count == 2)
+            #expect(try await system.entitlements("quinn").balance("coins") == 300)
+        }
+    }
+
+    @Test("An answer that arrives after a sign-out is nobody's: not shown, not kept for offline use")
+    func answerAfterSignOut() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-rae"])
+            let slow = Shared(false)
+            let app = try App.launch(system, account: "rae", storeAccount: "store-rae", tokenDelay: { _ in slow.value ? .milliseconds(500) : nil })
+            guard case .granted = await app.client.purchase(Self.premium) else { Issue.record("premium not granted"); return }
+            slow.value = true
+            let asking = Task { try? await app.client.entitlements() }
+            try await Task.sleep(for: .milliseconds(100))
+            await app.client.logOut()
+            let answered = await asking.value
+            #expect(answered == nil, "the call refuses an answer for an account no longer signed in")
+            #expect(await app.client.currentEntitlements == nil)
+            #expect(await app.client.offlineEntitlements() == nil, "nothing of Rae's is served while nobody is signed in")
+        }
+    }
+
+    @Test("Offline, the store's renewals extend only the account's own series and token: another account's purchase of the same subscription on the same Apple ID does not")
+    func offlineOnlyOwnSeries() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-home2"])
+            // Tom subscribes on the family's Apple ID; the server says which series and token grant it.
+            let tom = try App.launch(system, account: "tom", storeAccount: "store-home2")
+            guard case .granted(let owned) = await tom.client.purchase(Self.monthly) else { Issue.record("not granted"); return }
+            let toms = try #require(owned.entitlements.first { $0.productId == Self.monthly })
+            let series = try #require(toms.originalTransactionId)
+            #expect(toms.appAccountToken != nil)
+            // Sam's device copy: the same subscription (Apple keeps one series per group and Apple ID), expired, bought
+            // through his own order once; and then the same copy as if it were Tom's own series and token.
+            let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("cache-\(UUID().uuidString)")
+            let cache = try FileEntitlementsCache(directory: cacheDirectory)
+            func served(token: UUID?) async throws -> Entitlements? {
+                let expired = Entitlements.Item(name: "pro", productId: Self.monthly, transactionId: "1", originalTransactionId: series,
+                                                appAccountToken: token, expiresAt: Date().addingTimeInterval(-60), state: "active")
+                try cache.save(Entitlements(accountId: "sam", entitlements: [expired], cachedAt: Date().addingTimeInterval(-120)))
+                let sam = try App.launch(system, account: "sam", storeAccount: "store-home2", cache: cache)
+                sam.offline.value = true
+                return await sam.client.offlineEntitlements()
+            }
+            #expect(try await served(token: UUID())?.has("pro") == false, "Tom's period does not extend Sam's expired copy")
+            #expect(try await served(token: toms.appAccountToken)?.has("pro") == true, "a renewal of the account's own series does")
         }
     }
 }

@@ -7,15 +7,24 @@ public struct Entitlements: Codable, Sendable, Hashable {
         public var name: String
         public var productId: String
         public var transactionId: String
+        /// The subscription series it comes from (nil from servers before it was sent): while the server is
+        /// unreachable, only the store's renewals of this series extend the item.
+        public var originalTransactionId: String?
+        /// The `appAccountToken` of the purchase that grants it: renewals keep it; another account's purchase of the
+        /// same subscription on the same Apple ID (a resubscription through its own order) does not.
+        public var appAccountToken: UUID?
         /// Nil for life.
         public var expiresAt: Date?
         /// `active` or `gracePeriod`.
         public var state: String
 
-        public init(name: String, productId: String, transactionId: String, expiresAt: Date?, state: String) {
+        public init(name: String, productId: String, transactionId: String, originalTransactionId: String? = nil, appAccountToken: UUID? = nil,
+                    expiresAt: Date?, state: String) {
             self.name = name
             self.productId = productId
             self.transactionId = transactionId
+            self.originalTransactionId = originalTransactionId
+            self.appAccountToken = appAccountToken
             self.expiresAt = expiresAt
             self.state = state
         }

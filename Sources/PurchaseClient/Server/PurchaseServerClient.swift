@@ -67,10 +67,16 @@ public struct PurchaseServerClient: Sendable {
     }
 
     /// Uploads a signed transaction (with its order id when known, and the device-integrity report on iOS).
-    public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil) async throws -> Submission {
-        struct Body: Encodable { var signedTransaction: String; var orderId: String?; var deviceIntegrity: DeviceIntegrity? }
+    /// `expectedAccountId`, the account that paid, makes the server refuse the upload (`account_mismatch`) when the
+    /// token fetched for the call is another account's.
+    public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil,
+                       expectedAccountId: String? = nil) async throws -> Submission {
+        struct Body: Encodable {
+            var signedTransaction: String; var orderId: String?; var expectedAccountId: String?; var deviceIntegrity: DeviceIntegrity?
+        }
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("POST", "v1/purchases", body: Body(signedTransaction: signedTransaction, orderId: orderId,
+                                                                                 expectedAccountId: expectedAccountId,
                                                                                  deviceIntegrity: deviceIntegrity?.applicable == true ? deviceIntegrity : nil),
                                             nonce: nonce)
         return try submission(status, data, nonce: nonce)

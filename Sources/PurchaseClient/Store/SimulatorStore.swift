@@ -111,6 +111,13 @@ public actor SimulatorStore: StoreAdapter {
         return try reply.signedTransactions.map(StoreTransaction.init(signedTransaction:))
     }
 
+    /// `Transaction.currentEntitlements` as the simulator lists it for the account.
+    public nonisolated func currentEntitlements() async throws -> [StoreTransaction] {
+        struct Reply: Decodable { var signedTransactions: [String] }
+        let reply: Reply = try await call("GET", baseURL.appendingPathComponent("sim/accounts/\(account)/currentEntitlements"))
+        return try reply.signedTransactions.map(StoreTransaction.init(signedTransaction:))
+    }
+
     public nonisolated func receipt() async throws -> String? {
         struct Reply: Decodable { var receipt: String }
         let reply: Reply = try await call("GET", baseURL.appendingPathComponent("sim/accounts/\(account)/receipt"))

@@ -31,15 +31,25 @@ public struct Entitlement: Codable, Sendable, Hashable {
     /// The product whose purchase grants it now (the one lasting longest when several do).
     public var productId: String
     public var transactionId: String
+    /// The subscription series (or the purchase) it comes from: what a device matches the store's renewals to while
+    /// the server is unreachable.
+    public var originalTransactionId: String?
+    /// The `appAccountToken` of the purchase that grants it (a renewal keeps its series' token; a resubscription
+    /// through a new order carries that order's): with ``originalTransactionId``, what tells a device's offline copy
+    /// this account's renewals from another account's purchase on the same Apple ID.
+    public var appAccountToken: UUID?
     /// Nil for life.
     public var expiresAt: Date?
     public var state: State
     public var environment: AppStoreEnvironment
 
-    public init(name: String, productId: String, transactionId: String, expiresAt: Date?, state: State, environment: AppStoreEnvironment) {
+    public init(name: String, productId: String, transactionId: String, originalTransactionId: String? = nil, appAccountToken: UUID? = nil,
+                expiresAt: Date?, state: State, environment: AppStoreEnvironment) {
         self.name = name
         self.productId = productId
         self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.appAccountToken = appAccountToken
         self.expiresAt = expiresAt
         self.state = state
         self.environment = environment

@@ -34,7 +34,8 @@ public enum EntitlementRules {
             switch rule.type {
             case .nonConsumable:
                 guard let name = rule.entitlement, !purchase.isRevoked(at: now) else { continue }
-                offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, expiresAt: nil,
+                offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, originalTransactionId: purchase.originalTransactionId,
+                                  appAccountToken: purchase.appAccountToken, expiresAt: nil,
                                   state: .active, environment: purchase.environment))
             case .nonRenewingSubscription:
                 guard let name = rule.entitlement, !purchase.isRevoked(at: now) else { continue }
@@ -42,7 +43,8 @@ public enum EntitlementRules {
                 let end = start.addingTimeInterval(Double(rule.periodSeconds ?? 0) * Double(purchase.quantity))
                 stackEnds[name] = end
                 if end > now {
-                    offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, expiresAt: end,
+                    offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, originalTransactionId: purchase.originalTransactionId,
+                                  appAccountToken: purchase.appAccountToken, expiresAt: end,
                                       state: .active, environment: purchase.environment))
                 }
             case .autoRenewableSubscription:
@@ -87,7 +89,8 @@ public enum EntitlementRules {
             }
         }
         guard end > now else { return nil }
-        return Entitlement(name: name, productId: latest.productId, transactionId: latest.transactionId, expiresAt: end, state: state,
+        return Entitlement(name: name, productId: latest.productId, transactionId: latest.transactionId, originalTransactionId: latest.originalTransactionId,
+                           appAccountToken: latest.appAccountToken, expiresAt: end, state: state,
                            environment: latest.environment)
     }
 }

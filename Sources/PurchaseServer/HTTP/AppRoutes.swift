@@ -27,6 +27,10 @@ struct AppRoutes {
         /// a missing receipt (that prompts for a sign-in): recorded for the account; it grants nothing by itself.
         var appTransaction: String?
         var orderId: String?
+        /// The account the device means this upload for (the one that ordered the payment). A bearer token of another
+        /// account is refused (409 `account_mismatch`, nothing stored): the app's sign-in changed between the SDK's
+        /// check of the owner and the token it fetched for the call.
+        var expectedAccountId: String?
         /// Jailbreak heuristics the app ran (iOS): recorded with the transaction; the policy decides.
         var deviceIntegrity: DeviceIntegrityReport?
     }
@@ -167,6 +171,9 @@ struct AppRoutes {
         let account = try await authenticate(request)
         try services.checkEntitlementsNonce(request)
         let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
+        if let expected = body.expectedAccountId, expected != account {
+            throw APIError(.conflict, code: "account_mismatch", "this upload is for another account than the bearer token's")
+        }
         if let appTransaction = body.appTransaction {
             guard body.signedTransaction == nil, body.receipt == nil, body.transactionId == nil else {
                 throw APIError.badRequest("send exactly one of signedTransaction, receipt, transactionId and appTransaction")

@@ -19,6 +19,9 @@ enum OpenAPIDocument {
    "Entitlement": {
     "additionalProperties": true,
     "properties": {
+     "appAccountToken": {
+      "type": "string"
+     },
      "environment": {
       "type": "string"
      },
@@ -27,6 +30,9 @@ enum OpenAPIDocument {
       "type": "integer"
      },
      "name": {
+      "type": "string"
+     },
+     "originalTransactionId": {
       "type": "string"
      },
      "productId": {
@@ -1532,6 +1538,9 @@ enum OpenAPIDocument {
            }
           },
           "type": "object"
+         },
+         "expectedAccountId": {
+          "type": "string"
          },
          "orderId": {
           "type": "string"

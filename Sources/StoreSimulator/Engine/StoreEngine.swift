@@ -309,6 +309,31 @@ public actor StoreEngine {
         }.map(signedTransaction)
     }
 
+    /// What StoreKit's `Transaction.currentEntitlements` lists for the account: the latest transaction of each
+    /// non-consumable and non-renewing subscription not refunded, and of each auto-renewable series still active
+    /// (not expired, refunded or upgraded away). Consumables never.
+    public func currentEntitlements(account: String) throws -> [String] {
+        try processSubscriptions()
+        let now = clock.now
+        var latest: [String: String] = [:]
+        for id in state.transactionOrder {
+            guard let stored = state.transactions[id], stored.account == account, let productId = stored.payload.productId else { continue }
+            switch stored.payload.type {
+            case .nonConsumable, .nonRenewingSubscription:
+                if stored.payload.revocationDate == nil { latest["product " + productId] = id }
+            case .autoRenewableSubscription:
+                latest["series " + (stored.payload.originalTransactionId ?? id)] = id
+            default:
+                continue
+            }
+        }
+        return try state.transactionOrder.filter { id in
+            guard latest.values.contains(id), let payload = state.transactions[id]?.payload else { return false }
+            guard payload.type == .autoRenewableSubscription else { return true }
+            return payload.revocationDate == nil && payload.isUpgraded != true && (payload.expiresDate ?? .distantFuture) > now
+        }.map(signedTransaction)
+    }
+
     // MARK: Receipts
 
     /// The account's current app receipt (DER): every purchase except consumables already finished, as Apple drops

@@ -96,6 +96,9 @@ struct DeviceRoutes {
             try Reply.json(SignedList(signedTransactions: try await engine.unfinished(
                 account: try context.parameters.require("account"), device: try context.parameters.require("device"))))
         }
+        sim.get("accounts/:account/currentEntitlements") { _, context in
+            try Reply.json(SignedList(signedTransactions: try await engine.currentEntitlements(account: try context.parameters.require("account"))))
+        }
         sim.post("transactions/:id/finish", use: finish)
         sim.post("transactions/:id/refund", use: refund)
         sim.post("accounts/:account/restore") { _, context in
