@@ -460,7 +460,9 @@ public actor PurchaseClient {
         let id = transaction.transactionId
         if let result = settled[id] { return outcome(result, id) }
         var entries: [JournalEntry] = []
+        var unreadable: (any Error)?
         do { entries = try journal.entries() } catch {
+            unreadable = error
             eventBroadcast.send(.journalFailed(transactionId: id, reason: "the journal cannot be read: \(error)"))
         }
         if let existing = entries.first(where: { $0.key == "paid-" + id }) ?? unjournaled[id] {
@@ -474,6 +476,9 @@ public actor PurchaseClient {
                                  appAccountToken: transaction.appAccountToken, transactionId: id,
                                  signedTransaction: transaction.signedTransaction, accountId: owner ?? intent?.accountId)
         do {
+            // A journal that cannot be read may hold this payment's entry, with the account that paid: an entry
+            // written without seeing it would overwrite that account with whatever this call knows.
+            if let unreadable { throw unreadable }
             try journal.write(entry)
         } catch {
             // The payment is still safe in the store's unfinished queue (nothing finishes it before a grant). Keep it
@@ -653,8 +658,10 @@ public actor PurchaseClient {
         updated.nextAttemptAt = next
         if unjournaled[transactionId] != nil {
             unjournaled[transactionId] = updated
-            // The journal may have recovered: then the entry survives a relaunch again.
-            if (try? journal.write(updated)) != nil { unjournaled[transactionId] = nil }
+            // The journal may have recovered: then the entry survives a relaunch again. A copy of its own, written
+            // when the payment's account and order were known, is kept over this one (which may know neither).
+            guard let entries = try? journal.entries() else { return }
+            if entries.contains(where: { $0.key == updated.key }) || (try? journal.write(updated)) != nil { unjournaled[transactionId] = nil }
             return
         }
         // Only an entry still in the journal is written back: a retry working from an older read must not bring

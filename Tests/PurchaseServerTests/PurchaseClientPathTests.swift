@@ -30,7 +30,13 @@ struct FlakyJournal: PurchaseJournal {
         try inner.remove(key: key)
     }
 
-    func entries() throws -> [JournalEntry] { try inner.entries() }
+    /// Every read throws while set (a keychain item that cannot be decoded makes the whole listing fail).
+    let refuseReads = Shared(false)
+
+    func entries() throws -> [JournalEntry] {
+        if refuseReads.value { throw Full() }
+        return try inner.entries()
+    }
 }
 
 /// Waits until `condition` holds, up to `seconds`; returns whether it did (a throwing check counts as not yet).
@@ -547,6 +553,34 @@ struct PurchaseClientPathTests {
             }
             #expect(try await served(token: UUID())?.has("pro") == false, "Tom's period does not extend Sam's expired copy")
             #expect(try await served(token: toms.appAccountToken)?.has("pro") == true, "a renewal of the account's own series does")
+        }
+    }
+
+    @Test("A journal that cannot be read is never written over: the paid entry keeps the account that paid while the store's queue is retried")
+    func unreadableJournalKeepsOwner() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-uli"])
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)")
+            let journal = FlakyJournal(inner: try FileJournal(directory: directory))
+            let app = try App.launch(system, account: "uli", storeAccount: "store-uli", journal: directory, retryDelays: [.milliseconds(50)],
+                                     journalOverride: journal)
+            await app.client.setCheckpointObserver { [offline = app.offline] point in if point == .afterPayment { offline.value = true } }
+            guard case .paidPendingDelivery(let transactionId) = await app.client.purchase(Self.coins) else { Issue.record("expected a pending delivery"); return }
+            await app.client.setCheckpointObserver(nil)
+            #expect(app.journalEntries.first { $0.transactionId == transactionId }?.accountId == "uli")
+            // The journal cannot be read; the retrier falls back to the store's unfinished queue, still offline.
+            journal.refuseReads.value = true
+            try await Task.sleep(for: .milliseconds(100))
+            await app.client.retryDue()
+            journal.refuseReads.value = false
+            let entry = try #require(app.journalEntries.first { $0.transactionId == transactionId }, "the entry is still there")
+            #expect(entry.accountId == "uli", "the account that paid is kept")
+            #expect(entry.orderId != nil, "and the order")
+            app.offline.value = false
+            #expect(await eventually {
+                await app.client.retryDue()
+                return try await system.entitlements("uli").balance("coins") == 100
+            })
         }
     }
 }
