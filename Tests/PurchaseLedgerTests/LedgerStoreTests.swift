@@ -111,6 +111,26 @@ struct LedgerStoreTests {
         #expect(try await ledger.auditLog(limit: 1000).contains { $0.detail == note && $0.subject == order.orderId })
     }
 
+    @Test("A payment for an order the operator settled without one is granted, and the audit log says the order is now paid twice", arguments: StoreKind.allCases)
+    func paidAfterSettle(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("late-")
+        for (path, productId) in [("by order id", Demo.premium), ("by token", Demo.coins)] {
+            let order = try await ledger.createOrder(accountId: account, productId: productId)
+            _ = try await ledger.settle(orderId: order.orderId, transaction: nil, note: "refunded by support", actor: "ops")
+            let paid = transaction(productId, type: productId == Demo.coins ? .consumable : .nonConsumable, token: order.appAccountToken)
+            let result = try await ledger.submit(.init(accountId: account, orderId: path == "by order id" ? order.orderId : nil, transaction: paid))
+            #expect(result.outcome == .granted, "\(path)")
+            #expect(try await ledger.order(order.orderId)?.state == .granted)
+            let entries = try await ledger.auditLog(limit: 1000).filter { $0.subject == order.orderId }
+            #expect(entries.contains { $0.action == "settled-order-paid" && $0.detail == paid.transactionId }, "\(path): \(entries.map(\.action))")
+        }
+        // An order that was not settled is fulfilled without such an entry.
+        let plain = try await ledger.createOrder(accountId: account, productId: Demo.premium)
+        _ = try await ledger.submit(.init(accountId: account, orderId: plain.orderId, transaction: transaction(Demo.premium, type: .nonConsumable, token: plain.appAccountToken)))
+        #expect(try await ledger.auditLog(limit: 1000).allSatisfy { $0.subject != plain.orderId })
+    }
+
     @Test("A series keeps its latest period's product and expiry, whatever news about a past period came later", arguments: StoreKind.allCases)
     func seriesLatestPeriod(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

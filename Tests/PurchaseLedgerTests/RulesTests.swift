@@ -130,6 +130,25 @@ struct SubmissionRulesTests {
         #expect(decision.effects.dropFirst() == [.recordConflict(transactionId: "43", claimedBy: "mallory", owner: "alice", at: now)])
     }
 
+    @Test("A transaction id alone binds only what is already the uploader's: nobody's transaction is refused (possession_required), the uploader's order's or series' is granted, another's is refused as another's")
+    func idIsNoProofOfPossession() throws {
+        let record = try PurchaseRecord(transaction(Demo.premium, id: "45", type: .nonConsumable))
+        func decide(_ facts: TransactionFacts, orderId: String? = nil, source: PurchaseSource = .serverAPI) throws -> SubmissionDecision {
+            try SubmissionRules.submit(record, uploader: "bob", orderId: orderId, source: source, facts: facts, catalog: .demo, now: now)
+        }
+        #expect(throws: LedgerError(.possessionRequired, "")) { try decide(TransactionFacts()) }
+        #expect(throws: LedgerError(.possessionRequired, ""), "an order of the uploader's named beside the id is no proof either") {
+            try decide(TransactionFacts(namedOrder: order("bob")), orderId: "order-bob")
+        }
+        #expect(try decide(TransactionFacts(), source: .signedTransaction).outcome == .granted, "what Apple signed, from the device, is")
+        #expect(try decide(TransactionFacts(tokenOrder: order("bob"))).outcome == .granted, "paid through the uploader's own order")
+        var owned = record
+        owned.accountId = "bob"
+        #expect(try decide(TransactionFacts(stored: owned)).outcome == .alreadyGranted)
+        owned.accountId = "alice"
+        #expect(try decide(TransactionFacts(stored: owned)).outcome == .refused(owner: "alice"))
+    }
+
     @Test("A named order must be the uploader's and for the transaction's product")
     func namedOrderChecks() throws {
         let record = try PurchaseRecord(transaction(Demo.premium, id: "44", type: .nonConsumable))

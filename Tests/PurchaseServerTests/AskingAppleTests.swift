@@ -107,6 +107,31 @@ struct AskingAppleTests {
         }
     }
 
+    @Test("A bare transaction id claims nothing nobody holds: another account sending the id of a purchase made without a token is refused (403 possession_required), and the device's signed transaction then binds it to its payer")
+    func transactionIdIsNoProofOfPossession() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-vic"])
+            // Bought outside the app's flow (an offer code, a promotion): no order, no appAccountToken.
+            let bought = try await system.device(.post, "/sim/purchases", ["account": "store-vic", "device": "phone", "productId": Self.premium])
+            let id = try #require(bought["transactionId"] as? String)
+            let jws = try #require(bought["signedTransaction"] as? String)
+            // Mallory has the id (a support thread, a screenshot), and an order of her own for the product.
+            let (_, order) = try await system.call(.post, "/v1/orders", as: "mallory", ["productId": Self.premium])
+            for body in [["transactionId": id], ["transactionId": id, "orderId": order["orderId"] as? String ?? ""]] {
+                let (status, reply) = try await system.call(.post, "/v1/purchases", as: "mallory", body)
+                #expect(status == .forbidden && (reply["error"] as? [String: Any])?["code"] as? String == "possession_required", "\(reply)")
+            }
+            #expect(try await system.entitlements("mallory").entitlementNames.isEmpty)
+            #expect(try await system.admin(.get, "/admin/transactions/\(id)").0 == .notFound, "nothing stored")
+            // Vic's device sends what Apple signed: his.
+            let (status, reply) = try await system.call(.post, "/v1/purchases", as: "vic", ["signedTransaction": jws])
+            #expect(status == .ok && reply["outcome"] as? String == "granted", "\(reply)")
+            // Now that it is Vic's, his own id lookup is answered; Mallory's is refused as another account's.
+            #expect(try await system.call(.post, "/v1/purchases", as: "vic", ["transactionId": id]).1["outcome"] as? String == "alreadyGranted")
+            #expect(try await system.call(.post, "/v1/purchases", as: "mallory", ["transactionId": id]).0 == .conflict)
+        }
+    }
+
     @Test("Apple down or slow: the receipt is held (202), listed as paid-unfulfilled, and granted by reconciliation later")
     func appleDownThenBack() async throws {
         try await System.run(.init(deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in

@@ -18,6 +18,9 @@ public struct LedgerError: CodedError {
         public static let insufficientBalance = Self(rawValue: "insufficient_balance")
         /// An idempotency key was reused for a different request.
         public static let idempotencyKeyReused = Self(rawValue: "idempotency_key_reused")
+        /// A transaction id alone (looked up at Apple) names a purchase nobody holds yet: it proves nothing about who
+        /// paid, since ids are not secret; the signed transaction or the receipt from the device does.
+        public static let possessionRequired = Self(rawValue: "possession_required")
         public static let invalidInput = Self(rawValue: "invalid_input")
         public static let storage = Self(rawValue: "storage")
     }

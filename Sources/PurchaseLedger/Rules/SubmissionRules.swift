@@ -94,6 +94,13 @@ public enum SubmissionRules {
                 throw LedgerError(.orderProductMismatch, "order \(orderId) is for \(named.productId), the transaction for \(record.productId)")
             }
         }
+        // "First to present" is a rule for proofs of possession: anyone can send a transaction id (they leak in
+        // support threads and screenshots), so by an id alone an account gets only what an order of its own or an
+        // earlier proof already ties to it.
+        if source == .serverAPI, facts.owner == nil {
+            throw LedgerError(.possessionRequired, "transaction \(record.transactionId) is nobody's yet, and an id alone does not show who paid for it: "
+                                + "send the signed transaction or the app receipt from the device")
+        }
         let owner = facts.owner ?? uploader
         if owner != uploader {
             // Paid for through an order of the owner's: it reaches its owner whoever uploads it.

@@ -59,6 +59,9 @@ struct LedgerSession {
     // MARK: Transactions
 
     /// The columns entitlements are judged by (the shape of ``ownedQuery``'s rows and `iapkit_apply`'s answer).
+    /// The audit action of a payment that arrived for an order an operator had settled without one.
+    static let settledOrderPaid = "settled-order-paid"
+
     static let entitlingColumns = """
         transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity, purchase_date, \
         expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
@@ -306,9 +309,13 @@ struct LedgerSession {
         case .linkOrder(let transactionId, let orderId):
             try sql.execute("UPDATE purchases SET order_id = $1 WHERE transaction_id = $2 AND order_id IS NULL", [.text(orderId), .text(transactionId)])
         case .fulfilOrder(let orderId, let transactionId, let now):
+            let settled = try sql.first("SELECT 1 FROM orders WHERE order_id = $1 AND transaction_id IS NULL AND state = 'settled'", [.text(orderId)]) != nil
             try sql.execute("""
                 UPDATE orders SET state = 'granted', transaction_id = $1, updated_at = $2 WHERE order_id = $3 AND transaction_id IS NULL
                 """, [.text(transactionId), .of(now), .text(orderId)])
+            // The payment is granted all the same (Apple was paid), but the operator settled the order without it,
+            // perhaps with a refund or credit of their own: that is now paid twice, and the audit log says so.
+            if settled { try apply(.audit(actor: "ledger", action: Self.settledOrderPaid, subject: orderId, detail: transactionId, at: now)) }
         case .moveBalance(let move):
             let made = try sql.first("""
                 INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)

@@ -62,7 +62,7 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
         let status: HTTPResponse.Status = switch error.code {
         case .transactionBoundElsewhere: .conflict
         case .orderNotFound: .notFound
-        case .orderAccountMismatch: .forbidden
+        case .orderAccountMismatch, .possessionRequired: .forbidden
         case .insufficientBalance, .idempotencyKeyReused: .conflict
         case .storage: .serviceUnavailable
         default: .unprocessableContent

@@ -40,7 +40,7 @@ public struct Reconciler: Sendable {
         case let error as AppStoreClientError: error.code == .rejected
         case let error as APIError: error.refusalClass == .final
         case is AppStoreError: true
-        case let error as LedgerError: error.code == .transactionBoundElsewhere
+        case let error as LedgerError: error.code == .transactionBoundElsewhere || error.code == .possessionRequired
         default: false
         }
     }
@@ -68,7 +68,8 @@ public struct Reconciler: Sendable {
                 let orderIds = try await ProofIntake.orderIds(for: transactions, orderId: proof.orderId, fromReceipt: proof.kind == .receipt,
                                                               ledger: services.ledger)
                 let results = try await services.ledger.submitAll(zip(transactions, orderIds).map {
-                    PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: .reconcile)
+                    // Judged as the proof it was: a held id binds no more than an id answered at once would.
+                    PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: kind.source)
                 }, now: now)
                 if let refusal = Self.onlyRefusal(results) { throw refusal }
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(

@@ -52,6 +52,11 @@ enum PostgresFunctions {
             WHEN 'linkOrder' THEN
               UPDATE purchases SET order_id = e->>'order' WHERE transaction_id = e->>'tx' AND order_id IS NULL;
             WHEN 'fulfilOrder' THEN
+              -- As LedgerSession's: a payment for an order an operator settled without one is granted and audited.
+              IF EXISTS (SELECT 1 FROM orders WHERE order_id = e->>'order' AND transaction_id IS NULL AND state = 'settled') THEN
+                INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at)
+                VALUES (e->>'auditId', 'ledger', 'settled-order-paid', e->>'order', e->>'tx', (e->>'at')::bigint);
+              END IF;
               UPDATE orders SET state = 'granted', transaction_id = e->>'tx', updated_at = (e->>'at')::bigint
               WHERE order_id = e->>'order' AND transaction_id IS NULL;
             WHEN 'moveBalance' THEN
@@ -190,6 +195,7 @@ enum PostgresFunctions {
                 object.set("order", .text(orderId))
                 object.set("tx", .text(transactionId))
                 object.set("at", .of(at))
+                object.set("auditId", .text(UUID().uuidString.lowercased()))
             case .moveBalance(let move):
                 object.set("op", .text("moveBalance"))
                 object.set("key", .text(move.key))
