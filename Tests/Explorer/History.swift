@@ -120,6 +120,9 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
     /// The server is redeployed verifying receipts only through Apple's verifyReceipt (no local receipt root), or
     /// locally again.
     case receiptsByApple(Bool)
+    /// App account `account` sends the server only the id of transaction #`pick` (ids leak: a support thread, a
+    /// screenshot), as if it were its own purchase.
+    case strangerSendsId(pick: Int, account: Int)
 
     public var description: String {
         switch self {
@@ -150,6 +153,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
         case .dieInside(let device, let recovery, let checkpoint): "device \(device): \(recovery.name), app dies \(checkpoint.rawValue)"
         case .syncReceipt(let device): "device \(device): app sends the app receipt"
         case .receiptsByApple(let byApple): byApple ? "purchase server redeployed verifying receipts through verifyReceipt only" : "purchase server verifying receipts locally again"
+        case .strangerSendsId(let pick, let account): "app account \(account) sends the server the id of transaction #\(pick)"
         }
     }
 
@@ -183,6 +187,7 @@ public enum Step: Hashable, Sendable, CustomStringConvertible {
             "die inside \(recovery.kind)/\(checkpoint.rawValue)"
         case .syncReceipt: "sync receipt"
         case .receiptsByApple(let byApple): byApple ? "receipts by verifyReceipt" : "receipts verified locally"
+        case .strangerSendsId: "stranger sends an id"
         }
     }
 }
@@ -204,7 +209,17 @@ public struct HistoryGenerator: Sendable {
         // Apple's side and the reconciler are drawn from a stream of their own, inserted between the others: a seed
         // keeps the steps it had before they were added, so a seed in an old report still names most of its history.
         var apple = SeededGenerator(state: seed &* 0x9E37_79B9_7F4A_7C15 &+ 0x5851_F42D)
-        return (0..<count).flatMap { _ in [step(using: &random)] + (appleStep(using: &apple).map { [$0] } ?? []) }
+        // Strangers too, from a third stream, for the same reason.
+        var strangers = SeededGenerator(state: seed &* 0xD1B5_4A32_D192_ED03 &+ 0x2F1A_7C3B)
+        return (0..<count).flatMap { _ in
+            [step(using: &random)] + (appleStep(using: &apple).map { [$0] } ?? []) + (strangerStep(using: &strangers).map { [$0] } ?? [])
+        }
+    }
+
+    /// Another app account claiming a transaction by its id alone: after about one step in twenty.
+    func strangerStep(using random: inout SeededGenerator) -> Step? {
+        guard Int.random(in: 0..<20, using: &random) == 0 else { return nil }
+        return .strangerSendsId(pick: Int.random(in: 0..<64, using: &random), account: Int.random(in: 0..<Self.appAccounts, using: &random))
     }
 
     /// Apple's outages (21005 from verifyReceipt among them), the reconciler, notifications Apple gave up on, the app

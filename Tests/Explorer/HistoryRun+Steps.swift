@@ -140,6 +140,8 @@ extension HistoryRun {
             _ = try? await client.syncReceipt()
         case .receiptsByApple(let byApple):
             try await redeploy(bundleId: serverBundleId, receiptsByApple: byApple)
+        case .strangerSendsId(let pick, let account):
+            try await strangerSendsId(pick: pick, account: Self.appAccounts[account])
         case .reconcile:
             try await reconcile()
         case .dieInside(let index, let recovery, let checkpoint):
@@ -186,6 +188,27 @@ extension HistoryRun {
             if fault == .duplicated, result == .success { result = await post(notification.signedPayload) }
             try await engine.recordAttempt(notification.uuid, result: result)
         }
+    }
+
+    /// A transaction id proves nothing about who paid: the server may grant the account what its own order paid for,
+    /// or deliver the transaction to the account whose order did, but never grant another's to it for the id.
+    func strangerSendsId(pick: Int, account: String) async throws {
+        let recorded = await engine.recordedTransactions()
+        guard !recorded.isEmpty, let http = server.http else { return }
+        let payload = recorded[pick % recorded.count].payload
+        guard let id = payload.transactionId else { return }
+        var request = URLRequest(url: URL(string: "http://server/v1/purchases")!)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("Bearer \(try await token(for: account))", forHTTPHeaderField: "Authorization")
+        request.httpBody = Data(#"{"transactionId":"\#(id)"}"#.utf8)
+        // Not observed: an id presents nothing.
+        guard let (data, response) = try? await http.send(request) else { return }
+        let reply = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+        if (response as? HTTPURLResponse)?.statusCode == 200, reply["outcome"] as? String == "granted", ownership.owner(of: payload) != account {
+            record(1, "\(id) was granted to \(account), which only sent its id (its owner: \(ownership.owner(of: payload) ?? "nobody yet"))")
+        }
+        saw("stranger's id answered \((response as? HTTPURLResponse)?.statusCode ?? 0)")
     }
 
     func post(_ signedPayload: String) async -> SendAttemptResult {

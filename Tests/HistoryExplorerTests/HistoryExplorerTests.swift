@@ -47,6 +47,10 @@ struct HistoryExplorerTests {
         (7223, [.receiptsByApple(true), .buy(device: 0, product: .season, end: .success, crash: nil), .apple(.down), .syncReceipt(device: 0),
                 .advance(seconds: 900), .proratedRefund(pick: 10, percentage: 99_999),
                 .buy(device: 0, product: .season, end: .userCancelled, crash: .duringUpload)]),
+        // A family member's copy (no appAccountToken) claimed by another app account that sent only its id: granted to
+        // it, first to present. A bare id now binds nothing nobody holds (403 possession_required).
+        (145, [.buy(device: 1, product: .premium, end: .success, crash: .duringUpload), .family(share: true),
+               .strangerSendsId(pick: 43, account: 2)]),
     ]
 
     /// Histories where the explorer itself was wrong, kept so that the oracle stays right.
