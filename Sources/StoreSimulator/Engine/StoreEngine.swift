@@ -311,7 +311,8 @@ public actor StoreEngine {
 
     /// What StoreKit's `Transaction.currentEntitlements` lists for the account: the latest transaction of each
     /// non-consumable and non-renewing subscription not refunded, and of each auto-renewable series still active
-    /// (not expired, refunded or upgraded away). Consumables never.
+    /// (not expired — or in its billing grace period, which entitles to service — not refunded or upgraded away).
+    /// Consumables never.
     public func currentEntitlements(account: String) throws -> [String] {
         try processSubscriptions()
         let now = clock.now
@@ -330,7 +331,8 @@ public actor StoreEngine {
         return try state.transactionOrder.filter { id in
             guard latest.values.contains(id), let payload = state.transactions[id]?.payload else { return false }
             guard payload.type == .autoRenewableSubscription else { return true }
-            return payload.revocationDate == nil && payload.isUpgraded != true && (payload.expiresDate ?? .distantFuture) > now
+            let grace = payload.originalTransactionId.flatMap { state.subscriptions[$0]?.gracePeriodExpiresDate }
+            return payload.revocationDate == nil && payload.isUpgraded != true && max(payload.expiresDate ?? .distantFuture, grace ?? .distantPast) > now
         }.map(signedTransaction)
     }
 
