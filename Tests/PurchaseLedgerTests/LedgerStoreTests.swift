@@ -111,6 +111,26 @@ struct LedgerStoreTests {
         #expect(try await ledger.auditLog(limit: 1000).contains { $0.detail == note && $0.subject == order.orderId })
     }
 
+    @Test("A renewal extension of the current period is not undone by Apple's retry of older news about that period", arguments: StoreKind.allCases)
+    func extensionNotRolledBack(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("extended-")
+        let now = Date()
+        let period = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 600, expires: now + 3600, signed: now - 600)
+        let original = period.transactionId!
+        _ = try await ledger.submit(.init(accountId: account, transaction: period))
+        var extended = period
+        extended.expiresDate = now + 3 * 86_400
+        extended.signedDate = now - 60
+        _ = try await ledger.apply(notification(.renewalExtended, extended, at: now - 60, status: .active))
+        // Apple's retry of the first notification about the period, signed before the extension.
+        _ = try await ledger.apply(notification(.subscribed, period, at: now - 600, status: .active))
+        let series = try #require(try await ledger.series(originalTransactionId: original))
+        let stored = try #require(series.status?.expiresDate)
+        #expect(abs(stored.timeIntervalSince(now + 3 * 86_400)) < 0.01, "\(String(describing: series.status))")
+        #expect(try await ledger.entitlements(accountId: account, now: now + 86_400).entitlements.contains { $0.productId == Demo.monthly })
+    }
+
     @Test("A payment for an order the operator settled without one is granted, and the audit log says the order is now paid twice", arguments: StoreKind.allCases)
     func paidAfterSettle(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -94,6 +94,7 @@ public enum SubmissionRules {
                 throw LedgerError(.orderProductMismatch, "order \(orderId) is for \(named.productId), the transaction for \(record.productId)")
             }
         }
+        try sameEnvironment(record, facts)
         // "First to present" is a rule for proofs of possession: anyone can send a transaction id (they leak in
         // support threads and screenshots), so by an id alone an account gets only what an order of its own or an
         // earlier proof already ties to it.
@@ -123,6 +124,14 @@ public enum SubmissionRules {
         decision.effects += WebhookRules.events(for: record, facts: facts, effects: decision.effects, catalog: catalog, now: now)
         if owner != uploader { decision.outcome = .deliveredToOwner(owner) }
         return decision
+    }
+
+    /// A transaction id names one purchase in one environment: a payload from another environment that carries it (an
+    /// Xcode payload anyone can sign, reusing a real id) is not news of that purchase, and must not rewrite it.
+    public static func sameEnvironment(_ record: PurchaseRecord, _ facts: TransactionFacts) throws {
+        if let stored = facts.stored, stored.environment != record.environment {
+            throw LedgerError(.invalidInput, "transaction \(record.transactionId) is held from \(stored.environment.rawValue); this one says \(record.environment.rawValue)")
+        }
     }
 
     /// A subscription period moves its series on when it is the latest (whoever holds it, however it came).

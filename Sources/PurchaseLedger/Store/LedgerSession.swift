@@ -348,7 +348,9 @@ struct LedgerSession {
                 VALUES ($1, $2, NULL, $3, 0, $4)
                 ON CONFLICT (original_transaction_id) DO UPDATE SET product_id = excluded.product_id, expires_date = excluded.expires_date,
                     period_purchase_date = excluded.period_purchase_date
-                WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date <= excluded.period_purchase_date
+                WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date < excluded.period_purchase_date
+                    OR (subscriptions.period_purchase_date = excluded.period_purchase_date
+                        AND COALESCE(excluded.expires_date, 0) >= COALESCE(subscriptions.expires_date, 0))
                 """, [.text(original), .text(productId), .of(expiresDate), .of(purchaseDate)])
         case .recordDeviceReport(let transactionId, let accountId, let signals, let now):
             try sql.execute("""

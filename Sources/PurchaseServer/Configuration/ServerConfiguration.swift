@@ -7,7 +7,8 @@ import PurchaseLedger
 public struct ServerConfiguration: Codable, Sendable {
     /// The app whose purchases this server accepts.
     public var bundleId: String = "com.example.iapkit"
-    /// Required to accept production notifications (Apple puts it in every production payload).
+    /// Checked against production notifications and app transactions when set (Apple puts it in every production
+    /// payload, and its libraries require it for production); unset, the bundle id alone ties them to the app.
     public var appAppleId: Int64?
     /// `Production`, `Sandbox` (and `Xcode`, which proves nothing about a real payment, only when asked for).
     public var environments: [String] = ["Production", "Sandbox"]

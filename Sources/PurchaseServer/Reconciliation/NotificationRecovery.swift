@@ -51,7 +51,11 @@ extension Reconciler {
             query.startDate = start
             query.endDate = end
             var token: String?
+            var tokensSeen: Set<String> = []
             while true {
+                // The budget holds inside a slice too: a history that never stops saying hasMore costs a bounded number
+                // of calls per pass, and the slice (not read whole) is read again next time.
+                guard pages < pageBudget else { return (recovered, "the page budget (\(pageBudget)) ran out inside a slice of Apple's notification history") }
                 let page: NotificationHistoryResponse
                 do { page = try await serverAPI.notificationHistory(query, paginationToken: token) } catch let error as AppStoreClientError {
                     // A history shallower than production's (the sandbox's): start again where Apple keeps it.
@@ -74,14 +78,25 @@ extension Reconciler {
                     do { event = try await services.verifier.notification(signed) } catch {
                         return (recovered, "a notification in Apple's history does not verify here: \(error)")
                     }
-                    if try await services.ledger.apply(event, now: now) == .applied {
+                    let outcome: Ledger.NotificationOutcome
+                    do { outcome = try await services.ledger.apply(event, now: now) } catch let error as LedgerError where error.code != .storage {
+                        // One notification the ledger refuses (as the endpoint would, with a 4xx) stops this slice, not
+                        // the reconciler's other work; the slice is read again next pass.
+                        return (recovered, "a notification in Apple's history was refused by the ledger: \(error)")
+                    }
+                    if outcome == .applied {
                         recovered += 1
                         try await services.ledger.audit(actor: "reconciler", action: "notification-recovered", subject: event.notificationUUID,
                                                         detail: "\(event.type.rawValue)\(event.subtype.map { "/\($0.rawValue)" } ?? "") from Apple's notification history",
                                                         now: now)
                     }
                 }
-                guard page.hasMore == true, let next = page.paginationToken else { break }
+                guard page.hasMore == true else { break }
+                // More, but no way to it (or a token already followed): the slice is not read whole, so the cursor
+                // must not move past it.
+                guard let next = page.paginationToken, tokensSeen.insert(next).inserted else {
+                    return (recovered, "Apple's notification history said it has more but gave \(page.paginationToken == nil ? "no" : "a repeated") pagination token")
+                }
                 token = next
             }
             try await services.ledger.advanceCursor(cursorName, to: query.endDate ?? end)

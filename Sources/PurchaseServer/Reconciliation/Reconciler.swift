@@ -87,7 +87,12 @@ public struct Reconciler: Sendable {
                 report.proofsPostponed += 1
             }
         }
-        (report.notificationsRecovered, report.notificationHistoryStalled) = try await recoverNotifications(now: now)
+        do {
+            (report.notificationsRecovered, report.notificationHistoryStalled) = try await recoverNotifications(now: now)
+        } catch {
+            // Storage failing mid-read: reported, and the pass goes on to the work after it (the cursor did not move).
+            report.notificationHistoryStalled = "reading Apple's notification history failed: \(error)"
+        }
         report.subscriptionsRefreshed = try await refreshStaleSubscriptions(now: now)
         report.ordersRepaired = try await repairStaleOrders(now: now)
         // Consumption requests recovered from Apple's history, or not sent while Apple was away: answered while due.

@@ -144,18 +144,40 @@ public struct ProofVerifier: Sendable {
 
     /// A verified notification, its nested signed transaction and renewal info verified too.
     public func notification(_ signedPayload: String) async throws -> NotificationEvent {
-        let notification = try await signedData.verifyNotification(signedPayload).payload
+        let verified = try await signedData.verifyNotification(signedPayload)
+        try Self.fromTheAppStore(verified)
+        let notification = verified.payload
         guard let uuid = notification.notificationUUID, let type = notification.notificationType else {
             throw AppStoreError(.malformed, "the notification lacks its UUID or type")
         }
-        let transaction = try await notification.data?.signedTransactionInfo.asyncMap { try await signedData.verifyTransaction($0).payload }
-        let renewal = try await notification.data?.signedRenewalInfo.asyncMap { try await signedData.verifyRenewalInfo($0).payload }
+        let transaction = try await notification.data?.signedTransactionInfo.asyncMap {
+            let inner = try await signedData.verifyTransaction($0)
+            try Self.fromTheAppStore(inner)
+            return inner.payload
+        }
+        let renewal = try await notification.data?.signedRenewalInfo.asyncMap {
+            let inner = try await signedData.verifyRenewalInfo($0)
+            try Self.fromTheAppStore(inner)
+            return inner.payload
+        }
         // RESCIND_CONSENT names its customer by the app transaction it carries (appData), signed like the rest.
         let appTransaction = try await notification.appData?.signedAppTransactionInfo.asyncMap { try await signedData.verifyAppTransaction($0).payload }
         var event = NotificationEvent(notificationUUID: uuid, type: type, subtype: notification.subtype, signedDate: notification.signedDate ?? Date(),
                                       signedPayload: signedPayload, transaction: transaction, renewal: renewal, status: notification.data?.status)
         event.appTransactionId = appTransaction?.appTransactionId
         return event
+    }
+}
+
+extension ProofVerifier {
+    /// The App Store sends notifications from its servers only: never from Xcode's StoreKit testing, whose payloads
+    /// anyone can sign (a self-signed certificate made on a Mac). A server that accepts Xcode purchases from its
+    /// developers' devices must still not let such a "notification" revoke or rewrite what real customers bought.
+    static func fromTheAppStore<Payload>(_ verified: Verified<Payload>) throws {
+        let test: Set<AppStoreEnvironment> = [.xcode, .localTesting]
+        guard verified.anchor.kind != .xcodeSelfSigned, verified.anchor.kind != .xcodeStoreKit, !test.contains(verified.environment ?? .sandbox) else {
+            throw AppStoreError(.wrongEnvironment, "a notification from \(verified.environment?.rawValue ?? "Xcode"): the App Store sends none from Xcode or local testing")
+        }
     }
 }
 

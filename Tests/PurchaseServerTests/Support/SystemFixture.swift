@@ -71,6 +71,8 @@ struct System {
         var retention: [RetentionMessageRule]?
         /// Where the server sends its webhooks; nil: it keeps them in the outbox.
         var webhooks: WebhookSettings?
+        /// The environments the server accepts; nil: its default.
+        var environments: [String]?
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -107,6 +109,7 @@ struct System {
             configuration.appStore.verifyReceiptSandboxURL = base + "/sandbox/verifyReceipt"
             configuration.appStore.attempts = options.appleAttempts
             configuration.appStore.timeoutSeconds = options.appleTimeoutSeconds
+            if let environments = options.environments { configuration.environments = environments }
             var roots = TrustRoots()
             try roots.add(certificateData: simulatorAuthority.jws.rootDER, source: "simulator JWS root")
             if options.trustReceiptRoot { try roots.add(certificateData: simulatorAuthority.receipts.rootDER, source: "simulator receipt root") }

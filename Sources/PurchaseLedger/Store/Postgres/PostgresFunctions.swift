@@ -112,7 +112,9 @@ enum PostgresFunctions {
               VALUES (e->>'original', e->>'product', NULL, (e->>'expires')::bigint, 0, (e->>'purchased')::bigint)
               ON CONFLICT (original_transaction_id) DO UPDATE SET product_id = excluded.product_id, expires_date = excluded.expires_date,
                   period_purchase_date = excluded.period_purchase_date
-              WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date <= excluded.period_purchase_date;
+              WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date < excluded.period_purchase_date
+                  OR (subscriptions.period_purchase_date = excluded.period_purchase_date
+                      AND COALESCE(excluded.expires_date, 0) >= COALESCE(subscriptions.expires_date, 0));
             WHEN 'emitEvent' THEN
               INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
               VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, 0, (e->>'at')::bigint)
