@@ -211,6 +211,36 @@ struct SimulatorHTTPTests {
         }
     }
 
+    @Test("Apple's parameter errors and ids: productType 4000022, start not before end 4000013, a status that is no number 4000031, both filters 4000019, no notification URL 4040007; an appTransactionId names its customer for history and statuses, and is 4000048 for Get Transaction Info")
+    func parameterErrorsAndAppTransactionIds() async throws {
+        try await fixture.engine.createAccount("erin")
+        guard case .purchased(_, let firstId, _) = try await fixture.engine.purchase(account: "erin", device: "d", productId: "lifetime") else {
+            Issue.record("purchase failed"); return
+        }
+        let appTransactionId = try #require(try await fixture.engine.appTransaction(containing: firstId)?.appTransactionId)
+        try await fixture.application().test(.live) { client in
+            let auth: HTTPFields = [.authorization: "Bearer \(try fixture.token())", .contentType: "application/json"]
+            func code(_ path: String, _ method: HTTPRequest.Method = .get, _ body: [String: Any]? = nil) async throws -> Int? {
+                try object(try await client.execute(uri: path, method: method, headers: auth, body: try body.map(jsonBody)))["errorCode"] as? Int
+            }
+            #expect(try await code("/inApps/v2/history/\(firstId)?productType=BOGUS") == 4_000_022)
+            #expect(try await code("/inApps/v2/history/\(firstId)?startDate=2000&endDate=1000") == 4_000_013)
+            #expect(try await code("/inApps/v2/history/\(firstId)?startDate=1000&endDate=1000") == 4_000_013)
+            #expect(try await code("/inApps/v2/history/\(firstId)?startDate=nan") == 4_000_015)
+            #expect(try await code("/inApps/v1/subscriptions/\(firstId)?status=ACTIVE") == 4_000_031)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            #expect(try await code("/inApps/v1/notifications/history", .post,
+                                   ["startDate": now - 86_400_000, "endDate": now, "transactionId": firstId, "notificationType": "REFUND"]) == 4_000_019)
+            #expect(try await code("/inApps/v1/notifications/test", .post) == 4_040_007, "the simulator here has no notification URL")
+            // An app transaction id: the customer's history, as with any of their transaction ids; not a transaction.
+            let history = try object(try await client.execute(uri: "/inApps/v2/history/\(appTransactionId)", method: .get, headers: auth))
+            #expect((history["signedTransactions"] as? [String])?.count == 1, "\(history)")
+            let statuses = try await client.execute(uri: "/inApps/v1/subscriptions/\(appTransactionId)", method: .get, headers: auth)
+            #expect(statuses.status == .ok)
+            #expect(try await code("/inApps/v1/transactions/\(appTransactionId)") == 4_000_048)
+        }
+    }
+
     @Test("Apple's Python App Store Server API client works against the simulator")
     func applePythonClient() async throws {
         guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {

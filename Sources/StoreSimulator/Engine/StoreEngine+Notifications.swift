@@ -154,7 +154,8 @@ extension StoreEngine {
             record.createdAt >= start && record.createdAt < end
                 && (type == nil || record.type == type) && (subtype == nil || record.subtype == subtype)
                 && (customer == nil || record.transactionId.map { customer!.contains($0) } == true)
-                && (!onlyFailures || record.attempts.contains { $0.sendAttemptResult != .success })
+                // "Only the notifications that haven't reached your server successfully" (those still being retried too).
+                && (!onlyFailures || record.attempts.last?.sendAttemptResult != .success)
         }
     }
 }

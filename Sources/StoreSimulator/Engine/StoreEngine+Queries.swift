@@ -27,9 +27,15 @@ extension StoreEngine {
         state.transactions[transactionId]?.payload
     }
 
+    /// The customer whose transaction or app transaction `id` is ("any transactionId, originalTransactionId, or
+    /// appTransactionId that belongs to the customer", as Apple's history endpoints take it).
+    func customer(containing id: String) -> String? {
+        state.transactions[id]?.account ?? state.accounts.values.first { $0.appTransactionId == id }?.id
+    }
+
     /// Every transaction of the customer who owns `transactionId` (any of their ids works, as with Apple), oldest first.
     public func history(containing transactionId: String) -> [JWSTransactionDecodedPayload] {
-        guard let account = state.transactions[transactionId]?.account else { return [] }
+        guard let account = customer(containing: transactionId) else { return [] }
         return state.transactionOrder.compactMap { state.transactions[$0] }.filter { $0.account == account }.map(\.payload)
     }
 
@@ -84,6 +90,9 @@ extension StoreEngine {
     /// for an unknown id.
     /// Whether `id` is a customer's `appTransactionId` (which some endpoints take in place of a transaction id, and
     /// some refuse).
+    /// Whether `id` names a transaction or a customer's app transaction.
+    public func knows(_ id: String) -> Bool { customer(containing: id) != nil }
+
     public func isAppTransactionId(_ id: String) -> Bool {
         state.transactions[id] == nil && state.accounts.values.contains { $0.appTransactionId == id }
     }
@@ -155,7 +164,7 @@ extension StoreEngine {
     /// The latest transaction of each auto-renewable series of the customer, with its status and renewal info.
     public func subscriptionStatuses(containing transactionId: String) throws -> [(group: String, latest: JWSTransactionDecodedPayload, status: SubscriptionStatus, renewal: JWSRenewalInfoDecodedPayload)] {
         try processSubscriptions()
-        guard let account = state.transactions[transactionId]?.account else { return [] }
+        guard let account = customer(containing: transactionId) else { return [] }
         return state.subscriptions.values.filter { $0.account == account }.sorted { $0.originalTransactionId < $1.originalTransactionId }.compactMap { series in
             guard let latest = state.transactions[series.latestTransactionId]?.payload else { return nil }
             return (series.group, latest, series.status, renewalInfo(series))

@@ -28,34 +28,29 @@ extension ServerAPIRoutes {
         guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
         let query = request.uri.queryParameters
         var items = refundsOnly ? await engine.refunds(containing: id) : await engine.history(containing: id)
-        let known = await engine.transaction(id) != nil
-        guard !items.isEmpty || known else {
-            return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.")
-        }
+        guard await engine.knows(id) else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
         if !finishedConsumables {
             let unfinished = await engine.unfinishedTransactionIds()
             items = items.filter { $0.type != .consumable || $0.revocationDate != nil || unfinished.contains($0.transactionId ?? "") }
         }
         if !refundsOnly {
-            if let start = query["startDate"] {
-                guard let ms = Double(start) else { return try Reply.apiError(.invalidStartDate, "Invalid start date.") }
-                items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 >= ms }
+            // Milliseconds since 1970, whole and not negative; the start before the end.
+            let start = query["startDate"].map { Int64($0).flatMap { $0 >= 0 ? $0 : nil } }
+            let end = query["endDate"].map { Int64($0).flatMap { $0 >= 0 ? $0 : nil } }
+            if case .some(nil) = start { return try Reply.apiError(.invalidStartDate, "Invalid start date.") }
+            if case .some(nil) = end { return try Reply.apiError(.invalidEndDate, "Invalid end date.") }
+            if let start = start ?? nil, let end = end ?? nil, start >= end {
+                return try Reply.apiError(.startDateAfterEndDate, "Start date after end date.")
             }
-            if let end = query["endDate"] {
-                guard let ms = Double(end) else { return try Reply.apiError(.invalidEndDate, "Invalid end date.") }
-                items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 < ms }
-            }
+            if let ms = start ?? nil { items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 >= Double(ms) } }
+            if let ms = end ?? nil { items = items.filter { ($0.purchaseDate ?? .distantPast).timeIntervalSince1970 * 1000 < Double(ms) } }
             let products = query.getAll("productId").map { String($0) }
             if !products.isEmpty { items = items.filter { products.contains($0.productId ?? "") } }
-            let types = try query.getAll("productType").map { value -> ProductType in
-                switch value {
-                case "AUTO_RENEWABLE": return .autoRenewableSubscription
-                case "NON_RENEWABLE": return .nonRenewingSubscription
-                case "CONSUMABLE": return .consumable
-                case "NON_CONSUMABLE": return .nonConsumable
-                default: throw HTTPError(.badRequest, message: "invalid productType")
-                }
-            }
+            let named: [String: ProductType] = ["AUTO_RENEWABLE": .autoRenewableSubscription, "NON_RENEWABLE": .nonRenewingSubscription,
+                                                "CONSUMABLE": .consumable, "NON_CONSUMABLE": .nonConsumable]
+            let asked = query.getAll("productType").map { String($0) }
+            guard asked.allSatisfy({ named[$0] != nil }) else { return try Reply.apiError(.invalidProductType, "Invalid product type.") }
+            let types = asked.compactMap { named[$0] }
             if !types.isEmpty { items = items.filter { types.contains($0.type ?? ProductType(rawValue: "")) } }
             let groups = query.getAll("subscriptionGroupIdentifier").map { String($0) }
             if !groups.isEmpty { items = items.filter { groups.contains($0.subscriptionGroupIdentifier ?? "") } }
@@ -120,6 +115,10 @@ extension ServerAPIRoutes {
         guard start < end else { return try Reply.apiError(.startDateAfterEndDate, "Start date after end date.") }
         if body.notificationSubtype != nil, body.notificationType == nil {
             return try Reply.apiError(.invalidNotificationType, "A subtype needs a notification type.")
+        }
+        // "Include either the transactionId or the notificationType in your query, but not both."
+        if body.transactionId != nil, body.notificationType != nil {
+            return try Reply.apiError(.multipleFiltersSupplied, "Invalid request. Supply either a transactionId or a notificationType.")
         }
         if let id = body.transactionId, !Self.isTransactionId(id) { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
         let records = await engine.notificationHistory(from: start, to: end, type: body.notificationType, subtype: body.notificationSubtype,

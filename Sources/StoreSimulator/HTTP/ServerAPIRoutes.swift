@@ -47,7 +47,13 @@ struct ServerAPIRoutes {
     @Sendable func getTransactionInfo(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
-        guard let payload = await engine.transaction(id) else { return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.") }
+        guard let payload = await engine.transaction(id) else {
+            // Apple answers an app transaction id here with 4000048, as on the other endpoints that take none.
+            if await engine.isAppTransactionId(id) {
+                return try Reply.apiError(.appTransactionIdNotSupported, "Invalid request. App transactions aren't supported by this endpoint.")
+            }
+            return try Reply.apiError(.transactionIdNotFound, "Transaction id not found.")
+        }
         return try Reply.json(TransactionInfoResponse(signedTransactionInfo: try await engine.sign(payload)))
     }
 
@@ -55,11 +61,10 @@ struct ServerAPIRoutes {
     @Sendable func getAllSubscriptionStatuses(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidTransactionId, "Invalid transaction id.") }
-        let wanted = request.uri.queryParameters.getAll("status").compactMap { Int($0) }
+        let wanted = request.uri.queryParameters.getAll("status").map { Int($0) ?? 0 }
         guard wanted.allSatisfy({ (1...5).contains($0) }) else { return try Reply.apiError(.invalidStatus, "Invalid status.") }
         let statuses = try await engine.subscriptionStatuses(containing: id)
-        let known = await engine.transaction(id) != nil
-        guard !statuses.isEmpty || known else {
+        guard await engine.knows(id) else {
             return try Reply.apiError(.originalTransactionIdNotFound, "Original transaction id not found.")
         }
         var response = StatusResponse()
@@ -205,6 +210,10 @@ struct ServerAPIRoutes {
 
     /// Request a Test Notification: “Ask App Store Server Notifications to send a test notification to your server.”
     @Sendable func requestTestNotification(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        // No notification URL for the app in this environment: nothing to send to (Apple's 4040007).
+        guard let delivery = services.delivery, await !delivery.urls.isEmpty else {
+            return try Reply.apiError(.serverNotificationUrlNotFound, "No App Store Server Notification URL found for provided app. Check that a URL is configured in App Store Connect for this environment.")
+        }
         let token = try await engine.requestTestNotification()
         try await services.delivery?.deliverDue()
         return try Reply.json(SendTestNotificationResponse(testNotificationToken: token))
