@@ -50,10 +50,15 @@ public struct ServerAPIClient: Sendable {
         transport = Transport(client: httpClient, policy: policy)
     }
 
-    private init(baseURL: String, sameAs other: ServerAPIClient) {
+    private init(baseURL: String, sameAs other: ServerAPIClient, policy: RetryPolicy? = nil) {
         self.baseURL = baseURL
         credentials = other.credentials
-        transport = other.transport
+        transport = policy.map { Transport(client: other.transport.client, policy: $0) } ?? other.transport
+    }
+
+    /// The same client, retrying as `policy` says (a call that must answer within a caller's deadline).
+    public func retrying(_ policy: RetryPolicy) -> ServerAPIClient {
+        ServerAPIClient(baseURL: baseURL, sameAs: self, policy: policy)
     }
 
     /// The client for a transaction of `environment`: Apple answers for a sandbox purchase only at its sandbox URL (the

@@ -257,4 +257,29 @@ struct PriceIncreaseTests {
         guard case .extended = try await store.extendRenewal(originalTransactionId: id, days: 1, requestIdentifier: "r2") else { Issue.record("second extension refused"); return }
         guard case .limitReached = try await store.extendRenewal(originalTransactionId: id, days: 1, requestIdentifier: "r3") else { Issue.record("third extension allowed"); return }
     }
+
+    @Test("Extending for all active subscribers: RENEWAL_EXTENDED for each, RENEWAL_EXTENSION/FAILURE for one that cannot be, then RENEWAL_EXTENSION/SUMMARY with the counts")
+    func massExtension() async throws {
+        let store = try base.engine()
+        var seen = 0
+        for customer in ["ana", "ben", "cal"] {
+            try await store.createAccount(customer)
+            guard case .purchased = try await store.purchase(account: customer, device: "d", productId: LifecycleTests.yearly) else { Issue.record("purchase failed"); return }
+        }
+        // Cal's subscription already had its two extensions this year: the mass extension cannot extend it.
+        let cals = try #require(await store.recordedSeries().first { $0.account == "cal" }?.originalTransactionId)
+        for request in ["c1", "c2"] { _ = try await store.extendRenewal(originalTransactionId: cals, days: 1, requestIdentifier: request) }
+        _ = try await base.told(store, since: &seen)
+        try await store.massExtendRenewal(productId: LifecycleTests.yearly, days: 3, storefronts: nil, requestIdentifier: "everyone")
+        let told = try await base.told(store, since: &seen)
+        #expect(told.filter { $0.type == .renewalExtended }.count == 2)
+        let failure = told.filter { $0.type == .renewalExtension && $0.subtype == .failure }
+        #expect(failure.count == 1 && failure.first?.transaction?.originalTransactionId == cals)
+        #expect(told.last?.type == .renewalExtension && told.last?.subtype == .summary)
+        let last = try #require(await store.notifications().last?.signedPayload)
+        let summary = try #require(try await base.verifier.verifyNotification(last).payload.summary)
+        #expect(summary.requestIdentifier == "everyone" && summary.productId == LifecycleTests.yearly)
+        #expect(summary.succeededCount == 2 && summary.failedCount == 1)
+        #expect(summary.bundleId != nil && summary.environment != nil)
+    }
 }

@@ -23,8 +23,8 @@ struct ConsumptionResponder {
     let services: PurchaseServer.Services
 
     /// Sends the answer owed for `notificationUUID`, if it is owed and unclaimed. Never throws for Apple being away: the
-    /// answer stays owed.
-    func answer(notificationUUID: String) async throws {
+    /// answer stays owed. With `deadline`, one attempt of at most that long instead of the configured retries.
+    func answer(notificationUUID: String, within deadline: Duration? = nil) async throws {
         guard let settings = services.consumption, let serverAPI = services.verifier.apple.serverAPI else { return }
         let ledger = services.ledger
         guard let transactionId = try await ledger.claimConsumptionAnswer(notificationUUID: notificationUUID, now: services.now()) else { return }
@@ -38,7 +38,8 @@ struct ConsumptionResponder {
         case .success(let request):
             let sent = String(decoding: try AppStoreJSON.encoder(sortedKeys: true).encode(request), as: UTF8.self)
             do {
-                try await serverAPI.serving(facts.transaction.environment).sendConsumptionInformation(transactionId, request)
+                let client = serverAPI.serving(facts.transaction.environment)
+                try await (deadline.map { client.retrying(RetryPolicy(attempts: 1, timeout: $0)) } ?? client).sendConsumptionInformation(transactionId, request)
                 try await settle(notificationUUID, .answered, facts.accountId, sent, "sent")
             } catch let error as AppStoreClientError where error.code == .rejected {
                 // Apple will not take it: sending it again cannot help. Kept for the operator with Apple's code.

@@ -19,13 +19,11 @@ struct NotificationRoutes {
             let event = try await proof { try await services.verifier.notification(body.signedPayload) }
             let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
             // The answer a consumption request owes was stored with it: sent now if it can be, by the reconciler if not.
-            // Sent after this reply, not before it: Apple expects an answer within seconds, and a call to Apple with its
-            // retries can take longer (Apple would count the delivery failed and send it again).
+            // Now means one attempt of a few seconds: Apple expects this reply within seconds, and a call with the
+            // usual retries can take longer (Apple would count the delivery failed and send it again).
             if event.type == .consumptionRequest {
-                Task { [services, uuid = event.notificationUUID] in
-                    do { try await ConsumptionResponder(services: services).answer(notificationUUID: uuid) } catch {
-                        services.metrics.consumptionAnswer("postponed")
-                    }
+                do { try await ConsumptionResponder(services: services).answer(notificationUUID: event.notificationUUID, within: .seconds(3)) } catch {
+                    services.metrics.consumptionAnswer("postponed")
                 }
             }
             services.metrics.notification(outcome.rawValue)

@@ -80,7 +80,8 @@ extension StoreEngine {
     }
 
     func record(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, data: NotificationData?, appData: NotificationAppData? = nil,
-                externalPurchaseToken: ExternalPurchaseToken? = nil, transactionId: String?, at time: Date, testToken: String? = nil) throws {
+                externalPurchaseToken: ExternalPurchaseToken? = nil, summary: NotificationSummary? = nil, transactionId: String?, at time: Date,
+                testToken: String? = nil) throws {
         var payload = ResponseBodyV2DecodedPayload()
         payload.notificationType = type
         payload.subtype = subtype
@@ -89,6 +90,7 @@ extension StoreEngine {
         payload.signedDate = time
         payload.data = data
         payload.appData = appData
+        payload.summary = summary
         payload.externalPurchaseToken = externalPurchaseToken
         state.notifications.append(.init(
             uuid: payload.notificationUUID!, type: type, subtype: subtype, signedPayload: try minter.sign(payload),

@@ -204,10 +204,24 @@ extension StoreEngine {
             switch try extendRenewal(originalTransactionId: series.originalTransactionId, days: days,
                                      requestIdentifier: "\(requestIdentifier):\(series.originalTransactionId)") {
             case .extended: result.succeeded += 1
-            default: result.failed += 1
+            default:
+                // "The renewal date extension didn't succeed for a specific subscription": told with that subscription.
+                result.failed += 1
+                try notify(.renewalExtension, .failure, subscription: series.originalTransactionId, at: now)
             }
         }
         state.massExtensions = (state.massExtensions ?? [:]).merging([requestIdentifier: result]) { old, _ in old }
+        // "The App Store completed extending the renewal date for all eligible subscribers": the counts, in `summary`.
+        var summary = NotificationSummary()
+        summary.environment = environment
+        summary.appAppleId = catalog.appAppleId
+        summary.bundleId = catalog.bundleId
+        summary.productId = productId
+        summary.requestIdentifier = requestIdentifier
+        summary.storefrontCountryCodes = storefronts
+        summary.succeededCount = result.succeeded
+        summary.failedCount = result.failed
+        try record(.renewalExtension, .summary, data: nil, summary: summary, transactionId: nil, at: now)
         try persist()
     }
 
