@@ -238,6 +238,8 @@ struct SimulatorHTTPTests {
             let statuses = try await client.execute(uri: "/inApps/v1/subscriptions/\(appTransactionId)", method: .get, headers: auth)
             #expect(statuses.status == .ok)
             #expect(try await code("/inApps/v1/transactions/\(appTransactionId)") == 4_000_048)
+            #expect(try await code("/inApps/v1/subscriptions/extend/not-an-id", .put,
+                                   ["extendByDays": 1, "extendReasonCode": 1, "requestIdentifier": "r"]) == 4_000_008)
         }
     }
 

@@ -186,6 +186,7 @@ struct ServerAPIRoutes {
     /// original transaction identifier.”
     @Sendable func extendRenewalDate(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
+        guard Self.isTransactionId(id) else { return try Reply.apiError(.invalidOriginalTransactionId, "Invalid original transaction id.") }
         let body = try await request.decode(ExtendRenewalDateRequest.self)
         guard let days = body.extendByDays, (1...90).contains(days) else { return try Reply.apiError(.invalidExtendByDays, "Invalid extend by days value.") }
         guard let reason = body.extendReasonCode, (0...3).contains(reason) else { return try Reply.apiError(.invalidExtendReasonCode, "Invalid extend reason code.") }
