@@ -26,10 +26,7 @@ public struct Ledger: Sendable {
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
         self.store = store
         self.catalog = catalog
-        // On PostgreSQL one prepared statement in autocommit from the caller's task: no worker thread, no transaction.
-        healthProbe = HealthProbe {
-            if let fast = store.fastPath { try await fast.ping() } else { _ = try await store.read { try $0.rows(LedgerSession.pingQuery, []) } }
-        }
+        healthProbe = HealthProbe { _ = try await store.read { try $0.rows("SELECT COUNT(*) FROM ledger_migrations", []) } }
     }
 
     /// Throws unless the database answers a read that began after this call (concurrent checks share one: ``HealthProbe``).

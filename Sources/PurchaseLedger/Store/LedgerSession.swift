@@ -59,9 +59,6 @@ struct LedgerSession {
     // MARK: Transactions
 
     /// The columns entitlements are judged by (the shape of ``ownedQuery``'s rows and `iapkit_apply`'s answer).
-    /// A health check's read: the schema's own table, so a database that lost it does not pass.
-    static let pingQuery = "SELECT COUNT(*) FROM ledger_migrations"
-
     /// The audit action of a payment that arrived for an order an operator had settled without one.
     static let settledOrderPaid = "settled-order-paid"
 

@@ -36,8 +36,6 @@ public protocol LedgerFastPath: Sendable {
     func entries(transactionId: String) async throws -> [SQLRow]
     /// What an account owns (rows of `LedgerSession.ownedQuery`).
     func owned(accountId: String) async throws -> [SQLRow]
-    /// Reads one row, for health checks: the database answers.
-    func ping() async throws
     /// Applies `effects` as one atomic statement and then, when `owner` is given, reads what that account owns.
     /// Throws ``LedgerRace`` when an effect's precondition no longer held.
     func apply(_ effects: [LedgerEffect], owner: String?, events: Bool) async throws -> [SQLRow]

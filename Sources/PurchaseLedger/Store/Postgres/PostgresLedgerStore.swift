@@ -103,10 +103,6 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
         try await run(Prepared<OwnedTag>(binds: [.text(accountId)]))
     }
 
-    func ping() async throws {
-        _ = try await run(Prepared<PingTag>(binds: []))
-    }
-
     func apply(_ effects: [LedgerEffect], owner: String?, events: Bool) async throws -> [SQLRow] {
         let rows = try await run(Prepared<ApplyTag>(binds: [.text(try PostgresFunctions.json(effects, events: events)), .of(owner)]))
         if rows.first?.values.first == .text("r") { throw LedgerRace() }
@@ -148,11 +144,6 @@ enum EntriesTag: StatementTag {
 enum OwnedTag: StatementTag {
     static let sql = LedgerSession.ownedQuery
     static let types: [PostgresDataType] = [.text]
-}
-
-enum PingTag: StatementTag {
-    static let sql = LedgerSession.pingQuery
-    static let types: [PostgresDataType] = []
 }
 
 enum ApplyTag: StatementTag {
