@@ -177,7 +177,9 @@ public actor PurchaseClient {
         let previous = loginRetry
         loginRetry = Task {
             await previous?.value
-            await self.retryDue()
+            // The account's own payments are tried now, whatever backoff they had: while it was away they waited for
+            // it (or were refused as another account's token), not for a server.
+            await self.retryDue(owner: accountId)
         }
     }
 
@@ -679,9 +681,9 @@ public actor PurchaseClient {
 
     /// Uploads the paid transactions whose next attempt is due: the journal's, those the journal refused, and — when
     /// the journal cannot be read — the store's unfinished queue.
-    package func retryDue() async {
+    package func retryDue(owner: String? = nil) async {
         let now = Date()
-        func due(_ entry: JournalEntry) -> Bool { isDue(entry, at: now) }
+        func due(_ entry: JournalEntry) -> Bool { (owner != nil && entry.accountId == owner) || isDue(entry, at: now) }
         let entries: [JournalEntry]
         do { entries = try journal.entries() } catch {
             for transaction in (try? await store.unfinished()) ?? [] where settled[transaction.transactionId] == nil {

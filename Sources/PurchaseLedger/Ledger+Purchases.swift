@@ -97,8 +97,14 @@ extension Ledger {
                 }
                 try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: submission.orderId, catalog: catalog)
-                let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,
+                // A refusal of one line (another environment's id, an id alone) leaves the others to be granted.
+                let decision: SubmissionDecision
+                do {
+                    decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,
                                                           source: submission.source, facts: facts, catalog: catalog, now: now)
+                } catch let refusal as LedgerError where refusal.code != .storage {
+                    return .failure(refusal)
+                }
                 try session.apply(decision.effects)
                 if let signals = submission.deviceSignals {
                     try session.apply(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,
@@ -176,8 +182,9 @@ extension Ledger {
     /// product and token never change); the transaction and its series presumed unstored and unbound — which the
     /// effects then require. Nil when a read is needed.
     func speculativeFacts(_ submission: PurchaseSubmission, _ record: PurchaseRecord) -> TransactionFacts? {
-        // A migrated subscription's first period goes to whoever held the series it continues: read, never guessed.
-        guard record.previousOriginalTransactionId == nil else { return nil }
+        // A migrated subscription's first period goes to whoever held the series it continues: read, never guessed. So is
+        // what an id alone presents: it binds only what the ledger already ties to the uploader, which a guess cannot see.
+        guard record.previousOriginalTransactionId == nil, submission.source != .serverAPI else { return nil }
         var facts = TransactionFacts()
         if let orderId = submission.orderId {
             guard let order = recentOrders.order(id: orderId) else { return nil }

@@ -107,9 +107,9 @@ struct AskingAppleTests {
         }
     }
 
-    @Test("A bare transaction id claims nothing nobody holds: another account sending the id of a purchase made without a token is refused (403 possession_required), and the device's signed transaction then binds it to its payer")
-    func transactionIdIsNoProofOfPossession() async throws {
-        try await System.run(.init(deliver: false)) { system in
+    @Test("A bare transaction id claims nothing nobody holds: another account sending the id of a purchase made without a token is refused (403 possession_required), and the device's signed transaction then binds it to its payer", arguments: LedgerKind.allCases)
+    func transactionIdIsNoProofOfPossession(_ kind: LedgerKind) async throws {
+        try await System.run(.init(kind: kind, deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-vic"])
             // Bought outside the app's flow (an offer code, a promotion): no order, no appAccountToken.
             let bought = try await system.device(.post, "/sim/purchases", ["account": "store-vic", "device": "phone", "productId": Self.premium])

@@ -33,7 +33,10 @@ extension Reconciler {
     /// The cursor moves only past slices read whole with every payload verified. A payload that does not verify (a
     /// server deployed with the wrong bundle id, a missing root) stops the pass at its slice, and the next pass reads
     /// it again: until the configuration is fixed, nothing behind the cursor is skipped. Apple unavailable: the same.
-    func recoverNotifications(now: Date, pageBudget: Int = 100) async throws -> (recovered: Int, stalled: String?) {
+    ///
+    /// `pageBudget` pages a pass reads, checked between slices; inside a slice only `slicePageCap` stops it (a slice is
+    /// read whole or not at all, and a budget inside it would keep a busy app's first slice from ever being read whole).
+    func recoverNotifications(now: Date, pageBudget: Int = 100, slicePageCap: Int = 5_000) async throws -> (recovered: Int, stalled: String?) {
         guard let serverAPI = services.verifier.apple.serverAPI else { return (0, nil) }
         let cursorName = Self.notificationHistoryCursor(baseURL: serverAPI.baseURL, bundleId: serverAPI.credentials.bundleId)
         let floor = now.addingTimeInterval(-Self.notificationHistoryDepth)
@@ -52,10 +55,14 @@ extension Reconciler {
             query.endDate = end
             var token: String?
             var tokensSeen: Set<String> = []
+            var slicePages = 0
             while true {
-                // The budget holds inside a slice too: a history that never stops saying hasMore costs a bounded number
-                // of calls per pass, and the slice (not read whole) is read again next time.
-                guard pages < pageBudget else { return (recovered, "the page budget (\(pageBudget)) ran out inside a slice of Apple's notification history") }
+                // A history that never stops saying hasMore (each time with a new token) costs a bounded number of calls
+                // per pass; the slice, not read whole, is read again next time.
+                guard slicePages < slicePageCap else {
+                    return (recovered, "a slice of Apple's notification history ran past \(slicePageCap) pages")
+                }
+                slicePages += 1
                 let page: NotificationHistoryResponse
                 do { page = try await serverAPI.notificationHistory(query, paginationToken: token) } catch let error as AppStoreClientError {
                     // A history shallower than production's (the sandbox's): start again where Apple keeps it.

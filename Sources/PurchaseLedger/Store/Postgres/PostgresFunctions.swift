@@ -55,7 +55,9 @@ enum PostgresFunctions {
               -- As LedgerSession's: a payment for an order an operator settled without one is granted and audited.
               IF EXISTS (SELECT 1 FROM orders WHERE order_id = e->>'order' AND transaction_id IS NULL AND state = 'settled') THEN
                 INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at)
-                VALUES (e->>'auditId', 'ledger', 'settled-order-paid', e->>'order', e->>'tx', (e->>'at')::bigint);
+                -- An older replica's effects carry no auditId (a rolling deploy): one is made here.
+                VALUES (COALESCE(e->>'auditId', md5(random()::text || clock_timestamp()::text)), 'ledger', 'settled-order-paid', e->>'order',
+                        e->>'tx', (e->>'at')::bigint);
               END IF;
               UPDATE orders SET state = 'granted', transaction_id = e->>'tx', updated_at = (e->>'at')::bigint
               WHERE order_id = e->>'order' AND transaction_id IS NULL;
