@@ -36,8 +36,8 @@ public struct Entitlement: Codable, Sendable, Hashable {
     public var originalTransactionId: String?
     /// The `appAccountToken` of the purchase that grants it (a renewal keeps its series' token; a resubscription
     /// through a new order carries that order's): with ``originalTransactionId``, what tells a device's offline copy
-    /// this account's renewals from another account's purchase on the same Apple ID.
-    public var appAccountToken: UUID?
+    /// this account's renewals from another account's purchase on the same Apple ID. Lower case, as Apple writes it.
+    public var appAccountToken: String?
     /// Nil for life.
     public var expiresAt: Date?
     public var state: State
@@ -49,7 +49,7 @@ public struct Entitlement: Codable, Sendable, Hashable {
         self.productId = productId
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
-        self.appAccountToken = appAccountToken
+        self.appAccountToken = appAccountToken?.uuidString.lowercased()
         self.expiresAt = expiresAt
         self.state = state
         self.environment = environment
