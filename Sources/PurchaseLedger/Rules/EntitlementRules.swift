@@ -34,18 +34,18 @@ public enum EntitlementRules {
             switch rule.type {
             case .nonConsumable:
                 guard let name = rule.entitlement, !purchase.isRevoked(at: now) else { continue }
-                offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, originalTransactionId: purchase.originalTransactionId,
-                                  appAccountToken: purchase.appAccountToken, expiresAt: nil,
-                                  state: .active, environment: purchase.environment))
+                offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId,
+                                  originalTransactionId: purchase.originalTransactionId, appAccountToken: purchase.appAccountToken,
+                                  expiresAt: nil, state: .active, environment: purchase.environment))
             case .nonRenewingSubscription:
                 guard let name = rule.entitlement, !purchase.isRevoked(at: now) else { continue }
                 let start = max(purchase.purchaseDate, stackEnds[name] ?? purchase.purchaseDate)
                 let end = start.addingTimeInterval(Double(rule.periodSeconds ?? 0) * Double(purchase.quantity))
                 stackEnds[name] = end
                 if end > now {
-                    offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId, originalTransactionId: purchase.originalTransactionId,
-                                  appAccountToken: purchase.appAccountToken, expiresAt: end,
-                                      state: .active, environment: purchase.environment))
+                    offer(Entitlement(name: name, productId: purchase.productId, transactionId: purchase.transactionId,
+                                      originalTransactionId: purchase.originalTransactionId, appAccountToken: purchase.appAccountToken,
+                                      expiresAt: end, state: .active, environment: purchase.environment))
                 }
             case .autoRenewableSubscription:
                 series[purchase.originalTransactionId, default: []].append(purchase)
@@ -89,8 +89,8 @@ public enum EntitlementRules {
             }
         }
         guard end > now else { return nil }
-        return Entitlement(name: name, productId: latest.productId, transactionId: latest.transactionId, originalTransactionId: latest.originalTransactionId,
-                           appAccountToken: latest.appAccountToken, expiresAt: end, state: state,
-                           environment: latest.environment)
+        return Entitlement(name: name, productId: latest.productId, transactionId: latest.transactionId,
+                           originalTransactionId: latest.originalTransactionId, appAccountToken: latest.appAccountToken,
+                           expiresAt: end, state: state, environment: latest.environment)
     }
 }

@@ -98,8 +98,7 @@ extension StoreEngine {
     }
 
     public func appTransaction(containing id: String) throws -> AppTransactionDecodedPayload? {
-        let accountId = state.transactions[id]?.account ?? state.accounts.values.first { $0.appTransactionId == id }?.id
-        guard let accountId, let known = state.accounts[accountId] else { return nil }
+        guard let accountId = customer(containing: id), let known = state.accounts[accountId] else { return nil }
         let account = givingAppTransaction(to: accountId) ?? known
         if known.appTransactionId == nil { try persist() }
         var payload = AppTransactionDecodedPayload()

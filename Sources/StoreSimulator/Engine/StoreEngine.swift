@@ -328,8 +328,9 @@ public actor StoreEngine {
                 continue
             }
         }
+        let chosen = Set(latest.values)
         return try state.transactionOrder.filter { id in
-            guard latest.values.contains(id), let payload = state.transactions[id]?.payload else { return false }
+            guard chosen.contains(id), let payload = state.transactions[id]?.payload else { return false }
             guard payload.type == .autoRenewableSubscription else { return true }
             let grace = payload.originalTransactionId.flatMap { state.subscriptions[$0]?.gracePeriodExpiresDate }
             return payload.revocationDate == nil && payload.isUpgraded != true && max(payload.expiresDate ?? .distantFuture, grace ?? .distantPast) > now
