@@ -1,4 +1,5 @@
 import Foundation
+import IAPTestSupport
 
 /// A database per history on a PostgreSQL server, made and dropped with `psql` (CREATE DATABASE cannot run inside the
 /// transactions the ledger's store opens).
@@ -13,7 +14,7 @@ enum PostgresDatabases {
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try Subprocess.launch(process)
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             throw Failure(description: "psql \(statement): " + String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))

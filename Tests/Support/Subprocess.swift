@@ -7,8 +7,17 @@ import Foundation
 /// happens on a thread of its own.
 public enum Subprocess {
     /// Held from creating a child's pipes until its stdin is written and closed: a child spawned concurrently would
-    /// otherwise inherit the write end of another child's stdin, which then never sees end-of-file.
+    /// otherwise inherit the write end of another child's stdin, which then never sees end-of-file. Every launch in
+    /// the tests takes it: Foundation's `Process.run()` on Linux is not safe from two threads at once (a CI run
+    /// crashed inside it, in `memmove`, while the explorer's `psql` and a process test's `iap serve` started together).
     private static let spawnLock = NSLock()
+
+    /// Launches `process` (already set up) under the launch lock.
+    public static func launch(_ process: Process) throws {
+        spawnLock.lock()
+        defer { spawnLock.unlock() }
+        try process.run()
+    }
 
     public struct Result: Sendable {
         public let status: Int32
@@ -69,7 +78,7 @@ public enum Subprocess {
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         process.standardOutput = FileHandle.nullDevice
         if let stderrFile {
-            FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
             process.standardError = try FileHandle(forWritingTo: stderrFile)
         } else {
             process.standardError = FileHandle.nullDevice
