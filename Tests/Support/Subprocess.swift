@@ -7,15 +7,15 @@ import Foundation
 /// happens on a thread of its own.
 public enum Subprocess {
     /// Held from creating a child's pipes until its stdin is written and closed: a child spawned concurrently would
-    /// otherwise inherit the write end of another child's stdin, which then never sees end-of-file. Every launch in
-    /// the tests takes it: Foundation's `Process.run()` on Linux is not safe from two threads at once (a CI run
-    /// crashed inside it, in `memmove`, while the explorer's `psql` and a process test's `iap serve` started together).
+    /// otherwise inherit the write end of another child's stdin, which then never sees end-of-file.
     private static let spawnLock = NSLock()
 
-    /// Launches `process` (already set up) under the launch lock.
+    /// Launches `process` (already set up). Every launch in the tests comes here: it takes the launch lock, and waits
+    /// while this process holds so many descriptors that Foundation's `Process.run()` could crash (``OpenFiles``).
     public static func launch(_ process: Process) throws {
         spawnLock.lock()
         defer { spawnLock.unlock() }
+        try OpenFiles.waitForLaunchRoom()
         try process.run()
     }
 
@@ -35,6 +35,7 @@ public enum Subprocess {
                     process.arguments = arguments
                     if let environment { process.environment = environment }
                     spawnLock.lock()
+                    do { try OpenFiles.waitForLaunchRoom() } catch { spawnLock.unlock(); throw error }
                     let out = Pipe(), err = Pipe(), input = Pipe()
                     process.standardOutput = out
                     process.standardError = err
@@ -84,6 +85,7 @@ public enum Subprocess {
             process.standardError = FileHandle.nullDevice
         }
         process.standardInput = FileHandle.nullDevice
+        try OpenFiles.waitForLaunchRoom()
         try process.run()
         return process
     }

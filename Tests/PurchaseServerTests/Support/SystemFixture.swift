@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -83,6 +84,14 @@ struct System {
     }
 
     static func run(_ options: Options, _ body: @Sendable (System) async throws -> Void) async throws {
+        try await liveSystems.run { try await start(options, body) }
+    }
+
+    /// Live systems at once. Swift Testing starts a suite's tests together; unbounded, this suite held 194 listeners
+    /// and 1,700 descriptors at its peak, past what Foundation's `Process.run()` survives (``OpenFiles``).
+    private static let liveSystems = ConcurrencyGate(limit: 8)
+
+    private static func start(_ options: Options, _ body: @Sendable (System) async throws -> Void) async throws {
         let database = try options.kind.databaseURL()
         let engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: simulatorAuthority),
                                      gracePeriodEnabled: options.grace)
