@@ -1,6 +1,6 @@
 import Foundation
 import PurchaseLedger
-import PurchaseServer
+@testable import PurchaseServer
 import Testing
 
 @Suite("Server configuration: one file, environment overrides, clear refusals")
@@ -97,6 +97,33 @@ struct ServerConfigurationTests {
         #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(file: nil, environment: ["IAPKIT_PORT": "eighty"]) }
     }
 
+    func environmentRefusal(_ environment: [String: String]) -> String {
+        do {
+            _ = try ServerConfiguration.load(file: nil, environment: environment)
+            return "accepted"
+        } catch { return "\(error)" }
+    }
+
+    @Test("An IAPKIT_* variable that is set must convert: a wrong value is refused naming the variable, never ignored")
+    func environmentTypes() throws {
+        #expect(environmentRefusal(["IAPKIT_PORT": "80a"]).contains("IAPKIT_PORT must be an integer, not 80a"))
+        #expect(environmentRefusal(["IAPKIT_APP_APPLE_ID": "forty-two"]).contains("IAPKIT_APP_APPLE_ID must be an integer"))
+        // Before swift-configuration read this layer, any word but 1/true/yes was a silent `false`.
+        #expect(environmentRefusal(["IAPKIT_FINISH_TRANSACTIONS": "maybe"]).contains("IAPKIT_FINISH_TRANSACTIONS must be true, false"))
+        #expect(environmentRefusal(["IAPKIT_REFUND_POLICY": "generous"]).contains("IAPKIT_REFUND_POLICY must be one of"))
+        let loaded = try ServerConfiguration.load(file: nil, environment: [
+            "IAPKIT_FINISH_TRANSACTIONS": "YES", "IAPKIT_SET_APP_ACCOUNT_TOKENS": "0", "IAPKIT_ENVIRONMENTS": "Sandbox, Xcode",
+            "IAPKIT_TRUSTED_ROOTS": "/a.cer:/b.pem", "IAPKIT_APP_APPLE_ID": "1234567890",
+            "IAPKIT_WEBHOOK_URL": "https://backend.example/hooks", "IAPKIT_WEBHOOK_SECRET": "0123456789abcdef",
+        ])
+        #expect(loaded.appStore.finishTransactions == true && loaded.appStore.setAppAccountTokens == false)
+        #expect(loaded.environments == ["Sandbox", "Xcode"] && loaded.trustedRoots == ["/a.cer", "/b.pem"])
+        #expect(loaded.appAppleId == 1234567890)
+        #expect(loaded.webhooks?.url == "https://backend.example/hooks" && loaded.webhooks?.secret == "0123456789abcdef")
+        // Variables outside the layer are not configuration.
+        #expect(try ServerConfiguration.load(file: nil, environment: ["PORT": "1", "IAPKIT_PORTS": "x"]).port == 8080)
+    }
+
     @Test("The README's example configuration loads: no key in it is unknown")
     func readmeExample() throws {
         let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
@@ -164,5 +191,7 @@ struct ServerConfigurationTests {
         let missing = paths(encoded, "").filter { !reference.contains("| `\($0)` |") }.sorted()
         #expect(missing.isEmpty, "not in docs/CONFIGURATION.md: \(missing)")
         #expect(paths(encoded, "").count >= 40)
+        let undocumented = EnvironmentLayer.variables.filter { !reference.contains("`\($0)`") }
+        #expect(undocumented.isEmpty, "environment variables not in docs/CONFIGURATION.md: \(undocumented)")
     }
 }

@@ -211,6 +211,83 @@ struct SimulatorHTTPTests {
         }
     }
 
+    @Test("History lists transactions in the order they last changed; a revision kept from the last page brings a later purchase and a refund of an old one, and nothing else")
+    func historyByChange() async throws {
+        try await fixture.engine.createAccount("erin")
+        var bought: [String] = []
+        for product in ["lifetime", "com.revenuecat.consumable", "com.revenuecat.consumable"] {
+            guard case .purchased(_, let id, _) = try await fixture.engine.purchase(account: "erin", device: "d", productId: product) else {
+                Issue.record("purchase failed"); return
+            }
+            bought.append(id)
+        }
+        let ids = bought
+        #expect(try await fixture.engine.refund(ids[0]))
+        try await fixture.engine.advanceClock(by: 60)
+        let auth: HTTPFields = [.authorization: "Bearer \(try fixture.token())"]
+        try await fixture.application().test(.live) { client in
+            func page(_ query: String) async throws -> (ids: [String], revision: String, hasMore: Bool) {
+                let body = try object(try await client.execute(uri: "/inApps/v2/history/\(ids[1])\(query)", method: .get, headers: auth))
+                var listed: [String] = []
+                for jws in body["signedTransactions"] as? [String] ?? [] { listed.append(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
+                return (listed, try #require(body["revision"] as? String), try #require(body["hasMore"] as? Bool))
+            }
+            let all = try await page("")
+            #expect(all.ids == [ids[1], ids[2], ids[0]], "the refunded purchase changed last")
+            #expect(all.hasMore == false)
+            #expect(try await page("?sort=DESCENDING").ids == [ids[0], ids[2], ids[1]])
+            // Nothing changed since: an empty page that hands the same revision back.
+            let unchanged = try await page("?revision=\(all.revision)")
+            #expect(unchanged.ids.isEmpty && unchanged.revision == all.revision && unchanged.hasMore == false)
+            guard case .purchased(_, let later, _) = try await fixture.engine.purchase(account: "erin", device: "d", productId: "com.revenuecat.consumable") else {
+                Issue.record("purchase failed"); return
+            }
+            #expect(try await fixture.engine.refund(ids[1]))
+            let since = try await page("?revision=\(all.revision)")
+            #expect(since.ids == [later, ids[1]], "what changed since the kept revision, in the order it changed")
+            // The purchase refunded first changes again: it moves in the history, not in the refund history.
+            #expect(try await fixture.engine.setAppAccountToken(originalTransactionId: ids[0], UUID()) == .set)
+            #expect(try await page("").ids.last == ids[0])
+            let refunds = try object(try await client.execute(uri: "/inApps/v2/refund/lookup/\(ids[1])", method: .get, headers: auth))
+            var refunded: [String] = []
+            for jws in refunds["signedTransactions"] as? [String] ?? [] { refunded.append(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
+            #expect(refunded == [ids[0], ids[1]], "Refund History is by revocationDate")
+            let descending = try await page("?sort=DESCENDING")
+            let mixed = try await client.execute(uri: "/inApps/v2/history/\(ids[1])?revision=\(descending.revision)", method: .get, headers: auth)
+            #expect(try object(mixed)["errorCode"] as? Int == 4_000_005, "a revision read descending is refused ascending")
+            let old = try await client.execute(uri: "/inApps/v2/history/\(ids[1])?revision=\(Base64.urlEncode(Array("o:3".utf8)))", method: .get, headers: auth)
+            #expect(try object(old)["errorCode"] as? Int == 4_000_005, "a position is not a revision")
+        }
+    }
+
+    @Test("A state file from before revisions loads in minted order, each transaction numbered apart (so no page boundary can fall between equal revisions)")
+    func historyFromOlderState() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sim-\(UUID().uuidString)")
+        let catalog = try SimulatorCatalog(storeKit: nil, settings: .demo)
+        var minted: [String] = []
+        do {
+            let engine = try StoreEngine(catalog: catalog, minter: Minter(authority: sharedAuthority), dataDirectory: directory)
+            try await engine.createAccount("fay")
+            for _ in 0..<25 {
+                guard case .purchased(_, let id, _) = try await engine.purchase(account: "fay", device: "d", productId: "com.example.iapkit.coins.100") else {
+                    Issue.record("purchase failed"); return
+                }
+                minted.append(id)
+            }
+        }
+        // Take every revision out, as a state file written before them has none.
+        let file = directory.appendingPathComponent("state.json")
+        var state = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+        var transactions = try #require(state["transactions"] as? [String: [String: Any]])
+        for id in transactions.keys { transactions[id]?["revision"] = nil }
+        state["transactions"] = transactions
+        try JSONSerialization.data(withJSONObject: state).write(to: file)
+        let engine = try StoreEngine(catalog: catalog, minter: Minter(authority: sharedAuthority), dataDirectory: directory)
+        #expect(await engine.changes(containing: minted[0]).map(\.payload.transactionId) == minted)
+        #expect(Set(await engine.changes(containing: minted[0]).map(\.revision)).count == 25, "every transaction numbered apart")
+    }
+
+
     @Test("Apple's parameter errors and ids: productType 4000022, start not before end 4000013, a status that is no number 4000031, both filters 4000019, no notification URL 4040007; an appTransactionId names its customer for history and statuses, and is 4000048 for Get Transaction Info")
     func parameterErrorsAndAppTransactionIds() async throws {
         try await fixture.engine.createAccount("erin")

@@ -127,7 +127,7 @@ public struct ServerConfiguration: Codable, Sendable {
     /// The database URL in effect.
     public var databaseURL: String { database ?? "sqlite://" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("ledger.sqlite").path }
 
-    /// Reads `file` (when given), then applies `IAPKIT_*` environment overrides.
+    /// Reads `file` (when given), then applies `IAPKIT_*` environment overrides (``EnvironmentLayer``).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
         if let file {
@@ -136,37 +136,11 @@ public struct ServerConfiguration: Codable, Sendable {
             }
             configuration = try decode(data, file: file)
         }
-        if let value = environment["IAPKIT_BUNDLE_ID"] { configuration.bundleId = value }
-        if let value = environment["IAPKIT_APP_APPLE_ID"] {
-            guard let id = Int64(value) else { throw ConfigurationError("IAPKIT_APP_APPLE_ID must be a number, not \(value)") }
-            configuration.appAppleId = id
-        }
-        if let value = environment["IAPKIT_ENVIRONMENTS"] { configuration.environments = value.split(separator: ",").map(String.init) }
-        if let value = environment["IAPKIT_TRUSTED_ROOTS"] { configuration.trustedRoots += value.split(separator: ":").map(String.init) }
-        if let value = environment["IAPKIT_DATABASE"] { configuration.database = value }
-        if let value = environment["IAPKIT_DATA"] { configuration.dataDirectory = value }
-        if let value = environment["IAPKIT_HOST"] { configuration.host = value }
-        if let value = environment["IAPKIT_PORT"] {
-            guard let port = Int(value) else { throw ConfigurationError("IAPKIT_PORT must be a number, not \(value)") }
-            configuration.port = port
-        }
-        if let value = environment["IAPKIT_AUTH_HS256_SECRET"] { configuration.auth.hs256Secret = value }
-        if let value = environment["IAPKIT_ADMIN_KEY"] { configuration.adminKey = value }
-        if let value = environment["IAPKIT_STOREKIT_FILE"] { configuration.storeKitFile = value }
-        if let value = environment["IAPKIT_SHARED_SECRET"] { configuration.appStore.sharedSecret = value }
-        if let value = environment["IAPKIT_FINISH_TRANSACTIONS"] { configuration.appStore.finishTransactions = ["1", "true", "yes"].contains(value.lowercased()) }
-        if let value = environment["IAPKIT_SET_APP_ACCOUNT_TOKENS"] { configuration.appStore.setAppAccountTokens = ["1", "true", "yes"].contains(value.lowercased()) }
-        if let url = environment["IAPKIT_WEBHOOK_URL"] {
-            configuration.webhooks = WebhooksConfiguration(url: url, secret: environment["IAPKIT_WEBHOOK_SECRET"] ?? configuration.webhooks?.secret ?? "",
-                                                           maxAttempts: configuration.webhooks?.maxAttempts)
-        } else if let secret = environment["IAPKIT_WEBHOOK_SECRET"] {
-            configuration.webhooks?.secret = secret
-        }
-        if let value = environment["IAPKIT_REFUND_POLICY"] {
-            guard let policy = RefundPolicy(rawValue: value) else {
-                throw ConfigurationError("IAPKIT_REFUND_POLICY must be one of \(RefundPolicy.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            configuration.appStore.refundPolicy = policy
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            try EnvironmentLayer(environment).apply(to: &configuration)
+        } else if let name = environment.keys.first(where: { $0.hasPrefix("IAPKIT_") }) {
+            // swift-configuration, which reads this layer, starts at macOS 15; silence would serve the file's values.
+            throw ConfigurationError("\(name) is set, but environment overrides need macOS 15 or later: put the key in the configuration file")
         }
         try configuration.resolveStoreKitCatalog(explicitGrants: file != nil)
         try configuration.validate()

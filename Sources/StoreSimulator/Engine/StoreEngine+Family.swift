@@ -73,7 +73,9 @@ extension StoreEngine {
             }
         }
         guard Self.mirroredToFamily.contains(type), let purchaser = state.subscriptions[purchaserOriginal], purchaser.sharedFrom == nil else { return }
-        for var copy in state.subscriptions.values where copy.sharedFrom == purchaserOriginal && copy.phase != .revoked {
+        // In a fixed order, so a seeded history mints the same copies every run.
+        for var copy in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId })
+        where copy.sharedFrom == purchaserOriginal && copy.phase != .revoked {
             let previous = copy.latestTransactionId
             if let source = state.transactions[previous]?.sharedFrom {
                 let upgraded = state.transactions[source]?.payload.isUpgraded

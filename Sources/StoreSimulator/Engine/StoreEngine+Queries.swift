@@ -61,7 +61,8 @@ extension StoreEngine {
         guard let stored = state.transactions[originalTransactionId] else { return .notFound }
         guard stored.payload.originalTransactionId == originalTransactionId else { return .notOriginal }
         guard stored.sharedFrom == nil, stored.payload.inAppOwnershipType != .familyShared else { return .familyShared }
-        let ids = state.transactions.filter { $0.value.payload.originalTransactionId == originalTransactionId }.map(\.key)
+        // In the order they were minted: each change moves a transaction to the end of the history.
+        let ids = state.transactionOrder.filter { state.transactions[$0]?.payload.originalTransactionId == originalTransactionId }
         for id in ids { state.transactions[id]?.payload.appAccountToken = token }
         // Renewals to come carry it too, whatever an earlier change of plan had queued.
         if state.subscriptions[originalTransactionId]?.nextAppAccountToken != nil { state.subscriptions[originalTransactionId]?.nextAppAccountToken = token }
@@ -155,9 +156,27 @@ extension StoreEngine {
         return true
     }
 
-    /// The customer's refunded transactions, in refund order.
-    public func refunds(containing transactionId: String) -> [JWSTransactionDecodedPayload] {
-        history(containing: transactionId).filter { $0.revocationDate != nil }.sorted { $0.revocationDate! < $1.revocationDate! }
+    /// A transaction with its place in the order of changes.
+    public struct Revised: Sendable {
+        public let revision: Int64
+        public let payload: JWSTransactionDecodedPayload
+    }
+
+    /// Every transaction of the customer who owns `transactionId`, in the order they last changed, as Apple's
+    /// history sorts them ("by their recently modified date"): a refund, an upgrade, a renewal extension or an
+    /// `appAccountToken` set later moves a transaction to the end.
+    public func changes(containing transactionId: String) -> [Revised] {
+        guard let account = customer(containing: transactionId) else { return [] }
+        return state.transactionOrder.compactMap { state.transactions[$0] }.filter { $0.account == account }
+            .map { Revised(revision: $0.revision ?? 0, payload: $0.payload) }
+            .enumerated().sorted { ($0.element.revision, $0.offset) < ($1.element.revision, $1.offset) }.map(\.element)
+    }
+
+    /// The customer's refunded or revoked transactions, by `revocationDate` as Apple sorts Get Refund History (and,
+    /// revoked at the same moment, in the order they changed).
+    public func refunds(containing transactionId: String) -> [Revised] {
+        changes(containing: transactionId).filter { $0.payload.revocationDate != nil }
+            .sorted { ($0.payload.revocationDate!, $0.revision) < ($1.payload.revocationDate!, $1.revision) }
     }
 
     /// The latest transaction of each auto-renewable series of the customer, with its status and renewal info.

@@ -44,6 +44,11 @@ public actor StoreEngine {
             do { state = try JSONDecoder().decode(StoreState.self, from: data) } catch {
                 throw SimulatorError.storage("\(stateFile.path) is unreadable: \(error)")
             }
+            TransactionRevisions.raise(past: state.transactions.values.compactMap(\.revision).max() ?? 0)
+            // A state file from before revisions: its transactions changed last in the order they were minted.
+            for id in state.transactionOrder where state.transactions[id]?.revision == nil {
+                state.transactions[id]?.revision = TransactionRevisions.next()
+            }
         } else {
             state = StoreState()
         }

@@ -174,12 +174,26 @@ struct StoreState: Codable, Sendable {
 
     /// A minted transaction and its bookkeeping.
     struct StoredTransaction: Codable, Sendable {
-        var payload: JWSTransactionDecodedPayload
+        var payload: JWSTransactionDecodedPayload {
+            // Apple's history lists transactions by when they last changed: a change moves one to the end.
+            didSet { if payload != oldValue { revision = TransactionRevisions.next() } }
+        }
         var account: String
         /// Devices that have not finished it yet; empty once finished everywhere it was delivered.
         var unfinishedOn: Set<String>
         /// A family member's copy: the purchaser's transaction id it mirrors.
         var sharedFrom: String?
+        /// Its place in the order of changes, which Get Transaction History lists by and its `revision` continues
+        /// from. Nil only in a state file written before it (the engine numbers those when it loads one).
+        var revision: Int64?
+
+        init(payload: JWSTransactionDecodedPayload, account: String, unfinishedOn: Set<String>, sharedFrom: String? = nil) {
+            self.payload = payload
+            self.account = account
+            self.unfinishedOn = unfinishedOn
+            self.sharedFrom = sharedFrom
+            revision = TransactionRevisions.next()
+        }
     }
 
     /// An Ask to Buy request waiting for a parent.
@@ -202,4 +216,15 @@ struct StoreState: Codable, Sendable {
         defer { nextId += 1 }
         return String(nextId)
     }
+}
+
+/// Revisions of transactions: unique and increasing in the process. Engines in one process share the counter, which
+/// keeps each engine's own revisions increasing; an engine that loads its state raises it past what it loaded.
+enum TransactionRevisions {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var last: Int64 = 0
+
+    static func next() -> Int64 { lock.withLock { last += 1; return last } }
+
+    static func raise(past revision: Int64) { lock.withLock { last = max(last, revision) } }
 }
