@@ -131,6 +131,30 @@ struct LedgerStoreTests {
         #expect(try await ledger.entitlements(accountId: account, now: now + 86_400).entitlements.contains { $0.productId == Demo.monthly })
     }
 
+    @Test("PostgreSQL: a settle another replica commits while the payment waits for the order's row is seen, and audited")
+    func settleCommittedDuringPayment() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let account = uniqueId("racing-")
+        let order = try await ledger.createOrder(accountId: account, productId: Demo.premium)
+        let settled = Signal()
+        // Another replica's settle, holding the order's row uncommitted while the payment arrives.
+        let settling = Task {
+            try await ledger.store.write { sql in
+                _ = try sql.rows("UPDATE orders SET state = 'settled' WHERE order_id = $1", [.text(order.orderId)])
+                settled.raise()
+                Thread.sleep(forTimeInterval: 1.5)
+            }
+        }
+        while !settled.isRaised { try await Task.sleep(for: .milliseconds(5)) }
+        let paid = transaction(Demo.premium, type: .nonConsumable, token: order.appAccountToken)
+        let result = try await ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: paid))
+        try await settling.value
+        #expect(result.outcome == .granted)
+        #expect(try await ledger.order(order.orderId)?.state == .granted)
+        let entries = try await ledger.auditLog(limit: 1000).filter { $0.subject == order.orderId }
+        #expect(entries.contains { $0.action == "settled-order-paid" && $0.detail == paid.transactionId }, "\(entries.map(\.action))")
+    }
+
     @Test("A payment for an order the operator settled without one is granted, and the audit log says the order is now paid twice", arguments: StoreKind.allCases)
     func paidAfterSettle(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
@@ -243,4 +267,12 @@ struct LedgerStoreTests {
         #expect(try await ledger.knownNotifications(unknown + [stored]) == [stored])
         #expect(try await ledger.knownNotifications([]) == [])
     }
+}
+
+/// A flag one thread raises and another polls.
+final class Signal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var raised = false
+    func raise() { lock.withLock { raised = true } }
+    var isRaised: Bool { lock.withLock { raised } }
 }

@@ -309,10 +309,12 @@ struct LedgerSession {
         case .linkOrder(let transactionId, let orderId):
             try sql.execute("UPDATE purchases SET order_id = $1 WHERE transaction_id = $2 AND order_id IS NULL", [.text(orderId), .text(transactionId)])
         case .fulfilOrder(let orderId, let transactionId, let now):
-            let settled = try sql.first("SELECT 1 FROM orders WHERE order_id = $1 AND transaction_id IS NULL AND state = 'settled'", [.text(orderId)]) != nil
-            try sql.execute("""
-                UPDATE orders SET state = 'granted', transaction_id = $1, updated_at = $2 WHERE order_id = $3 AND transaction_id IS NULL
-                """, [.text(transactionId), .of(now), .text(orderId)])
+            // Each update decides under the row's lock: on PostgreSQL a settle that commits while this one waits for
+            // the row is seen by the second update (a separate read first would miss it, and the audit with it).
+            let fulfil = "UPDATE orders SET state = 'granted', transaction_id = $1, updated_at = $2 WHERE order_id = $3 AND transaction_id IS NULL"
+            let binds: [SQLValue] = [.text(transactionId), .of(now), .text(orderId)]
+            let open = try sql.first(fulfil + " AND state <> 'settled' RETURNING order_id", binds) != nil
+            let settled = try !open && sql.first(fulfil + " AND state = 'settled' RETURNING order_id", binds) != nil
             // The payment is granted all the same (Apple was paid), but the operator settled the order without it,
             // perhaps with a refund or credit of their own: that is now paid twice, and the audit log says so.
             if settled { try apply(.audit(actor: "ledger", action: Self.settledOrderPaid, subject: orderId, detail: transactionId, at: now)) }

@@ -152,8 +152,8 @@ enum Schema {
                 for statement in statements { _ = try sql.rows(statement, []) }
                 _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(Int64(index + 1)), .int(Millis.now)])
             }
-            // The effect interpreter is code, not schema: installed on every start, so a server always runs against the
-            // function its own version wrote (a migration would leave an older body in place).
+            // The effect interpreter is code, not schema: each version installs its own body under its own name
+            // (``PostgresFunctions/applyFunction``) on every start, and calls only that one.
             if postgres { _ = try sql.rows(PostgresFunctions.applyEffects, []) }
         }
     }

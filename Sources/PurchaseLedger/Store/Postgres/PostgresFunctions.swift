@@ -10,9 +10,31 @@ import Foundation
 /// read) it undoes what it applied and answers one row of kind `r`; the ledger then decides again from fresh facts.
 enum PostgresFunctions {
     static let raceState = "P0R01"
+    /// Answered as a lost race, so the operation runs again from fresh facts: the interpreter's own, a deadlock
+    /// (two receipts taking two series' locks in opposite orders) and a serialization failure.
+    static let retriedStates: Set<String> = [raceState, "40P01", "40001"]
 
-    static let applyEffects = """
-        CREATE OR REPLACE FUNCTION iapkit_apply(effects jsonb, p_owner text)
+    /// The interpreter's name in the database: `iapkit_apply_` and a hash of its body. Replicas of different versions
+    /// share one database during a rolling deploy; each installs and calls its own body, so none runs a body that
+    /// lacks an effect or a guard its rules rely on (under one shared name, the replica that started last would
+    /// decide for all of them). Bodies of older versions stay installed, unused once those replicas are gone.
+    static let applyFunction = "iapkit_apply_" + fnv1a(applyBody)
+
+    static let applyEffects = "CREATE OR REPLACE FUNCTION \(applyFunction)" + applyBody
+
+    /// 64-bit FNV-1a, in hex: a stable name for a body (not a security boundary: anyone who can create functions in
+    /// the ledger's database owns it anyway).
+    static func fnv1a(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return String(hash, radix: 16)
+    }
+
+    private static let applyBody = """
+        (effects jsonb, p_owner text)
         RETURNS TABLE(o_kind text, o0 text, o1 text, o2 text, o3 text, o4 text, o5 text, o6 text, o7 bigint, o8 bigint, o9 bigint,
                       o10 bigint, o11 bigint, o12 bigint, o13 text, o14 text, o15 bigint)
         LANGUAGE plpgsql
@@ -52,15 +74,20 @@ enum PostgresFunctions {
             WHEN 'linkOrder' THEN
               UPDATE purchases SET order_id = e->>'order' WHERE transaction_id = e->>'tx' AND order_id IS NULL;
             WHEN 'fulfilOrder' THEN
-              -- As LedgerSession's: a payment for an order an operator settled without one is granted and audited.
-              IF EXISTS (SELECT 1 FROM orders WHERE order_id = e->>'order' AND transaction_id IS NULL AND state = 'settled') THEN
-                INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at)
-                -- An older replica's effects carry no auditId (a rolling deploy): one is made here.
-                VALUES (COALESCE(e->>'auditId', md5(random()::text || clock_timestamp()::text)), 'ledger', 'settled-order-paid', e->>'order',
-                        e->>'tx', (e->>'at')::bigint);
-              END IF;
+              -- As LedgerSession's: a payment for an order an operator settled without one is granted and audited. The
+              -- updates decide under the row's lock, so a settle committed while this waited for it is seen.
               UPDATE orders SET state = 'granted', transaction_id = e->>'tx', updated_at = (e->>'at')::bigint
-              WHERE order_id = e->>'order' AND transaction_id IS NULL;
+              WHERE order_id = e->>'order' AND transaction_id IS NULL AND state <> 'settled';
+              GET DIAGNOSTICS n = ROW_COUNT;
+              IF n = 0 THEN
+                UPDATE orders SET state = 'granted', transaction_id = e->>'tx', updated_at = (e->>'at')::bigint
+                WHERE order_id = e->>'order' AND transaction_id IS NULL AND state = 'settled';
+                GET DIAGNOSTICS n = ROW_COUNT;
+                IF n > 0 THEN
+                  INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at)
+                  VALUES (e->>'auditId', 'ledger', 'settled-order-paid', e->>'order', e->>'tx', (e->>'at')::bigint);
+                END IF;
+              END IF;
             WHEN 'moveBalance' THEN
               INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at)
               VALUES (e->>'key', e->>'account', e->>'currency', (e->>'delta')::bigint, e->>'tx', (e->>'at')::bigint)

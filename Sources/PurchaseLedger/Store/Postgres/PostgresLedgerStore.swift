@@ -115,7 +115,7 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
             var rows: [SQLRow] = []
             for try await row in try await client.execute(statement) { rows.append(row) }
             return rows
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == PostgresFunctions.raceState {
+        } catch let error as PSQLError where PostgresFunctions.retriedStates.contains(error.serverInfo?[.sqlState] ?? "") {
             throw LedgerRace()
         } catch let error as LedgerError {
             throw error
@@ -147,7 +147,7 @@ enum OwnedTag: StatementTag {
 }
 
 enum ApplyTag: StatementTag {
-    static let sql = "SELECT * FROM iapkit_apply($1::jsonb, $2)"
+    static let sql = "SELECT * FROM \(PostgresFunctions.applyFunction)($1::jsonb, $2)"
     static let types: [PostgresDataType] = [.text, .text]
 }
 
@@ -264,6 +264,8 @@ struct PostgresExecutor: SQLExecutor {
         let result: PostgresQueryResult
         do {
             result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger).wait()
+        } catch let error as PSQLError where PostgresFunctions.retriedStates.contains(error.serverInfo?[.sqlState] ?? "") {
+            throw LedgerRace()
         } catch {
             throw LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
         }
