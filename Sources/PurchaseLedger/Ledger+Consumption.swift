@@ -95,10 +95,17 @@ extension Ledger {
         try await read { try $0.consumptionAnswers(where: "notification_uuid = $1", [.text(notificationUUID)], limit: 1).first }
     }
 
+    /// A sender's hold on an owed answer: the transaction it is about, and the claim's time, which is its token.
+    public struct ConsumptionClaim: Sendable, Equatable {
+        public let transactionId: String
+        public let claim: Date
+    }
+
     /// Takes the answer to `notificationUUID` for sending, if it is owed and no other sender holds it: one sender at a
-    /// time across replicas. An answer past its due time is marked expired instead. Returns its transaction id.
-    public func claimConsumptionAnswer(notificationUUID: String, now: Date = Date()) async throws -> String? {
-        try await write { session in
+    /// time across replicas. An answer past its due time is marked expired instead.
+    public func claimConsumptionAnswer(notificationUUID: String, now: Date = Date()) async throws -> ConsumptionClaim? {
+        let claim = Millis.date(Millis.of(now))
+        return try await write { session in
             try session.sql.execute("""
                 UPDATE consumption_answers SET state = 'expired' WHERE notification_uuid = $1 AND state IN ('pending', 'sending') AND due_by < $2
                 """, [.text(notificationUUID), .of(now)])
@@ -106,20 +113,22 @@ extension Ledger {
                 UPDATE consumption_answers SET state = 'sending', claimed_at = $2
                 WHERE notification_uuid = $1 AND (state = 'pending' OR (state = 'sending' AND claimed_at < $3))
                 RETURNING transaction_id
-                """, [.text(notificationUUID), .of(now), .of(now.addingTimeInterval(-Self.consumptionClaimLease))])?.text(0)
+                """, [.text(notificationUUID), .of(claim), .of(now.addingTimeInterval(-Self.consumptionClaimLease))])
+                .map { ConsumptionClaim(transactionId: try $0.text(0), claim: claim) }
         }
     }
 
     /// Ends a claim: `state` `answered`, `silent` or `refused` (with what was sent, audited), or `pending` again when
-    /// Apple could not be reached. Only the claim's holder's outcome counts (the row must still be `sending`).
-    public func settleConsumptionAnswer(notificationUUID: String, state: ConsumptionAnswer.State, accountId: String?, body: String?,
+    /// Apple could not be reached. Only the claim's holder's outcome counts: a sender whose claim lapsed and was taken
+    /// by another settles nothing (the claim's time is its token, as the webhook outbox's is).
+    public func settleConsumptionAnswer(notificationUUID: String, claim: Date, state: ConsumptionAnswer.State, accountId: String?, body: String?,
                                         now: Date = Date()) async throws {
         try await write { session in
             let settled = try session.sql.first("""
                 UPDATE consumption_answers SET state = $2, account_id = $3, body = $4, answered_at = $5, claimed_at = NULL
-                WHERE notification_uuid = $1 AND state = 'sending' RETURNING transaction_id
+                WHERE notification_uuid = $1 AND state = 'sending' AND claimed_at = $6 RETURNING transaction_id
                 """, [.text(notificationUUID), .text(state.rawValue), .of(accountId), .of(body.map { String($0.prefix(4000)) }),
-                      .of(state == .pending ? nil : now)])?.text(0)
+                      .of(state == .pending ? nil : now), .of(claim)])?.text(0)
             guard let transactionId = settled, state != .pending else { return }
             try session.apply(.audit(actor: "server", action: "consumption_request_\(state.rawValue)", subject: accountId ?? transactionId,
                                      detail: "transaction \(transactionId): \(body ?? "")", at: now))

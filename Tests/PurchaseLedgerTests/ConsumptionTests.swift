@@ -137,14 +137,19 @@ struct ConsumptionConsentTests {
         #expect(abs(owed.dueBy.timeIntervalSince(signed + 12 * 3600)) < 0.002)
         #expect(try await ledger.owedConsumptionAnswers(now: signed).map(\.notificationUUID).contains(uuid))
 
-        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 1) == coins.transactionId)
+        let first = try #require(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 1))
+        #expect(first.transactionId == coins.transactionId)
         #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 2) == nil, "another sender holds it")
-        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, state: .pending, accountId: account, body: nil, now: signed + 3)
-        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 4) == coins.transactionId, "owed again")
-        // A sender that died holding it: its claim lapses.
-        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 4 + Ledger.consumptionClaimLease + 1) == coins.transactionId)
-        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, state: .answered, accountId: account, body: "{}", now: signed + 200)
-        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, state: .refused, accountId: account, body: "late", now: signed + 201)
+        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, claim: first.claim, state: .pending, accountId: account, body: nil, now: signed + 3)
+        let slow = try #require(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 4), "owed again")
+        // A sender that stalled holding it: its claim lapses and another sender takes it.
+        let taker = try #require(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 4 + Ledger.consumptionClaimLease + 1))
+        // The stalled sender comes back: what it settles, with its lapsed claim, counts for nothing.
+        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, claim: slow.claim, state: .pending, accountId: account, body: nil, now: signed + 190)
+        #expect(try await ledger.consumptionAnswer(notificationUUID: uuid)?.state == .sending, "a lapsed claim settles nothing")
+        #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 195) == nil, "the taker still holds it")
+        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, claim: taker.claim, state: .answered, accountId: account, body: "{}", now: signed + 200)
+        try await ledger.settleConsumptionAnswer(notificationUUID: uuid, claim: taker.claim, state: .refused, accountId: account, body: "late", now: signed + 201)
         let answered = try #require(try await ledger.consumptionAnswer(notificationUUID: uuid))
         #expect(answered.state == .answered && answered.body == "{}", "only the claim's holder settles it, once")
         #expect(try await ledger.claimConsumptionAnswer(notificationUUID: uuid, now: signed + 300) == nil)

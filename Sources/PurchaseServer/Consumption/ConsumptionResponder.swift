@@ -27,25 +27,31 @@ struct ConsumptionResponder {
     func answer(notificationUUID: String, within deadline: Duration? = nil) async throws {
         guard let settings = services.consumption, let serverAPI = services.verifier.apple.serverAPI else { return }
         let ledger = services.ledger
-        guard let transactionId = try await ledger.claimConsumptionAnswer(notificationUUID: notificationUUID, now: services.now()) else { return }
+        guard let held = try await ledger.claimConsumptionAnswer(notificationUUID: notificationUUID, now: services.now()) else { return }
+        let transactionId = held.transactionId
+        let settle = { (state: ConsumptionAnswer.State, accountId: String?, body: String?, metric: String) in
+            try await services.ledger.settleConsumptionAnswer(notificationUUID: notificationUUID, claim: held.claim, state: state,
+                                                              accountId: accountId, body: body, now: services.now())
+            services.metrics.consumptionAnswer(metric)
+        }
         guard let facts = try await ledger.consumptionFacts(transactionId: transactionId) else {
-            try await settle(notificationUUID, .silent, nil, #"{"silence":"not_delivered"}"#, "not_delivered")
+            try await settle(.silent, nil, #"{"silence":"not_delivered"}"#, "not_delivered")
             return
         }
         switch ConsumptionRules.answer(facts, policy: settings.policy, sampleContentProvided: settings.sampleContentProvided, now: services.now()) {
         case .failure(let reason):
-            try await settle(notificationUUID, .silent, facts.accountId, #"{"silence":"\#(reason.silence.rawValue)"}"#, reason.silence.rawValue)
+            try await settle(.silent, facts.accountId, #"{"silence":"\#(reason.silence.rawValue)"}"#, reason.silence.rawValue)
         case .success(let request):
             let sent = String(decoding: try AppStoreJSON.encoder(sortedKeys: true).encode(request), as: UTF8.self)
             do {
                 let client = serverAPI.serving(facts.transaction.environment)
                 try await (deadline.map { client.retrying(RetryPolicy(attempts: 1, timeout: $0)) } ?? client).sendConsumptionInformation(transactionId, request)
-                try await settle(notificationUUID, .answered, facts.accountId, sent, "sent")
+                try await settle(.answered, facts.accountId, sent, "sent")
             } catch let error as AppStoreClientError where error.code == .rejected {
                 // Apple will not take it: sending it again cannot help. Kept for the operator with Apple's code.
-                try await settle(notificationUUID, .refused, facts.accountId, #"{"refused":\#(error.apiErrorCode?.rawValue ?? 0),"sent":\#(sent)}"#, "refused")
+                try await settle(.refused, facts.accountId, #"{"refused":\#(error.apiErrorCode?.rawValue ?? 0),"sent":\#(sent)}"#, "refused")
             } catch {
-                try await settle(notificationUUID, .pending, facts.accountId, nil, "postponed")
+                try await settle(.pending, facts.accountId, nil, "postponed")
             }
         }
     }
@@ -58,8 +64,4 @@ struct ConsumptionResponder {
         return owed.count
     }
 
-    private func settle(_ uuid: String, _ state: ConsumptionAnswer.State, _ accountId: String?, _ body: String?, _ metric: String) async throws {
-        try await services.ledger.settleConsumptionAnswer(notificationUUID: uuid, state: state, accountId: accountId, body: body, now: services.now())
-        services.metrics.consumptionAnswer(metric)
-    }
 }
