@@ -555,9 +555,11 @@ public actor PurchaseClient {
     /// One upload and what follows from the answer: granted or delivered to its owner → the entry leaves the journal
     /// and the transaction is finished; refused as `final` → the same, reported; refused as `operator` → kept,
     /// reported ("paid — we will deliver it"), retried with backoff; anything else → retried with backoff.
-    private func performUpload(_ given: JournalEntry) async -> UploadResult {
-        // The journal's copy is the current one (attempts, the order id dropped after an order refusal).
-        let entry = ((try? journal.entries()) ?? []).first { $0.key == given.key } ?? given
+    private func performUpload(_ given: JournalEntry, current: Bool = false) async -> UploadResult {
+        // The journal's copy is the current one (attempts), unless the caller holds a newer one: the order id dropped
+        // after an order refusal is not in the journal when writing it failed (a full disk), and reading the journal
+        // again would send the order id again, forever.
+        let entry = current ? given : ((try? journal.entries()) ?? []).first { $0.key == given.key } ?? given
         guard let transactionId = entry.transactionId, let signed = entry.signedTransaction else { return .pending("the entry has no proof") }
         // Checked again here (a sign-in may have run since ``upload(_:)`` looked), and the server is told whose it is:
         // the token is fetched later still, and a token of another account is then refused, not granted.
@@ -566,8 +568,10 @@ public actor PurchaseClient {
         eventBroadcast.send(.uploading(transactionId: transactionId, attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
         let answer: PurchaseServerClient.Submission
         do {
+            // A transaction no entry names the payer of (bought elsewhere, an offer code, Ask to Buy approved later)
+            // is the signed-in account's: named too, so a sign-in change before the token is fetched is refused.
             answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity,
-                                             expectedAccountId: entry.accountId)
+                                             expectedAccountId: entry.accountId ?? asked)
         } catch {
             reschedule(entry, reason: "\(error)")
             eventBroadcast.send(.uploadFailed(transactionId: transactionId, reason: "\(error)"))
@@ -603,7 +607,7 @@ public actor PurchaseClient {
             var withoutOrder = entry
             withoutOrder.orderId = nil
             if unjournaled[transactionId] != nil { unjournaled[transactionId] = withoutOrder } else { try? journal.write(withoutOrder) }
-            return await performUpload(withoutOrder)
+            return await performUpload(withoutOrder, current: true)
         case .rejected(let code, let message, .final) where code != "order_account_mismatch":
             let reason = "\(code): \(message)"
             settle(entry, .rejected(reason))

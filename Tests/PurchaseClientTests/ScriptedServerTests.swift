@@ -138,8 +138,45 @@ struct ScriptedServerTests {
                 guard case .paidDeliveryDelayed = outcome else { Issue.record("\(code): \(outcome)"); continue }
             }
         }
-        #expect(RefusalClass.classify(code: "malformed") == .final)
+        #expect(RefusalClass.classify(code: "malformed") == .operator, "an old server's malformed may be Apple's own payload")
+        #expect(RefusalClass.classify(code: "bad_signature") == .final)
         #expect(RefusalClass.classify(code: "untrusted_chain") == .operator)
+    }
+
+    @Test("An order refusal while the journal cannot be written: the upload goes again once without the order id and is granted, not sent with it forever", .timeLimit(.minutes(1)))
+    func orderRefusalWithFullDisk() async throws {
+        let server = ScriptedServer { request in
+            if request.url?.path.hasSuffix("v1/orders") == true {
+                return (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+            }
+            let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
+            if body["orderId"] != nil {
+                return (422, ["error": ["code": "order_not_found", "message": "no such order", "class": "operator"]])
+            }
+            return (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
+                          "entitlements": ScriptedServer.entitlements("ann", coins: 100)])
+        }
+        let store = MemoryStore()
+        let journal = NoOrderlessWrites(inner: try Self.journal())
+        let client = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "ann", retryDelays: [.seconds(60)])
+        let outcome = await client.purchase("p.coins")
+        guard case .granted = outcome else { Issue.record("expected a grant, got \(outcome)"); return }
+        #expect(server.uploads == 2, "once with the order id, once without")
+        #expect(await store.finished == ["1001"])
+    }
+
+    @Test("A transaction no entry names the payer of is uploaded as the signed-in account's: a token of another account is refused, not granted")
+    func unownedNamesSignedIn() async throws {
+        let server = ScriptedServer { request in
+            (200, ["outcome": "granted", "transactions": [["transactionId": "77", "outcome": "granted"]], "entitlements": ScriptedServer.entitlements("cal")])
+        }
+        let store = MemoryStore()
+        await store.add(try MemoryStore.transaction(id: "77", productId: "p.premium", appAccountToken: nil))
+        let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "cal")
+        _ = await client.resume()
+        let upload = try #require(server.requests.first { $0.url?.path.hasSuffix("v1/purchases") == true })
+        let body = try #require(try JSONSerialization.jsonObject(with: upload.httpBody ?? Data()) as? [String: Any])
+        #expect(body["expectedAccountId"] as? String == "cal")
     }
 
     @Test("Signed entitlements: a genuine answer is believed; a forged signature, another nonce or an unsigned answer is refused and grants nothing")
@@ -207,4 +244,17 @@ struct ScriptedServerTests {
         #expect(await store.finished.isEmpty)
         #expect(try journal.entries().contains { $0.kind == .paid })
     }
+}
+
+/// A journal on a disk that fills up after the order's payment was journaled: an entry rewritten without its order id
+/// cannot be written.
+struct NoOrderlessWrites: PurchaseJournal {
+    let inner: FileJournal
+    struct Full: Error {}
+    func write(_ entry: JournalEntry) throws {
+        if entry.kind == .paid && entry.orderId == nil { throw Full() }
+        try inner.write(entry)
+    }
+    func remove(key: String) throws { try inner.remove(key: key) }
+    func entries() throws -> [JournalEntry] { try inner.entries() }
 }

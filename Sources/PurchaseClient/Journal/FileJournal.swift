@@ -27,7 +27,11 @@ public struct FileJournal: PurchaseJournal {
         let data = try encoder.encode(entry)
         let final = file(entry.key)
         let temporary = directory.appendingPathComponent(".\(final.deletingPathExtension().lastPathComponent).\(UUID().uuidString).tmp")
-        try Self.writeSynced(data, to: temporary.path)
+        do { try Self.writeSynced(data, to: temporary.path) } catch {
+            // A full disk must not also fill up with half-written temporaries, one per retry.
+            unlink(temporary.path)
+            throw error
+        }
         guard rename(temporary.path, final.path) == 0 else {
             unlink(temporary.path)
             throw JournalError("cannot rename into \(final.path): errno \(errno)")
@@ -44,11 +48,17 @@ public struct FileJournal: PurchaseJournal {
     public func entries() throws -> [JournalEntry] {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .millisecondsSince1970
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().compactMap { name in
-            // A file that does not decode was never completely written (the rename makes that impossible) or was
-            // damaged outside the app: skipping it beats refusing every other entry.
-            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path), data.count <= 4 << 20 else { return nil }
+        // A journal that cannot be read is an error, never an empty journal: the client then writes nothing over it.
+        let names: [String]
+        do { names = try FileManager.default.contentsOfDirectory(atPath: directory.path) } catch {
+            throw JournalError("cannot list the journal directory \(directory.path): \(error)")
+        }
+        return try names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().compactMap { name in
+            let path = directory.appendingPathComponent(name).path
+            guard let data = FileManager.default.contents(atPath: path) else { throw JournalError("cannot read \(path)") }
+            // A file that does not decode (or is larger than any entry) was damaged outside the app, since the rename
+            // makes a half-written one impossible: skipping it beats refusing every other entry.
+            guard data.count <= 4 << 20 else { return nil }
             return try? decoder.decode(JournalEntry.self, from: data)
         }.sorted { $0.createdAt < $1.createdAt }
     }

@@ -18,6 +18,6 @@ public enum RefusalClass: String, Sendable, Hashable, Codable {
         return .operator
     }
 
-    static let finalCodes: Set<String> = ["bad_signature", "malformed", "transaction_bound_elsewhere"]
+    static let finalCodes: Set<String> = ["bad_signature", "transaction_bound_elsewhere"]
     static let retryCodes: Set<String> = ["storage", "apple_unavailable", "unauthorized"]
 }

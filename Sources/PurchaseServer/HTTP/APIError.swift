@@ -15,9 +15,11 @@ public enum RefusalClass: String, Sendable, Codable {
     /// Transient (storage, Apple unavailable, 5xx): retry.
     case retry
 
-    static let finalCodes: Set<String> = [
-        "bad_signature", "malformed", "transaction_bound_elsewhere", "unsupported_algorithm", "invalid_chain_length", "missing_apple_marker",
-    ]
+    /// Only what a genuine payment cannot cause: a signature that fails under a chain that verified, and another
+    /// account's transaction (kept for that account). A payload this server cannot decode, or a chain of a shape it
+    /// does not expect, may be Apple's own after a change on Apple's side or a bug here: finishing on it would lose
+    /// every purchase until the fix, so those are the operator's.
+    static let finalCodes: Set<String> = ["bad_signature", "transaction_bound_elsewhere"]
     static let retryCodes: Set<String> = ["storage", "apple_unavailable", "apple_invalid_response", "unauthorized"]
 
     /// The class of a refusal with this code and status; what is not known to be final or transient is the operator's.
