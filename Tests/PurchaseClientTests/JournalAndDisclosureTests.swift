@@ -31,6 +31,20 @@ struct JournalAndDisclosureTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).contains("paid-______escape.json"))
     }
 
+    @Test("A journal it cannot read is an error, never an empty journal: an entry that cannot be read, a directory that cannot be listed")
+    func unreadableJournal() throws {
+        let dir = directory()
+        let journal = try FileJournal(directory: dir)
+        try journal.write(JournalEntry(kind: .paid, orderId: "o1", productId: "p", appAccountToken: nil, transactionId: "t1", signedTransaction: "a.b.c"))
+        // An entry's path that cannot be read as a file (as a file without permission for the app would be).
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("paid-t2.json"), withIntermediateDirectories: false)
+        #expect(throws: JournalError.self) { try journal.entries() }
+        try FileManager.default.removeItem(at: dir.appendingPathComponent("paid-t2.json"))
+        #expect(try journal.entries().map(\.key) == ["paid-t1"])
+        try FileManager.default.removeItem(at: dir)
+        #expect(throws: JournalError.self) { try journal.entries() }
+    }
+
     @Test("Disclosure: price per period, introductory terms, renewal wording; none for a non-subscription")
     func disclosure() throws {
         let monthly = StoreProduct(productId: "m", type: "Auto-Renewable Subscription", displayName: "Pro", price: 4990, currency: "USD",

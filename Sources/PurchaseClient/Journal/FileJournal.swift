@@ -55,7 +55,11 @@ public struct FileJournal: PurchaseJournal {
         }
         return try names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().compactMap { name in
             let path = directory.appendingPathComponent(name).path
-            guard let data = FileManager.default.contents(atPath: path) else { throw JournalError("cannot read \(path)") }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                // Removed since the listing (another client on the same journal settled it) is not unreadable.
+                if !FileManager.default.fileExists(atPath: path) { return nil }
+                throw JournalError("cannot read \(path)")
+            }
             // A file that does not decode (or is larger than any entry) was damaged outside the app, since the rename
             // makes a half-written one impossible: skipping it beats refusing every other entry.
             guard data.count <= 4 << 20 else { return nil }
