@@ -49,6 +49,18 @@ struct SubscriptionRulesTests {
         #expect(owned([current], status: revoked, at: expiredAt + 1).isEmpty)
     }
 
+    @Test("A revoked status gives way to the period signed again, unrevoked, after it (a reversed refund whose notification never came); an expired one does not")
+    func revokedStatusGivesWayToLaterSignature() throws {
+        let refundedAt = start + 5 * 86_400
+        let revoked = SubscriptionRecord(originalTransactionId: "1000", status: .revoked, signedDate: refundedAt)
+        let before = try period(Demo.monthly, id: "1000", from: start, to: start + month, signed: start)
+        #expect(owned([before], status: revoked, at: refundedAt + 60).isEmpty)
+        let resigned = try period(Demo.monthly, id: "1000", from: start, to: start + month, signed: refundedAt + 3600)
+        #expect(owned([resigned], status: revoked, at: refundedAt + 7200).first?.name == "pro")
+        let expired = SubscriptionRecord(originalTransactionId: "1000", status: .expired, signedDate: refundedAt)
+        #expect(owned([resigned], status: expired, at: refundedAt + 7200).isEmpty, "EXPIRED is the series' word, not the period's")
+    }
+
     @Test("A status signed before the latest period began does not judge it (resubscribe after expiry)")
     func olderStatusIgnored() throws {
         let first = try period(Demo.monthly, id: "1000", from: start, to: start + month)

@@ -77,6 +77,10 @@ public enum EntitlementRules {
         if let status, let code = status.status, Millis.of(status.signedDate) <= Millis.of(now),
            Millis.of(status.signedDate) >= Millis.of(latest.purchaseDate) {
             switch code {
+            case .revoked where Millis.of(latest.signedDate) > Millis.of(status.signedDate):
+                // Apple signed the period again, unrevoked, after it said revoked: the refund was reversed or the
+                // sharing restored, though the news of it (REFUND_REVERSED) never came. Its latest word stands.
+                break
             case .expired, .revoked:
                 return nil
             case .billingGracePeriod:
