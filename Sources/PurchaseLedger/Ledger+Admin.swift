@@ -110,15 +110,21 @@ extension Ledger {
     }
 
     /// Original transaction ids of auto-renewable series whose latest known expiry fell between `since` and `before`
-    /// with no newer period: candidates for asking Apple whether a renewal notification was missed.
+    /// with no newer period: candidates for asking Apple whether a renewal notification was missed. A series Apple
+    /// already called over since that expiry (`EXPIRED` or `REVOKED` signed at or after it) is not one: asking about
+    /// it on every pass would spend the Server API's rate limit on answers already known.
     public func staleSubscriptions(since: Date, before: Date, limit: Int = 100) async throws -> [(originalTransactionId: String, accountId: String)] {
         try await read { session in
             try session.sql.rows("""
-                SELECT original_transaction_id, MIN(account_id), MAX(expires_date) AS latest FROM purchases
-                WHERE product_type = $1 AND account_id IS NOT NULL AND revocation_date IS NULL
-                GROUP BY original_transaction_id HAVING MAX(expires_date) < $2 AND MAX(expires_date) >= $3
-                ORDER BY latest DESC LIMIT $4
-                """, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit))])
+                SELECT p.original_transaction_id, p.account_id FROM (
+                    SELECT original_transaction_id, MIN(account_id) AS account_id, MAX(expires_date) AS latest FROM purchases
+                    WHERE product_type = $1 AND account_id IS NOT NULL AND revocation_date IS NULL
+                    GROUP BY original_transaction_id HAVING MAX(expires_date) < $2 AND MAX(expires_date) >= $3
+                ) p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
+                WHERE s.original_transaction_id IS NULL OR COALESCE(s.status, 0) NOT IN ($5, $6) OR s.signed_date < p.latest
+                ORDER BY p.latest DESC LIMIT $4
+                """, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit)),
+                      .int(Int64(SubscriptionStatus.expired.rawValue)), .int(Int64(SubscriptionStatus.revoked.rawValue))])
                 .map { (try $0.text(0), try $0.text(1)) }
         }
     }

@@ -155,6 +155,37 @@ struct LedgerStoreTests {
         #expect(entries.contains { $0.action == "settled-order-paid" && $0.detail == paid.transactionId }, "\(entries.map(\.action))")
     }
 
+    @Test("Reconciliation asks about a series whose period ended without news, not one Apple already called expired or revoked since", arguments: StoreKind.allCases)
+    func staleSeries(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let now = Date()
+        var ids: [String: String] = [:]
+        for name in ["silent", "expired", "oldNews", "revoked"] {
+            let period = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 7200, expires: now - 600, signed: now - 7200)
+            _ = try await ledger.submit(.init(accountId: uniqueId("stale-"), transaction: period))
+            ids[name] = period.originalTransactionId!
+            var later = period
+            switch name {
+            case "expired":
+                later.signedDate = now - 300
+                _ = try await ledger.apply(notification(.expired, later, at: now - 300, status: .expired))
+            case "oldNews":
+                // News signed before the period ended says nothing of what came after.
+                later.signedDate = now - 3600
+                _ = try await ledger.apply(notification(.didChangeRenewalStatus, later, at: now - 3600, status: .active))
+            case "revoked":
+                // REVOKE of a family copy: the series' status says revoked, the transaction carries no refund of its own.
+                later.signedDate = now - 200
+                _ = try await ledger.apply(notification(.revoke, later, at: now - 200, status: .revoked))
+            default: break
+            }
+        }
+        let stale = Set(try await ledger.staleSubscriptions(since: now - 86_400, before: now, limit: 10_000).map(\.originalTransactionId))
+        #expect(stale.contains(ids["silent"]!) && stale.contains(ids["oldNews"]!))
+        #expect(!stale.contains(ids["expired"]!), "Apple said EXPIRED after the period ended")
+        #expect(!stale.contains(ids["revoked"]!), "Apple said REVOKED after the period ended")
+    }
+
     @Test("A payment for an order the operator settled without one is granted, and the audit log says the order is now paid twice", arguments: StoreKind.allCases)
     func paidAfterSettle(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
