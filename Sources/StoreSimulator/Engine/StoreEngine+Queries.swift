@@ -167,16 +167,16 @@ extension StoreEngine {
     /// `appAccountToken` set later moves a transaction to the end.
     public func changes(containing transactionId: String) -> [Revised] {
         guard let account = customer(containing: transactionId) else { return [] }
-        return state.transactionOrder.compactMap { state.transactions[$0] }.filter { $0.account == account }
+        // Every stored transaction has a revision of its own (the engine numbers an older state file's when it loads).
+        return state.transactions.values.filter { $0.account == account }
             .map { Revised(revision: $0.revision ?? 0, payload: $0.payload) }
-            .enumerated().sorted { ($0.element.revision, $0.offset) < ($1.element.revision, $1.offset) }.map(\.element)
+            .sorted { $0.revision < $1.revision }
     }
 
-    /// The customer's refunded or revoked transactions, by `revocationDate` as Apple sorts Get Refund History (and,
-    /// revoked at the same moment, in the order they changed).
+    /// The customer's refunded or revoked transactions, in the order they last changed (Get Refund History's route
+    /// pages them by `revocationDate`, as Apple sorts it).
     public func refunds(containing transactionId: String) -> [Revised] {
         changes(containing: transactionId).filter { $0.payload.revocationDate != nil }
-            .sorted { ($0.payload.revocationDate!, $0.revision) < ($1.payload.revocationDate!, $1.revision) }
     }
 
     /// The latest transaction of each auto-renewable series of the customer, with its status and renewal info.

@@ -73,12 +73,14 @@ extension ServerAPIRoutes {
             default: return try Reply.apiError(.invalidSort, "Invalid sort.")
             }
         }
-        if descending { items.reverse() }
-        // Where each transaction stands: history by its last change; refunds by revocation date, then last change.
+        // Where each transaction stands: history by its last change; refunds by revocation date (Apple's milliseconds),
+        // then last change. The pages run in this order, so the revision's cursor can neither skip nor repeat one.
         let position: @Sendable (StoreEngine.Revised) -> HistoryPosition = { item in
             refundsOnly ? HistoryPosition(major: Int64(((item.payload.revocationDate ?? .distantPast).timeIntervalSince1970 * 1000).rounded()), minor: item.revision)
                         : HistoryPosition(major: item.revision, minor: 0)
         }
+        items.sort { position($0) < position($1) }
+        if descending { items.reverse() }
         var after: HistoryPosition?
         if let revision = query["revision"] {
             guard let decoded = Base64.decode(revision.utf8), let cursor = HistoryPosition(token: String(decoding: decoded, as: UTF8.self)),
