@@ -1,20 +1,33 @@
 import Foundation
 
 /// Health checks that share database reads without answering from an old one: a check waits for a read that *began
-/// after it arrived*. At most one read runs and one waits to start; every check arriving meanwhile joins the waiting
-/// one. A load balancer's probes (or a load test of `/health`) then cost the database one read per round trip, not
-/// one per request, and a database that stopped answering fails every check that arrives after it stopped.
+/// after it arrived*. At most one read runs; every check arriving meanwhile waits for the next, which begins when the
+/// running one ends and answers all of them. A load balancer's probes (or a load test of `/health`) then cost the
+/// database one read per round trip, not one per request, and a database that stopped answering fails every check that
+/// arrives after it stopped.
 ///
 /// A database can also hang instead of refusing. A read that has not answered within `deadline` fails its checks then,
 /// and until it answers every check fails at once without starting another read: reads piling up behind a hung one
 /// would each hold a thread (SQLite reads run on the caller's) until none is left to answer anything.
-actor HealthProbe {
+///
+/// The waiting checks are continuations under a lock, not tasks awaited through an actor: under a load of checks the
+/// actor's hops and task results were a visible share of each check's CPU (BENCHMARKS.md). (A lock, not `Mutex`: the
+/// package supports macOS 14 and iOS 17.)
+final class HealthProbe: @unchecked Sendable {
+    private typealias Waiter = CheckedContinuation<Void, any Error>
+
     private let read: @Sendable () async throws -> Void
     private let deadline: Duration
-    private var running: Task<Void, any Error>?
-    private var waiting: Task<Void, any Error>?
-    /// Reads past their deadline that have not answered yet (it may briefly go below zero: a late answer can be
-    /// counted before its overrun is).
+    private let lock = NSLock()
+    // Guarded by `lock`:
+    /// The running read's number; a read or timer that reports with another number was already settled.
+    private var generation = 0
+    private var reading = false
+    /// Checks the running read answers.
+    private var current: [Waiter] = []
+    /// Checks that arrived after it began: the next read answers them.
+    private var next: [Waiter] = []
+    /// Reads past their deadline that have not answered yet.
     private var overrunning = 0
 
     init(deadline: Duration = .seconds(5), read: @escaping @Sendable () async throws -> Void) {
@@ -23,77 +36,62 @@ actor HealthProbe {
     }
 
     func check() async throws {
-        guard overrunning <= 0 else {
-            throw LedgerError(.storage, "the database has not answered a read started over \(deadline) ago")
-        }
-        let task: Task<Void, any Error>
-        if let waiting {
-            task = waiting
-        } else {
-            let previous = running
-            task = Task {
-                if let previous {
-                    _ = await previous.result
-                    self.started()
+        try await withCheckedThrowingContinuation { (waiter: Waiter) in
+            enum Step { case refuse, wait, begin(Int) }
+            let step: Step = lock.withLock {
+                if overrunning > 0 { return .refuse }
+                if reading {
+                    next.append(waiter)
+                    return .wait
                 }
-                try await self.answer()
+                reading = true
+                current = [waiter]
+                return .begin(generation)
             }
-            if previous == nil { running = task } else { waiting = task }
-        }
-        let result = await task.result
-        if running == task { running = nil }
-        try result.get()
-    }
-
-    /// The waiting read begins: checks arriving from now on wait for the next one.
-    private func started() {
-        if let waiting {
-            running = waiting
-            self.waiting = nil
+            switch step {
+            case .refuse:
+                waiter.resume(throwing: LedgerError(.storage, "the database has not answered a read started over \(deadline) ago"))
+            case .wait:
+                break
+            case .begin(let number):
+                begin(number)
+            }
         }
     }
 
-    private func overran(by change: Int) { overrunning += change }
-
-    /// The read's outcome, or a storage error once the deadline passed without one. Neither waits for the other: a
-    /// read that hangs is not awaited (it cannot be cancelled into answering), and a read that answers stops the timer.
-    private nonisolated func answer() async throws {
-        let first = FirstAnswer()
+    /// Starts read `number` and its timer; whichever ends first settles it.
+    private func begin(_ number: Int) {
         let (read, deadline) = (self.read, self.deadline)
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, any Error>, Never>) in
-            first.set(continuation)
-            let timer = Task {
-                try await Task.sleep(for: deadline)
-                if first.resume(.failure(LedgerError(.storage, "the database did not answer within \(deadline)"))) { await self.overran(by: 1) }
-            }
-            Task {
-                let answered: Result<Void, any Error>
-                do { try await read(); answered = .success(()) } catch { answered = .failure(error) }
-                timer.cancel()
-                if !first.resume(answered) { await self.overran(by: -1) }
-            }
+        let timer = Task {
+            try await Task.sleep(for: deadline)
+            self.settle(number, .failure(LedgerError(.storage, "the database did not answer within \(deadline)")), byTimer: true)
         }
-        try result.get()
-    }
-}
-
-/// The continuation that whichever of the read and its timer ends first resumes; the other finds it taken. (A lock,
-/// not `Mutex`: the package supports macOS 14 and iOS 17.)
-private final class FirstAnswer: @unchecked Sendable {
-    private let lock = NSLock()
-    private var continuation: CheckedContinuation<Result<Void, any Error>, Never>?
-
-    func set(_ continuation: CheckedContinuation<Result<Void, any Error>, Never>) {
-        lock.withLock { self.continuation = continuation }
+        Task {
+            let answered: Result<Void, any Error>
+            do { try await read(); answered = .success(()) } catch { answered = .failure(error) }
+            timer.cancel()
+            self.settle(number, answered, byTimer: false)
+        }
     }
 
-    /// Resumes with `result` unless the other side did first; says whether it did.
-    func resume(_ result: Result<Void, any Error>) -> Bool {
-        guard let continuation = lock.withLock({ () -> CheckedContinuation<Result<Void, any Error>, Never>? in
-            defer { self.continuation = nil }
-            return self.continuation
-        }) else { return false }
-        continuation.resume(returning: result)
-        return true
+    /// Answers the checks of read `number` with `result` unless it was settled already; the checks that arrived during
+    /// it get a read of their own, begun now.
+    private func settle(_ number: Int, _ result: Result<Void, any Error>, byTimer: Bool) {
+        let (answered, following): ([Waiter], Int?) = lock.withLock {
+            guard number == generation else {
+                // The read answered after its timer had failed its checks.
+                if !byTimer { overrunning -= 1 }
+                return ([], nil)
+            }
+            if byTimer { overrunning += 1 }
+            generation += 1
+            let answered = current
+            current = next
+            next = []
+            reading = !current.isEmpty
+            return (answered, reading ? generation : nil)
+        }
+        for waiter in answered { waiter.resume(with: result) }
+        if let following { begin(following) }
     }
 }

@@ -20,9 +20,7 @@ struct RequestLogMiddleware: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
-        let id = Self.callerId(request.headers[Self.header]) ?? UUID().uuidString.lowercased()
-        var log = logger
-        log[metadataKey: "requestId"] = "\(id)"
+        let id = Self.callerId(request.headers[Self.header]) ?? RequestIds.next()
         var context = context
         context.logger[metadataKey: "requestId"] = "\(id)"
         let started = ContinuousClock.now
@@ -36,12 +34,17 @@ struct RequestLogMiddleware: RouterMiddleware {
         } catch {
             response = Response(status: .internalServerError)
             code = "internal"
+            var log = logger
+            log[metadataKey: "requestId"] = "\(id)"
             log.error("unexpected error", metadata: ["error": "\(String(reflecting: type(of: error)))"])
         }
         response.headers[Self.header] = id
         let level: Logger.Level = response.status.code >= 500 ? .error : .info
-        // Built only when it is written: under load, at `warning`, a request pays for no line it does not log.
-        guard log.logLevel <= level else { return response }
+        // Built only when it is written: under load, at `warning`, a request pays for no line it does not log (setting
+        // metadata on a text logger renders it at once).
+        guard logger.logLevel <= level else { return response }
+        var log = logger
+        log[metadataKey: "requestId"] = "\(id)"
         let elapsed = ContinuousClock.now - started
         var metadata: Logger.Metadata = [
             "method": "\(request.method.rawValue)", "path": "\(request.uri.path)", "status": "\(response.status.code)",
@@ -50,5 +53,30 @@ struct RequestLogMiddleware: RouterMiddleware {
         if let code { metadata["error"] = "\(code)" }
         log.log(level: level, "request", metadata: metadata)
         return response
+    }
+}
+
+/// New request ids in a UUID's shape: this process's random first 24 characters and a 48-bit counter
+/// (`1f0c2a9e-47b1-4c3d-9a7e-0000000000a7`), as unique across replicas and restarts but without a random draw per
+/// request (a UUID was ~2 % of a health check's CPU).
+enum RequestIds {
+    private static let prefix = String(UUID().uuidString.lowercased().prefix(24))
+    private static let counter = Counter()
+
+    static func next() -> String {
+        let hex = String(counter.next() & 0xFFFF_FFFF_FFFF, radix: 16)
+        return prefix + String(repeating: "0", count: 12 - hex.count) + hex
+    }
+
+    private final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: UInt64 = 0
+
+        func next() -> UInt64 {
+            lock.withLock {
+                value &+= 1
+                return value
+            }
+        }
     }
 }

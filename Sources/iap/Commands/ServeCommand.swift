@@ -45,7 +45,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         switch logFormat ?? ProcessInfo.processInfo.environment["IAPKIT_LOG_FORMAT"] ?? "text" {
-        case "text": break
+        case "text":
+            LoggingSystem.bootstrap(TextLogHandler.init(label:))
         case "json":
             LoggingSystem.bootstrap(JSONLogHandler.init(label:))
             Output.logger = Logger(label: "iapkit.serve")
