@@ -113,7 +113,13 @@ extension Ledger {
     /// with no newer period: candidates for asking Apple whether a renewal notification was missed. A series Apple
     /// already called over since that expiry (`EXPIRED` or `REVOKED` signed at or after it) is not one: asking about
     /// it on every pass would spend the Server API's rate limit on answers already known.
-    public func staleSubscriptions(since: Date, before: Date, limit: Int = 100) async throws -> [(originalTransactionId: String, accountId: String)] {
+    ///
+    /// Series never asked about come first (newest expiry first), then those asked longest ago; one asked at or after
+    /// `askedBefore` is left out (``recordSubscriptionChecks(_:at:forgettingBefore:)`` notes the asks). Without that, a
+    /// pass limited to the newest stale series would ask about the same ones every time (a series in billing retry
+    /// stays stale all day) while older ones waited behind them until they left the window unasked.
+    public func staleSubscriptions(since: Date, before: Date, limit: Int = 100,
+                                   askedBefore: Date = .distantFuture) async throws -> [(originalTransactionId: String, accountId: String)] {
         try await read { session in
             try session.sql.rows("""
                 SELECT p.original_transaction_id, p.account_id FROM (
@@ -121,11 +127,28 @@ extension Ledger {
                     WHERE product_type = $1 AND account_id IS NOT NULL AND revocation_date IS NULL
                     GROUP BY original_transaction_id HAVING MAX(expires_date) < $2 AND MAX(expires_date) >= $3
                 ) p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
-                WHERE s.original_transaction_id IS NULL OR COALESCE(s.status, 0) NOT IN ($5, $6) OR s.signed_date < p.latest
-                ORDER BY p.latest DESC LIMIT $4
+                LEFT JOIN subscription_checks c ON c.original_transaction_id = p.original_transaction_id
+                WHERE (s.original_transaction_id IS NULL OR COALESCE(s.status, 0) NOT IN ($5, $6) OR s.signed_date < p.latest)
+                AND (c.checked_at IS NULL OR c.checked_at < $7)
+                ORDER BY COALESCE(c.checked_at, 0), p.latest DESC, p.original_transaction_id LIMIT $4
                 """, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit)),
-                      .int(Int64(SubscriptionStatus.expired.rawValue)), .int(Int64(SubscriptionStatus.revoked.rawValue))])
+                      .int(Int64(SubscriptionStatus.expired.rawValue)), .int(Int64(SubscriptionStatus.revoked.rawValue)),
+                      .of(askedBefore)])
                 .map { (try $0.text(0), try $0.text(1)) }
+        }
+    }
+
+    /// Notes that Apple is being asked about these series at `at`, and forgets asks from before `forgettingBefore`
+    /// (their series have left the window ``staleSubscriptions(since:before:limit:askedBefore:)`` looks in).
+    public func recordSubscriptionChecks(_ originalTransactionIds: [String], at: Date, forgettingBefore: Date) async throws {
+        try await write { session in
+            try session.sql.execute("DELETE FROM subscription_checks WHERE checked_at < $1", [.of(forgettingBefore)])
+            for id in originalTransactionIds {
+                try session.sql.execute("""
+                    INSERT INTO subscription_checks (original_transaction_id, checked_at) VALUES ($1, $2)
+                    ON CONFLICT (original_transaction_id) DO UPDATE SET checked_at = excluded.checked_at
+                    """, [.text(id), .of(at)])
+            }
         }
     }
 

@@ -26,8 +26,17 @@ public struct Ledger: Sendable {
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
         self.store = store
         self.catalog = catalog
-        healthProbe = HealthProbe { _ = try await store.read { try $0.rows("SELECT COUNT(*) FROM ledger_migrations", []) } }
+        healthProbe = HealthProbe {
+            // On PostgreSQL a prepared statement from the caller's task, not a worker thread's unprepared one.
+            if let fast = store.fastPath {
+                try await fast.ping()
+            } else {
+                _ = try await store.read { try $0.rows(Ledger.healthQuery, []) }
+            }
+        }
     }
+
+    static let healthQuery = "SELECT COUNT(*) FROM ledger_migrations"
 
     /// Throws unless the database answers a read that began after this call (concurrent checks share one: ``HealthProbe``).
     public func checkHealth() async throws {

@@ -186,6 +186,35 @@ struct LedgerStoreTests {
         #expect(!stale.contains(ids["revoked"]!), "Apple said REVOKED after the period ended")
     }
 
+    @Test("Reconciliation takes stale series in turns: never asked first, then the longest ago; one asked recently waits", arguments: StoreKind.allCases)
+    func staleSeriesInTurns(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let now = Date()
+        var ids: [String] = []
+        // Expired 10, 20 and 30 minutes ago: newest first when none was asked about.
+        for minutes in [10.0, 20, 30] {
+            let period = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 7200, expires: now - minutes * 60,
+                                     signed: now - 7200)
+            _ = try await ledger.submit(.init(accountId: uniqueId("turns-"), transaction: period))
+            ids.append(period.originalTransactionId!)
+        }
+        // Other tests' series share a PostgreSQL ledger: only these three are looked at.
+        func due(at time: Date) async throws -> [String] {
+            try await ledger.staleSubscriptions(since: now - 86_400, before: now, limit: 10_000, askedBefore: time - 1_800)
+                .map(\.originalTransactionId).filter(ids.contains)
+        }
+        #expect(try await due(at: now) == ids)
+        try await ledger.recordSubscriptionChecks([ids[0], ids[1]], at: now, forgettingBefore: now - 86_400)
+        #expect(try await due(at: now) == [ids[2]], "the two just asked about wait their turn; the third is not crowded out")
+        try await ledger.recordSubscriptionChecks([ids[2]], at: now + 60, forgettingBefore: now - 86_400)
+        #expect(try await due(at: now + 60).isEmpty)
+        #expect(try await due(at: now + 1_801) == [ids[0], ids[1]], "asked longest ago first")
+        #expect(try await due(at: now + 1_861) == ids)
+        // Asks older than the window are forgotten: those series come first again.
+        try await ledger.recordSubscriptionChecks([], at: now + 1_861, forgettingBefore: now + 61)
+        #expect(try await due(at: now + 61) == ids)
+    }
+
     @Test("A payment for an order the operator settled without one is granted, and the audit log says the order is now paid twice", arguments: StoreKind.allCases)
     func paidAfterSettle(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

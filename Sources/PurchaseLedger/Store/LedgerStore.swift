@@ -39,6 +39,8 @@ public protocol LedgerFastPath: Sendable {
     /// Applies `effects` as one atomic statement and then, when `owner` is given, reads what that account owns.
     /// Throws ``LedgerRace`` when an effect's precondition no longer held.
     func apply(_ effects: [LedgerEffect], owner: String?, events: Bool) async throws -> [SQLRow]
+    /// One read of the schema's migrations, for health checks.
+    func ping() async throws
 }
 
 public enum LedgerStoreKind: String, Sendable, Codable, CustomStringConvertible {

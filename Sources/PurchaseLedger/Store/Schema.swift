@@ -137,6 +137,12 @@ enum Schema {
             "CREATE INDEX webhook_events_due ON webhook_events (state, next_attempt_at)",
             "CREATE INDEX webhook_events_created ON webhook_events (created_at)",
         ],
+        [
+            // When the reconciler last asked Apple about a stale subscription series: the least recently asked go
+            // first, so a pass's limit cannot keep older series waiting behind the same newest ones.
+            "CREATE TABLE subscription_checks (original_transaction_id TEXT PRIMARY KEY, checked_at BIGINT NOT NULL)",
+            "CREATE INDEX subscription_checks_checked ON subscription_checks (checked_at)",
+        ],
     ]
 
     /// Applies the migrations not yet applied, all in one transaction: a start that fails half-way leaves the schema as

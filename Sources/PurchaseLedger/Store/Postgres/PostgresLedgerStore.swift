@@ -109,6 +109,10 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
         return rows
     }
 
+    func ping() async throws {
+        _ = try await run(Prepared<PingTag>(binds: []))
+    }
+
     /// Runs a statement prepared once per connection (no parse or analysis per purchase).
     private func run<Tag: StatementTag>(_ statement: Prepared<Tag>) async throws -> [SQLRow] {
         do {
@@ -144,6 +148,11 @@ enum EntriesTag: StatementTag {
 enum OwnedTag: StatementTag {
     static let sql = LedgerSession.ownedQuery
     static let types: [PostgresDataType] = [.text]
+}
+
+enum PingTag: StatementTag {
+    static let sql = Ledger.healthQuery
+    static let types: [PostgresDataType] = []
 }
 
 enum ApplyTag: StatementTag {
