@@ -109,47 +109,58 @@ extension Ledger {
         try await read { try $0.auditEntries(where: "1 = 1", [], limit: limit) }
     }
 
-    /// Original transaction ids of auto-renewable series whose latest known expiry fell between `since` and `before`
-    /// with no newer period: candidates for asking Apple whether a renewal notification was missed. A series Apple
-    /// already called over since that expiry (`EXPIRED` or `REVOKED` signed at or after it) is not one: asking about
-    /// it on every pass would spend the Server API's rate limit on answers already known.
+    /// Auto-renewable series whose latest known expiry fell between `since` and `before` with no newer period:
+    /// candidates for asking Apple whether a renewal notification was missed. A series Apple already called over since
+    /// that expiry (`EXPIRED` or `REVOKED` signed at or after it) is not one: asking about it on every pass would spend
+    /// the Server API's rate limit on answers already known.
     ///
-    /// Series never asked about come first (newest expiry first), then those asked longest ago; one asked at or after
-    /// `askedBefore` is left out (``recordSubscriptionChecks(_:at:forgettingBefore:)`` notes the asks). Without that, a
-    /// pass limited to the newest stale series would ask about the same ones every time (a series in billing retry
-    /// stays stale all day) while older ones waited behind them until they left the window unasked.
-    public func staleSubscriptions(since: Date, before: Date, limit: Int = 100,
-                                   askedBefore: Date = .distantFuture) async throws -> [(originalTransactionId: String, accountId: String)] {
+    /// Series not asked about since their latest expiry come first (newest expiry first), then those asked longest ago;
+    /// one whose next ask is after `dueBy` is left out (``recordSubscriptionCheck(_:at:forgettingBefore:)`` notes the
+    /// asks). Without that, a pass limited to the newest stale series would ask about the same ones every time (a
+    /// series in billing retry stays stale all day) while older ones waited behind them until they left the window.
+    public func staleSubscriptions(since: Date, before: Date, limit: Int = 100, dueBy: Date = .distantFuture) async throws -> [StaleSeries] {
         try await read { session in
             try session.sql.rows("""
-                SELECT p.original_transaction_id, p.account_id FROM (
+                SELECT p.original_transaction_id, p.account_id, p.latest FROM (
                     SELECT original_transaction_id, MIN(account_id) AS account_id, MAX(expires_date) AS latest FROM purchases
                     WHERE product_type = $1 AND account_id IS NOT NULL AND revocation_date IS NULL
                     GROUP BY original_transaction_id HAVING MAX(expires_date) < $2 AND MAX(expires_date) >= $3
                 ) p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
-                LEFT JOIN subscription_checks c ON c.original_transaction_id = p.original_transaction_id
+                LEFT JOIN subscription_checks c ON c.original_transaction_id = p.original_transaction_id AND c.expires_date >= p.latest
                 WHERE (s.original_transaction_id IS NULL OR COALESCE(s.status, 0) NOT IN ($5, $6) OR s.signed_date < p.latest)
-                AND (c.checked_at IS NULL OR c.checked_at < $7)
+                AND (c.original_transaction_id IS NULL OR c.next_check_at <= $7)
                 ORDER BY COALESCE(c.checked_at, 0), p.latest DESC, p.original_transaction_id LIMIT $4
                 """, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit)),
-                      .int(Int64(SubscriptionStatus.expired.rawValue)), .int(Int64(SubscriptionStatus.revoked.rawValue)),
-                      .of(askedBefore)])
-                .map { (try $0.text(0), try $0.text(1)) }
+                      .int(Int64(SubscriptionStatus.expired.rawValue)), .int(Int64(SubscriptionStatus.revoked.rawValue)), .of(dueBy)])
+                .map { StaleSeries(originalTransactionId: try $0.text(0), accountId: try $0.text(1), expiresDate: Millis.date(try $0.int(2))) }
         }
     }
 
-    /// Notes that Apple is being asked about these series at `at`, and forgets asks from before `forgettingBefore`
-    /// (their series have left the window ``staleSubscriptions(since:before:limit:askedBefore:)`` looks in).
-    public func recordSubscriptionChecks(_ originalTransactionIds: [String], at: Date, forgettingBefore: Date) async throws {
+    /// Notes that Apple answered about `series` at `at`, and when to ask again: 1 minute after the first answer about
+    /// its latest expiry, then 2, 4, 8, 16, and every 30 minutes (a renewal that billing retry recovers is found soon; a
+    /// series that stays in retry all day costs ~50 asks, not one a pass). Forgets asks from before `forgettingBefore`
+    /// (their series have left the window ``staleSubscriptions(since:before:limit:dueBy:)`` looks in).
+    public func recordSubscriptionCheck(_ series: StaleSeries, at: Date, forgettingBefore: Date) async throws {
         try await write { session in
             try session.sql.execute("DELETE FROM subscription_checks WHERE checked_at < $1", [.of(forgettingBefore)])
-            for id in originalTransactionIds {
-                try session.sql.execute("""
-                    INSERT INTO subscription_checks (original_transaction_id, checked_at) VALUES ($1, $2)
-                    ON CONFLICT (original_transaction_id) DO UPDATE SET checked_at = excluded.checked_at
-                    """, [.text(id), .of(at)])
-            }
+            let known = try session.sql.first("SELECT expires_date, asks, checked_at FROM subscription_checks WHERE original_transaction_id = $1",
+                                              [.text(series.originalTransactionId)])
+            let expires = Millis.of(series.expiresDate)
+            // Another replica's later ask stands.
+            if let known, try known.int(0) == expires, try known.int(2) > Millis.of(at) { return }
+            let asks = try known.map { try $0.int(0) == expires ? $0.int(1) + 1 : 1 } ?? 1
+            try session.sql.execute("""
+                INSERT INTO subscription_checks (original_transaction_id, expires_date, asks, checked_at, next_check_at) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT (original_transaction_id) DO UPDATE SET expires_date = excluded.expires_date, asks = excluded.asks,
+                    checked_at = excluded.checked_at, next_check_at = excluded.next_check_at
+                """, [.text(series.originalTransactionId), .int(expires), .int(asks), .of(at),
+                      .of(at.addingTimeInterval(Self.recheckDelay(afterAsks: asks)))])
         }
+    }
+
+    /// Seconds before asking again about a series Apple answered about `asks` times since its latest expiry.
+    public static func recheckDelay(afterAsks asks: Int64) -> TimeInterval {
+        min(1_800, 60 * pow(2, Double(min(max(asks, 1), 16) - 1)))
     }
 
     /// Open orders created before `before`: payments that may have happened without reaching the server.
@@ -212,6 +223,21 @@ extension Ledger {
                 ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE reconciler_cursors.value < excluded.value
                 """, [.text(name), .of(date)])
         }
+    }
+}
+
+/// A subscription series whose latest known period ended without news (``Ledger/staleSubscriptions(since:before:limit:dueBy:)``).
+public struct StaleSeries: Sendable, Hashable {
+    public var originalTransactionId: String
+    /// The account the series is bound to (the first, when its periods were bound to several).
+    public var accountId: String
+    /// The latest known period's expiry.
+    public var expiresDate: Date
+
+    public init(originalTransactionId: String, accountId: String, expiresDate: Date) {
+        self.originalTransactionId = originalTransactionId
+        self.accountId = accountId
+        self.expiresDate = expiresDate
     }
 }
 

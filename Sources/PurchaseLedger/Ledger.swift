@@ -26,13 +26,13 @@ public struct Ledger: Sendable {
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
         self.store = store
         self.catalog = catalog
-        healthProbe = HealthProbe {
-            // On PostgreSQL a prepared statement from the caller's task, not a worker thread's unprepared one.
-            if let fast = store.fastPath {
-                try await fast.ping()
-            } else {
-                _ = try await store.read { try $0.rows(Ledger.healthQuery, []) }
-            }
+        let read: @Sendable () async throws -> Void = { _ = try await store.read { try $0.rows(Ledger.healthQuery, []) } }
+        // On PostgreSQL purchases reach the database through the client pool, transactions through worker connections:
+        // either can hang while the other answers, so checks read through both in turn.
+        if let fast = store.fastPath {
+            healthProbe = HealthProbe(reads: [{ try await fast.ping() }, read])
+        } else {
+            healthProbe = HealthProbe(read: read)
         }
     }
 

@@ -95,6 +95,37 @@ struct HealthProbeTests {
         #expect(await reads.started >= 2)
     }
 
+    @Test("Checks queued behind a read that hangs fail at its deadline with it; no second read starts beside the hung one")
+    func queuedBehindHungRead() async throws {
+        let reads = ProbeReads()
+        let probe = HealthProbe(deadline: .milliseconds(200)) { try await reads.read() }
+        let first = Task { try await probe.check() }
+        await reads.waitStarted(1)
+        let queued = Task { try await probe.check() }
+        await #expect(throws: LedgerError.self) { try await first.value }
+        await #expect(throws: LedgerError.self) { try await queued.value }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await reads.started == 1, "the queued check did not start a read while the first still hangs")
+        await reads.setHolding(false)
+        await reads.release()
+    }
+
+    @Test("With two ways of reading, reads take them in turn: one that hangs is found by the second read")
+    func readsInTurn() async throws {
+        let pool = ProbeReads(), workers = ProbeReads()
+        await pool.setHolding(false)
+        let probe = HealthProbe(deadline: .milliseconds(200), reads: [{ try await pool.read() }, { try await workers.read() }])
+        try await probe.check()
+        #expect(await pool.started == 1)
+        #expect(await workers.started == 0)
+        await #expect(throws: LedgerError.self) { try await probe.check() }
+        #expect(await workers.started == 1, "the second read went to the other way, which hangs")
+        await #expect(throws: LedgerError.self) { try await probe.check() }
+        #expect(await pool.started == 1, "until the hung read answers, checks fail without reading")
+        await workers.setHolding(false)
+        await workers.release()
+    }
+
     @Test("The ledger's health check reads the store", arguments: StoreKind.allCases)
     func ledgerHealth(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

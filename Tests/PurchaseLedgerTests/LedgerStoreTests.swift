@@ -186,33 +186,57 @@ struct LedgerStoreTests {
         #expect(!stale.contains(ids["revoked"]!), "Apple said REVOKED after the period ended")
     }
 
-    @Test("Reconciliation takes stale series in turns: never asked first, then the longest ago; one asked recently waits", arguments: StoreKind.allCases)
+    @Test("Reconciliation takes stale series in turns: not asked since their latest expiry first, then the longest ago, each again after a growing delay", arguments: StoreKind.allCases)
     func staleSeriesInTurns(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
         let now = Date()
-        var ids: [String] = []
+        var series: [StaleSeries] = []
         // Expired 10, 20 and 30 minutes ago: newest first when none was asked about.
         for minutes in [10.0, 20, 30] {
             let period = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 7200, expires: now - minutes * 60,
                                      signed: now - 7200)
-            _ = try await ledger.submit(.init(accountId: uniqueId("turns-"), transaction: period))
-            ids.append(period.originalTransactionId!)
+            let account = uniqueId("turns-")
+            _ = try await ledger.submit(.init(accountId: account, transaction: period))
+            series.append(StaleSeries(originalTransactionId: period.originalTransactionId!, accountId: account, expiresDate: now - minutes * 60))
         }
+        let ids = series.map(\.originalTransactionId)
         // Other tests' series share a PostgreSQL ledger: only these three are looked at.
         func due(at time: Date) async throws -> [String] {
-            try await ledger.staleSubscriptions(since: now - 86_400, before: now, limit: 10_000, askedBefore: time - 1_800)
+            try await ledger.staleSubscriptions(since: now - 86_400, before: now, limit: 10_000, dueBy: time)
                 .map(\.originalTransactionId).filter(ids.contains)
         }
+        let window = now - 86_400
         #expect(try await due(at: now) == ids)
-        try await ledger.recordSubscriptionChecks([ids[0], ids[1]], at: now, forgettingBefore: now - 86_400)
+        try await ledger.recordSubscriptionCheck(series[0], at: now, forgettingBefore: window)
+        try await ledger.recordSubscriptionCheck(series[1], at: now, forgettingBefore: window)
         #expect(try await due(at: now) == [ids[2]], "the two just asked about wait their turn; the third is not crowded out")
-        try await ledger.recordSubscriptionChecks([ids[2]], at: now + 60, forgettingBefore: now - 86_400)
-        #expect(try await due(at: now + 60).isEmpty)
-        #expect(try await due(at: now + 1_801) == [ids[0], ids[1]], "asked longest ago first")
-        #expect(try await due(at: now + 1_861) == ids)
+        try await ledger.recordSubscriptionCheck(series[2], at: now + 10, forgettingBefore: window)
+        #expect(try await due(at: now + 30).isEmpty)
+        #expect(try await due(at: now + 60) == [ids[0], ids[1]], "a minute after the first answer")
+        try await ledger.recordSubscriptionCheck(series[0], at: now + 60, forgettingBefore: window)
+        #expect(try await due(at: now + 70) == [ids[1], ids[2]], "the second answer waits two minutes; asked longest ago first")
+        #expect(try await due(at: now + 180) == [ids[1], ids[2], ids[0]])
+        // A newer period of the first series ended since: a new expiry, asked about first, from a one-minute delay again.
+        let renewal = transaction(Demo.monthly, original: ids[0], type: .autoRenewableSubscription, purchased: now - 600, expires: now - 60,
+                                  signed: now - 600)
+        _ = try await ledger.submit(.init(accountId: series[0].accountId, transaction: renewal))
+        #expect(try await due(at: now + 70) == [ids[0], ids[1], ids[2]])
+        var renewed = series[0]
+        renewed.expiresDate = now - 60
+        try await ledger.recordSubscriptionCheck(renewed, at: now + 70, forgettingBefore: window)
+        #expect(try await due(at: now + 129) == [ids[1], ids[2]])
+        #expect(try await due(at: now + 130).contains(ids[0]))
+        // An older ask, reported late by another replica, does not move a later one back.
+        try await ledger.recordSubscriptionCheck(renewed, at: now + 65, forgettingBefore: window)
+        #expect(try await !due(at: now + 129).contains(ids[0]))
         // Asks older than the window are forgotten: those series come first again.
-        try await ledger.recordSubscriptionChecks([], at: now + 1_861, forgettingBefore: now + 61)
-        #expect(try await due(at: now + 61) == ids)
+        try await ledger.recordSubscriptionCheck(series[1], at: now + 200, forgettingBefore: now + 199)
+        #expect(try await due(at: now + 70) == [ids[0], ids[2]])
+    }
+
+    @Test("The delay before asking Apple again about a stale series doubles from a minute up to thirty")
+    func recheckDelays() {
+        #expect([1, 2, 3, 4, 5, 6, 7, 100].map { Ledger.recheckDelay(afterAsks: $0) } == [60, 120, 240, 480, 960, 1_800, 1_800, 1_800])
     }
 
     @Test("A payment for an order the operator settled without one is granted, and the audit log says the order is now paid twice", arguments: StoreKind.allCases)

@@ -7,8 +7,12 @@ import Foundation
 /// arrives after it stopped.
 ///
 /// A database can also hang instead of refusing. A read that has not answered within `deadline` fails its checks then,
-/// and until it answers every check fails at once without starting another read: reads piling up behind a hung one
-/// would each hold a thread (SQLite reads run on the caller's) until none is left to answer anything.
+/// those waiting for the next read too, and until it answers every check fails at once without starting another read:
+/// reads piling up behind a hung one would each hold a thread (SQLite reads run on the caller's) until none is left to
+/// answer anything.
+///
+/// With several `reads` (ways of reaching the database that can fail apart, such as PostgreSQL's client pool and its
+/// worker connections), successive reads take them in turn, so a hung one is found within as many reads.
 ///
 /// The waiting checks are continuations under a lock, not tasks awaited through an actor: under a load of checks the
 /// actor's hops and task results were a visible share of each check's CPU (BENCHMARKS.md). (A lock, not `Mutex`: the
@@ -16,7 +20,7 @@ import Foundation
 final class HealthProbe: @unchecked Sendable {
     private typealias Waiter = CheckedContinuation<Void, any Error>
 
-    private let read: @Sendable () async throws -> Void
+    private let reads: [@Sendable () async throws -> Void]
     private let deadline: Duration
     private let lock = NSLock()
     // Guarded by `lock`:
@@ -30,9 +34,14 @@ final class HealthProbe: @unchecked Sendable {
     /// Reads past their deadline that have not answered yet.
     private var overrunning = 0
 
-    init(deadline: Duration = .seconds(5), read: @escaping @Sendable () async throws -> Void) {
+    convenience init(deadline: Duration = .seconds(5), read: @escaping @Sendable () async throws -> Void) {
+        self.init(deadline: deadline, reads: [read])
+    }
+
+    init(deadline: Duration = .seconds(5), reads: [@Sendable () async throws -> Void]) {
+        precondition(!reads.isEmpty, "a health probe needs a read")
         self.deadline = deadline
-        self.read = read
+        self.reads = reads
     }
 
     func check() async throws {
@@ -61,7 +70,7 @@ final class HealthProbe: @unchecked Sendable {
 
     /// Starts read `number` and its timer; whichever ends first settles it.
     private func begin(_ number: Int) {
-        let (read, deadline) = (self.read, self.deadline)
+        let (read, deadline) = (reads[number % reads.count], self.deadline)
         let timer = Task {
             try await Task.sleep(for: deadline)
             self.settle(number, .failure(LedgerError(.storage, "the database did not answer within \(deadline)")), byTimer: true)
@@ -74,8 +83,9 @@ final class HealthProbe: @unchecked Sendable {
         }
     }
 
-    /// Answers the checks of read `number` with `result` unless it was settled already; the checks that arrived during
-    /// it get a read of their own, begun now.
+    /// Answers the checks of read `number` with `result` unless it was settled already. When it answered, the checks
+    /// that arrived during it get a read of their own, begun now; when its deadline passed, they fail with it (a read
+    /// begun now would run beside the hung one).
     private func settle(_ number: Int, _ result: Result<Void, any Error>, byTimer: Bool) {
         let (answered, following): ([Waiter], Int?) = lock.withLock {
             guard number == generation else {
@@ -83,10 +93,15 @@ final class HealthProbe: @unchecked Sendable {
                 if !byTimer { overrunning -= 1 }
                 return ([], nil)
             }
-            if byTimer { overrunning += 1 }
             generation += 1
-            let answered = current
-            current = next
+            var answered = current
+            if byTimer {
+                overrunning += 1
+                answered += next
+                current = []
+            } else {
+                current = next
+            }
             next = []
             reading = !current.isEmpty
             return (answered, reading ? generation : nil)

@@ -138,9 +138,14 @@ enum Schema {
             "CREATE INDEX webhook_events_created ON webhook_events (created_at)",
         ],
         [
-            // When the reconciler last asked Apple about a stale subscription series: the least recently asked go
-            // first, so a pass's limit cannot keep older series waiting behind the same newest ones.
-            "CREATE TABLE subscription_checks (original_transaction_id TEXT PRIMARY KEY, checked_at BIGINT NOT NULL)",
+            // When the reconciler last asked Apple about a stale subscription series, about which expiry, how often
+            // since it went stale, and when it may ask again: the least recently asked go first, so a pass's limit
+            // cannot keep older series waiting behind the same newest ones.
+            """
+            CREATE TABLE subscription_checks (
+                original_transaction_id TEXT PRIMARY KEY, expires_date BIGINT NOT NULL, asks BIGINT NOT NULL,
+                checked_at BIGINT NOT NULL, next_check_at BIGINT NOT NULL)
+            """,
             "CREATE INDEX subscription_checks_checked ON subscription_checks (checked_at)",
         ],
     ]

@@ -15,6 +15,11 @@ public struct TextLogHandler: LogHandler {
         set { stream.logLevel = newValue }
     }
 
+    public var metadataProvider: Logger.MetadataProvider? {
+        get { stream.metadataProvider }
+        set { stream.metadataProvider = newValue }
+    }
+
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }

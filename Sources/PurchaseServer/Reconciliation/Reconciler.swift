@@ -12,8 +12,6 @@ import ServiceLifecycle
 /// binding.
 public struct Reconciler: Sendable {
     let services: PurchaseServer.Services
-    /// How long a stale subscription series waits before Apple is asked about it again (30 minutes).
-    static let recheckAfter: TimeInterval = 1_800
 
     public init(services: PurchaseServer.Services) {
         self.services = services
@@ -105,18 +103,28 @@ public struct Reconciler: Sendable {
 
     /// Asks the Server API for the current state of series whose last known period ended in the past day and stores
     /// what it says as a notification would (once per transaction and status: an unchanged answer stores nothing).
-    /// At most 50 series a pass, those not asked about yet first, then the longest ago; a series is asked again no
-    /// sooner than `Self.recheckAfter` (one in billing retry stays stale all day and must not take every pass).
+    /// At most 50 series a pass, those not asked about yet first, then the longest ago, each asked again after a
+    /// growing delay (``Ledger/recordSubscriptionCheck(_:at:forgettingBefore:)``): one in billing retry stays stale all
+    /// day and must not take every pass.
     func refreshStaleSubscriptions(now: Date) async throws -> Int {
         guard let serverAPI = services.verifier.apple.serverAPI else { return 0 }
         var refreshed = 0
         let window = now.addingTimeInterval(-86_400)
-        let stale = try await services.ledger.staleSubscriptions(since: window, before: now, limit: 50,
-                                                                   askedBefore: now.addingTimeInterval(-Self.recheckAfter))
-        for (original, account) in stale {
-            // Only an answer counts as asked: while Apple is unavailable the same series stay first in line.
-            guard let statuses = try? await serverAPI.subscriptionStatuses(original) else { continue }
-            try await services.ledger.recordSubscriptionChecks([original], at: now, forgettingBefore: window)
+        let stale = try await services.ledger.staleSubscriptions(since: window, before: now, limit: 50, dueBy: now)
+        for series in stale {
+            let (original, account) = (series.originalTransactionId, series.accountId)
+            let statuses: StatusResponse
+            do {
+                statuses = try await serverAPI.subscriptionStatuses(original)
+            } catch let error as AppStoreClientError where error.code == .unavailable || error.code == .unauthorized {
+                // Apple away (or our key refused): nothing was learnt, and the series keeps its place in line.
+                continue
+            } catch {
+                // Refused or answered out of spec: asking again at once would be refused again.
+                try await services.ledger.recordSubscriptionCheck(series, at: now, forgettingBefore: window)
+                continue
+            }
+            try await services.ledger.recordSubscriptionCheck(series, at: now, forgettingBefore: window)
             for item in (statuses.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
                 guard let signed = item.signedTransactionInfo,
                       let transaction = try? await services.verifier.transaction(signed), transaction.originalTransactionId == original else { continue }
