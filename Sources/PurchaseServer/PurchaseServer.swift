@@ -17,8 +17,10 @@ public enum PurchaseServer {
         public var authenticator: AccountAuthenticator
         public var adminKey: String?
         public var maxBodyBytes: Int
-        /// The time entitlements are judged at: the wall clock, or a simulated one in tests and demos.
+        /// The server's clock: the wall clock, or a simulated one in tests and demos.
         public var now: @Sendable () -> Date
+        /// How far Apple's signatures show Apple's clock ahead of ``now`` (``AppleClock``).
+        public let appleClock = AppleClock()
         public var metrics = ServerMetrics()
         /// Refuse purchases reported with device-integrity signals (otherwise they are only recorded).
         public var refuseSuspiciousDevices = false
@@ -53,6 +55,18 @@ public enum PurchaseServer {
             self.authenticator = authenticator
             self.adminKey = adminKey
             self.maxBodyBytes = maxBodyBytes
+        }
+
+        /// The time the app's answers judge entitlements at: ``now``, moved forward by as much as Apple's signatures
+        /// show its clock ahead (at most five minutes): a purchase Apple just signed is owned in the answer to it.
+        public func judgementTime() -> Date {
+            let local = now()
+            return local.addingTimeInterval(appleClock.lead(at: local))
+        }
+
+        /// Notes when Apple signed what a request brought (``AppleClock``).
+        func observeAppleClock(_ signedDate: Date?) {
+            metrics.appleClockLead(appleClock.observe(signedDate: signedDate, at: now()))
         }
 
         /// Opens the ledger the configuration names (migrating it); loads the trusted roots unless given.

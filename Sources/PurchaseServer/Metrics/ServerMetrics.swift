@@ -9,6 +9,7 @@ public struct ServerMetrics: Sendable {
     /// Counters for the outcomes every server sees, made once: the purchase path does not look them up per request.
     private let purchaseCounters: [String: Counter]
     private let notificationCounters: [String: Counter]
+    private let appleClockGauge: Gauge
     /// The same counts, readable (the dashboard shows them; Prometheus' counters are write-only).
     private let notificationTally = Tally()
 
@@ -35,6 +36,14 @@ public struct ServerMetrics: Sendable {
         notificationCounters = Dictionary(uniqueKeysWithValues: ["applied", "duplicate", "refused"].map {
             ($0, registry.makeCounter(descriptor: Self.notifications, labels: [("result", $0)]))
         })
+        appleClockGauge = registry.makeGauge(descriptor: MetricNameDescriptor(
+            namespace: "iapkit", metricName: "apple_clock_lead", unitName: "seconds",
+            helpText: "How far Apple's signing times run ahead of this server's clock (largest in the last 5-10 minutes; 0 or less: not behind)"))
+    }
+
+    /// The largest lead of Apple's clock over this server's seen lately (``AppleClock``).
+    func appleClockLead(_ seconds: TimeInterval) {
+        appleClockGauge.set(seconds)
     }
 
     /// A submission's outcome: granted, alreadyGranted, deliveredToOwner, held, refused.

@@ -53,14 +53,17 @@ struct ProofIntake: Sendable {
     static func verify(_ proof: Proof, with services: PurchaseServer.Services) async throws -> [JWSTransactionDecodedPayload] {
         let verifier = services.verifier
         do {
+            let transactions: [JWSTransactionDecodedPayload]
             switch proof {
-            case .signedTransaction(let jws): return [try await verifier.transaction(jws)]
+            case .signedTransaction(let jws): transactions = [try await verifier.transaction(jws)]
             case .receipt(let receipt):
                 let purchases = try await verifier.receiptTransactions(base64: receipt)
                 let stored = try await ledgerCall { try await services.ledger.transactions(ids: purchases.compactMap(\.transactionId)) }
-                return try await verifier.completingReceipt(purchases, stored: stored)
-            case .transactionId(let id): return [try await verifier.transaction(id: id)]
+                transactions = try await verifier.completingReceipt(purchases, stored: stored)
+            case .transactionId(let id): transactions = [try await verifier.transaction(id: id)]
             }
+            for transaction in transactions { services.observeAppleClock(transaction.signedDate) }
+            return transactions
         } catch let error as AppStoreError {
             throw APIError(error)
         } catch let error as AppStoreClientError where error.code != .unavailable {

@@ -74,6 +74,8 @@ struct System {
         var webhooks: WebhookSettings?
         /// The environments the server accepts; nil: its default.
         var environments: [String]?
+        /// How many seconds the server's clock runs behind the simulator's (a misconfigured server).
+        var serverClockBehind: TimeInterval = 0
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -126,10 +128,11 @@ struct System {
             let ledger = Ledger(store: store, catalog: configuration.catalog)
             try await ledger.migrate()
             let clock = await engine.clock
+            let behind = options.serverClockBehind
             var services = PurchaseServer.Services(
                 ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
                 authenticator: try await AccountAuthenticator(configuration.auth), adminKey: adminKey,
-                refuseSuspiciousDevices: options.refuseSuspiciousDevices, now: { clock.now })
+                refuseSuspiciousDevices: options.refuseSuspiciousDevices, now: { clock.now.addingTimeInterval(-behind) })
             if options.signEntitlements { services.entitlementSigner = EntitlementSigner(key: P256.Signing.PrivateKey()) }
             services.finishTransactionsWithApple = options.finishWithApple
             services.consumption = options.refundPolicy.map { ConsumptionSettings(policy: $0) }
