@@ -19,7 +19,7 @@ public enum PurchaseServer {
         public var maxBodyBytes: Int
         /// The server's clock: the wall clock, or a simulated one in tests and demos.
         public var now: @Sendable () -> Date
-        /// How far Apple's signatures show Apple's clock ahead of ``now`` (``AppleClock``).
+        /// How far Apple's signatures show Apple's clock ahead of ``now`` (``AppleClock``): for the operator's gauge.
         public let appleClock = AppleClock()
         public var metrics = ServerMetrics()
         /// Refuse purchases reported with device-integrity signals (otherwise they are only recorded).
@@ -57,15 +57,10 @@ public enum PurchaseServer {
             self.maxBodyBytes = maxBodyBytes
         }
 
-        /// The time the app's answers judge entitlements at: ``now``, moved forward by as much as Apple's signatures
-        /// show its clock ahead (at most five minutes): a purchase Apple just signed is owned in the answer to it.
-        public func judgementTime() -> Date {
-            let local = now()
-            return local.addingTimeInterval(appleClock.lead(at: local))
-        }
-
-        /// Notes when Apple signed what a request brought (``AppleClock``).
-        func observeAppleClock(_ signedDate: Date?) {
+        /// Notes when Apple signed what a request brought (``AppleClock``): only payloads of Apple's own environments
+        /// (an Xcode transaction is signed by a developer's Mac, with its clock).
+        func observeAppleClock(_ signedDate: Date?, environment: AppStoreEnvironment?) {
+            guard let signedDate, environment == .production || environment == .sandbox else { return }
             metrics.appleClockLead(appleClock.observe(signedDate: signedDate, at: now()))
         }
 

@@ -261,3 +261,29 @@ struct SubmissionRulesTests {
             == [.moveBalance(BalanceMove(key: "grant:62", accountId: "zoe", currency: "coins", delta: 150, transactionId: "62", at: now))])
     }
 }
+
+@Suite("Entitlement rules on a server clock behind Apple's")
+struct ClockLagRulesTests {
+    @Test("A purchase counts from Apple's signature when that is after the server's now, by five minutes at most; a renewal Apple charged ahead waits for its period")
+    func startsBySignature() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let catalog = LedgerCatalog.demo
+        func owned(purchased: Date, signed: Date, type: ProductType = .nonConsumable, product: String = "com.example.iapkit.premium", expires: Date? = nil) throws -> [String] {
+            var record = try PurchaseRecord(transaction(product, type: type, purchased: purchased, expires: expires, signed: signed))
+            record.accountId = "zoe"
+            return EntitlementRules.entitlements(purchases: [record], subscriptions: [:], catalog: catalog, now: now,
+                                                 clockLagAllowance: EntitlementRules.clockLagAllowance).map(\.name)
+        }
+        #expect(try owned(purchased: now + 59, signed: now + 60) == ["premium"], "the server's clock a minute behind")
+        #expect(try owned(purchased: now + 299, signed: now + 300) == ["premium"])
+        #expect(try owned(purchased: now + 599, signed: now + 600).isEmpty, "ten minutes behind is past the allowance")
+        #expect(try owned(purchased: now + 59, signed: now - 1).isEmpty, "signed before now: no sign of a slow clock")
+        var exact = try PurchaseRecord(transaction("com.example.iapkit.premium", type: .nonConsumable, purchased: now + 59, signed: now + 60))
+        exact.accountId = "zoe"
+        #expect(EntitlementRules.entitlements(purchases: [exact], subscriptions: [:], catalog: catalog, now: now).isEmpty,
+                "a look at the past (no allowance) judges exactly at now")
+        // Charged a day ahead, the renewal's period begins at the current one's end: signed before it, not yet begun.
+        #expect(try owned(purchased: now + 60, signed: now + 30, type: .autoRenewableSubscription, product: "com.example.iapkit.pro.monthly",
+                          expires: now + 60 + 30 * 86_400).isEmpty)
+    }
+}

@@ -14,8 +14,11 @@ public enum EntitlementRules {
     ///   another account's (an upgrade bought under another sign-in on the same Apple ID), this account's access ended;
     /// - non-renewing: the product's period from each unrevoked purchase, purchases stacking end to end.
     /// Several products granting one entitlement merge: lifetime wins, otherwise the latest end.
+    ///
+    /// `clockLagAllowance`: how far the caller's clock may run behind Apple's (``startsBy(_:now:allowance:)``); 0 judges
+    /// exactly at `now`, as a look at the past must. The ledger answers with ``clockLagAllowance``.
     public static func entitlements(purchases: [PurchaseRecord], subscriptions: [String: SubscriptionRecord],
-                                    catalog: LedgerCatalog, now: Date) -> [Entitlement] {
+                                    catalog: LedgerCatalog, now: Date, clockLagAllowance: TimeInterval = 0) -> [Entitlement] {
         var best: [String: Entitlement] = [:]
         func offer(_ candidate: Entitlement) {
             guard let current = best[candidate.name] else { best[candidate.name] = candidate; return }
@@ -29,7 +32,7 @@ public enum EntitlementRules {
         var stackEnds: [String: Date] = [:]
         var series: [String: [PurchaseRecord]] = [:]
         for purchase in purchases.sorted(by: { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) })
-        where purchase.purchaseDate <= now {
+        where purchase.purchaseDate <= startsBy(purchase, now: now, allowance: clockLagAllowance) {
             guard let rule = catalog.rule(for: purchase.productId) else { continue }
             switch rule.type {
             case .nonConsumable:
@@ -59,6 +62,21 @@ public enum EntitlementRules {
             }
         }
         return best.values.sorted { $0.name < $1.name }
+    }
+
+    /// How far the ledger lets its server's clock run behind Apple's and still count a purchase Apple just signed
+    /// (``startsBy(_:now:allowance:)``): five minutes.
+    public static let clockLagAllowance: TimeInterval = 300
+
+    /// The latest purchase date that counts as begun at `now`. Apple signs a transaction no earlier than it was bought,
+    /// and a server cannot hold it before Apple signed it: a `signedDate` after `now` shows the server's clock behind
+    /// Apple's by that much, and the purchase counts as Apple counts it — up to `allowance`, beyond which the clock is
+    /// the operator's to fix. Each record is its own evidence (no memory, the same on every replica, a forger's dates
+    /// reach only the forger's own account), and it never ends access early. A renewal Apple charged ahead of its
+    /// period is signed before its `purchaseDate` and still waits for it. The price: a look at the past from within
+    /// `allowance` before a purchase cannot tell it from a slow clock, hence 0 for such looks.
+    static func startsBy(_ purchase: PurchaseRecord, now: Date, allowance: TimeInterval) -> Date {
+        max(now, min(purchase.signedDate, now.addingTimeInterval(allowance)))
     }
 
     /// What one auto-renewable series grants at `now`, from its periods purchased by `now` (oldest first) and its

@@ -252,7 +252,8 @@ struct LedgerSession {
                 balances[try rest.text(0)] = try rest.int(7)
             }
         }
-        let owned = EntitlementRules.entitlements(purchases: purchases, subscriptions: series, catalog: catalog, now: now)
+        let owned = EntitlementRules.entitlements(purchases: purchases, subscriptions: series, catalog: catalog, now: now,
+                                                  clockLagAllowance: EntitlementRules.clockLagAllowance)
         return AccountEntitlements(accountId: accountId, entitlements: owned, balances: balances)
     }
 

@@ -108,7 +108,7 @@ struct AppRoutes {
     /// `GET /v1/entitlements`: what the account owns now.
     @Sendable func entitlements(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let account = try await authenticate(request)
-        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.judgementTime()) }
+        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
         return try JSONReply.encode(SignedEntitlementsReply(entitlements: owned, signedEntitlements: try services.signature(for: owned, request)))
     }
 
@@ -150,7 +150,7 @@ struct AppRoutes {
         var restored = 0
         let results = try await ledgerCall {
             try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: .restore) },
-                                                now: services.judgementTime())
+                                                now: services.now())
         }
         for (transaction, result) in zip(sold, results) {
             switch result {
@@ -161,7 +161,7 @@ struct AppRoutes {
             }
         }
         // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
-        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.judgementTime()) }
+        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
         return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned,
                                                  signedEntitlements: try services.signature(for: owned, request)))
     }
@@ -222,7 +222,7 @@ struct AppRoutes {
         let results = try await ledgerCall {
             try await services.ledger.submitAll(zip(transactions, orderIds).map {
                 PurchaseSubmission(accountId: account, orderId: $1, transaction: $0, source: source, deviceSignals: signals)
-            }, now: services.judgementTime())
+            }, now: services.now())
         }
         if let refusal = Reconciler.onlyRefusal(results) { throw APIError(refusal) }
         let granted = results.compactMap { try? $0.get() }
@@ -236,7 +236,7 @@ struct AppRoutes {
         let items = granted.map { PurchaseReply.Item(transactionId: $0.transactionId, outcome: $0.outcome, orderId: $0.orderId) }
         let owned: AccountEntitlements
         if let last = granted.last { owned = last.entitlements } else {
-            owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.judgementTime()) }
+            owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
         }
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
                              transactions: items, entitlements: owned)

@@ -17,7 +17,7 @@ struct NotificationRoutes {
         do {
             let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
             let event = try await proof { try await services.verifier.notification(body.signedPayload) }
-            services.observeAppleClock(event.signedDate)
+            services.observeAppleClock(event.signedDate, environment: event.transaction?.environment)
             let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }
             // The answer a consumption request owes was stored with it: sent now if it can be, by the reconciler if not.
             // Now means one attempt of a few seconds: Apple expects this reply within seconds, and a call with the

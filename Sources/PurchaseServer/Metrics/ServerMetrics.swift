@@ -38,7 +38,7 @@ public struct ServerMetrics: Sendable {
         })
         appleClockGauge = registry.makeGauge(descriptor: MetricNameDescriptor(
             namespace: "iapkit", metricName: "apple_clock_lead", unitName: "seconds",
-            helpText: "How far Apple's signing times run ahead of this server's clock (largest in the last 5-10 minutes; 0 or less: not behind)"))
+            helpText: "How far Apple's signing times run ahead of this server's clock (largest in this and the last 5-minute slot; 0 or less: not behind)"))
     }
 
     /// The largest lead of Apple's clock over this server's seen lately (``AppleClock``).

@@ -1,50 +1,48 @@
 import Foundation
 
-/// How far Apple's clock is ahead of this server's, as far as Apple's own signatures show. What Apple signed at
-/// `signedDate` reaches the server no earlier than that, so a server clock reading earlier is behind by at least the
-/// difference. The app's answers judge entitlements at the server's time plus that lead
-/// (``PurchaseServer/Services/judgementTime()``): a server whose clock is a minute slow would otherwise answer a purchase
-/// made a second ago with what the account owned before it, its `purchaseDate` still "in the future".
+/// How far Apple's clock runs ahead of this server's, as far as Apple's own signatures show, for the operator
+/// (`iapkit_apple_clock_lead_seconds`). What Apple signed at `signedDate` reaches the server no earlier than that, so a
+/// server clock reading earlier is behind by at least the difference. Entitlements do not depend on it: each record is
+/// its own evidence (`EntitlementRules.startsBy`). A clock *ahead* of Apple's looks the same as network delay and
+/// shows as 0 or less.
 ///
-/// The lead is the largest seen in the last 5 to 10 minutes (a clock put right stops being corrected soon after), and
-/// at most ``maximumLead``: a clock further off is the operator's to fix, and `iapkit_apple_clock_lead_seconds` shows it.
-/// Only a lead is corrected: a server clock *ahead* of Apple's looks the same as network delay.
+/// The figure is the largest lead seen in the current five-minute slot of the server's clock and the one before it.
 public final class AppleClock: @unchecked Sendable {
-    public static let maximumLead: TimeInterval = 300
-    /// Observations are kept in two buckets of half this length.
-    static let memory: TimeInterval = 600
+    static let slot: TimeInterval = 300
 
     private let lock = NSLock()
-    private var bucketStart = Date.distantPast
-    private var currentLead: TimeInterval = 0
-    private var previousLead: TimeInterval = 0
+    private var currentSlot = Int64.min
+    private var currentLead = -Double.infinity
+    private var previousLead = -Double.infinity
 
     public init() {}
 
-    /// Apple signed something at `signedDate` that this server received at `local` (its own, uncorrected clock).
-    /// Returns the largest lead seen now (uncapped, for the gauge).
+    /// Apple signed something at `signedDate` that this server received at `local` (its own clock). Returns the
+    /// largest lead seen lately.
     @discardableResult
-    public func observe(signedDate: Date?, at local: Date) -> TimeInterval {
+    public func observe(signedDate: Date, at local: Date) -> TimeInterval {
         lock.withLock {
-            rotate(at: local)
-            if let signedDate { currentLead = max(currentLead, signedDate.timeIntervalSince(local)) }
+            move(to: local)
+            currentLead = max(currentLead, signedDate.timeIntervalSince(local))
             return max(currentLead, previousLead)
         }
     }
 
-    /// The correction to add to the server's clock at `local`: 0 … ``maximumLead`` seconds.
-    public func lead(at local: Date) -> TimeInterval {
+    /// The largest lead seen in this slot and the one before (nil: nothing Apple signed arrived in them).
+    public func lead(at local: Date) -> TimeInterval? {
         lock.withLock {
-            rotate(at: local)
-            return min(Self.maximumLead, max(0, currentLead, previousLead))
+            move(to: local)
+            let lead = max(currentLead, previousLead)
+            return lead.isFinite ? lead : nil
         }
     }
 
-    private func rotate(at local: Date) {
-        let elapsed = local.timeIntervalSince(bucketStart)
-        guard elapsed >= Self.memory / 2 else { return }
-        previousLead = elapsed >= Self.memory ? 0 : currentLead
-        currentLead = 0
-        bucketStart = local
+    private func move(to local: Date) {
+        let slot = Int64((local.timeIntervalSince1970 / Self.slot).rounded(.down))
+        guard slot != currentSlot else { return }
+        // The next slot keeps this one as its previous; a later one, or a clock set back, starts afresh.
+        previousLead = slot == currentSlot &+ 1 ? currentLead : -.infinity
+        currentLead = -.infinity
+        currentSlot = slot
     }
 }

@@ -62,7 +62,7 @@ struct ProofIntake: Sendable {
                 transactions = try await verifier.completingReceipt(purchases, stored: stored)
             case .transactionId(let id): transactions = [try await verifier.transaction(id: id)]
             }
-            for transaction in transactions { services.observeAppleClock(transaction.signedDate) }
+            for transaction in transactions { services.observeAppleClock(transaction.signedDate, environment: transaction.environment) }
             return transactions
         } catch let error as AppStoreError {
             throw APIError(error)
