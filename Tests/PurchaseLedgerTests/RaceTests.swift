@@ -159,4 +159,32 @@ struct RaceTests {
         #expect(result.entitlements.entitlement("pro")?.transactionId == t2.transactionId)
         #expect(try await ledger.transaction(t2.transactionId!)?.accountId == account)
     }
+
+    @Test("PostgreSQL: two writes locking two rows in opposite orders deadlock; the one PostgreSQL aborts (40P01) is a lost race, run again, and both take effect once")
+    func deadlockIsRetried() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let (a, b) = (uniqueId("deadlock-a-"), uniqueId("deadlock-b-"))
+        try await ledger.write { session in
+            try session.sql.execute("INSERT INTO reconciler_cursors (name, value) VALUES ($1, 0), ($2, 0)", [.text(a), .text(b)])
+        }
+        @Sendable func cross(_ first: String, _ second: String, _ session: any SQLExecutor) throws {
+            try session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(first)])
+            _ = try session.rows("SELECT 1 FROM pg_sleep(1)", [])
+            try session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(second)])
+        }
+        // The store alone: one of the two is refused as a lost race, not as a storage failure.
+        async let one = attempt { try await ledger.store.write { try cross(a, b, $0) } }
+        async let two = attempt { try await ledger.store.write { try cross(b, a, $0) } }
+        let raw = await [one, two]
+        let refused = raw.compactMap { if case .failure(let error) = $0 { error } else { nil } }
+        #expect(refused.count == 1 && refused.allSatisfy { $0 is LedgerRace }, "\(refused)")
+        // Through the ledger: the refused one runs again, so both complete.
+        async let three = attempt { try await ledger.write { try cross(a, b, $0.sql) } }
+        async let four = attempt { try await ledger.write { try cross(b, a, $0.sql) } }
+        for result in await [three, four] { #expect(throws: Never.self) { try result.get() } }
+        let values = try await ledger.read { session in
+            try session.sql.rows("SELECT value FROM reconciler_cursors WHERE name IN ($1, $2)", [.text(a), .text(b)]).map { try $0.int(0) }
+        }
+        #expect(values == [3, 3], "one increment each from the store's committed write and both of the ledger's, none twice")
+    }
 }
