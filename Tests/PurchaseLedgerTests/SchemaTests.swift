@@ -59,6 +59,20 @@ struct SchemaTests {
         try await store.close()
     }
 
+    @Test("What an account owns is read without its consumables: every read of purchases goes through the index that leaves them out")
+    func ownedQueryUsesEntitlingIndex() async throws {
+        let store = try sqliteStore()
+        try await Schema.migrate(store)
+        let plan = try await store.read { sql in
+            try sql.rows("EXPLAIN QUERY PLAN " + LedgerSession.ownedQuery, [.text("account")]).map { try $0.text(3) }
+        }
+        let purchaseReads = plan.filter { $0.contains(" purchases ") }
+        // Both the entitling purchases and the account's subscription series.
+        #expect(purchaseReads.count == 2, "\(plan)")
+        #expect(purchaseReads.allSatisfy { $0.contains("USING INDEX purchases_account_entitling (account_id=?") }, "\(plan)")
+        try await store.close()
+    }
+
     @Test("PostgreSQL's $n placeholders become SQLite's ?n; a $ inside a name stays", arguments: [
         ("SELECT * FROM purchases WHERE transaction_id = $1 AND account_id = $12", "SELECT * FROM purchases WHERE transaction_id = ?1 AND account_id = ?12"),
         ("SELECT a$1, _$2, 9$3 FROM t", "SELECT a$1, _$2, 9?3 FROM t"),

@@ -258,14 +258,17 @@ struct LedgerSession {
     }
 
     /// Rows of three kinds in the purchase row's shape: `p` an entitling transaction, `s` a series' status (its
-    /// columns placed where their types match), `b` a balance.
+    /// columns placed where their types match), `b` a balance. Both reads of `purchases` repeat the partial index's
+    /// `product_type <> 'Consumable'`: SQLite uses a partial index only for a query that states its condition, and
+    /// without it read every coin purchase the account ever made, once per answer.
     static let ownedQuery = """
         SELECT 'p', \(entitlingColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable'
         UNION ALL
         SELECT 's', original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
             grace_period_expires_date, auto_renew, period_purchase_date, NULL, NULL, NULL, signed_date
         FROM subscriptions WHERE original_transaction_id IN (
-            SELECT original_transaction_id FROM purchases WHERE account_id = $1 AND product_type = 'Auto-Renewable Subscription')
+            SELECT original_transaction_id FROM purchases
+            WHERE account_id = $1 AND product_type <> 'Consumable' AND product_type = 'Auto-Renewable Subscription')
         UNION ALL
         SELECT 'b', currency, NULL, NULL, NULL, NULL, NULL, NULL, amount, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         FROM balances WHERE account_id = $1

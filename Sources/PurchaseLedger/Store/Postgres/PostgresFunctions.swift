@@ -169,7 +169,8 @@ enum PostgresFunctions {
               SELECT 's'::text, original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
                   grace_period_expires_date, auto_renew, period_purchase_date, NULL, NULL, NULL, signed_date
               FROM subscriptions WHERE original_transaction_id IN (
-                  SELECT original_transaction_id FROM purchases WHERE account_id = p_owner AND product_type = 'Auto-Renewable Subscription')
+                  SELECT original_transaction_id FROM purchases
+                  WHERE account_id = p_owner AND product_type <> 'Consumable' AND product_type = 'Auto-Renewable Subscription')
               UNION ALL
               SELECT 'b'::text, currency, NULL, NULL, NULL, NULL, NULL, NULL, amount, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
               FROM balances WHERE account_id = p_owner;
