@@ -3,10 +3,11 @@
 -- every Nth line, so no two requests in a run carry the same notification until the file is exhausted.
 local lines = {}
 local index = 0
-local thread_id = 0
 local thread_count = 1
 
 function setup(thread)
+  -- A global of the thread's own Lua state: a `local thread_id` in this file would shadow it, and every thread
+  -- would then take the same lines (each transaction sent twice, the second already granted).
   thread:set("thread_id", thread_count - 1)
   thread_count = thread_count + 1
 end
@@ -15,7 +16,7 @@ function init(args)
   local threads = tonumber(os.getenv("WRK_THREADS") or "2")
   local n = 0
   for line in io.lines(os.getenv("REQUESTS_FILE")) do
-    if n % threads == thread_id then table.insert(lines, line) end
+    if n % threads == (thread_id or 0) then table.insert(lines, line) end
     n = n + 1
   end
 end
