@@ -120,21 +120,26 @@ extension Ledger {
     /// series in billing retry stays stale all day) while older ones waited behind them until they left the window.
     public func staleSubscriptions(since: Date, before: Date, limit: Int = 100, dueBy: Date = .distantFuture) async throws -> [StaleSeries] {
         try await read { session in
-            try session.sql.rows("""
-                SELECT p.original_transaction_id, p.account_id, p.latest FROM (
-                    SELECT original_transaction_id, MIN(account_id) AS account_id, MAX(expires_date) AS latest FROM purchases
-                    WHERE product_type = $1 AND account_id IS NOT NULL AND revocation_date IS NULL
-                    GROUP BY original_transaction_id HAVING MAX(expires_date) < $2 AND MAX(expires_date) >= $3
-                ) p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
-                LEFT JOIN subscription_checks c ON c.original_transaction_id = p.original_transaction_id AND c.expires_date >= p.latest
-                WHERE (s.original_transaction_id IS NULL OR COALESCE(s.status, 0) NOT IN ($5, $6) OR s.signed_date < p.latest)
-                AND (c.original_transaction_id IS NULL OR c.next_check_at <= $7)
-                ORDER BY COALESCE(c.checked_at, 0), p.latest DESC, p.original_transaction_id LIMIT $4
-                """, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit)),
+            try session.sql.rows(Self.staleSeriesQuery, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit)),
                       .int(Int64(SubscriptionStatus.expired.rawValue)), .int(Int64(SubscriptionStatus.revoked.rawValue)), .of(dueBy)])
                 .map { StaleSeries(originalTransactionId: try $0.text(0), accountId: try $0.text(1), expiresDate: Millis.date(try $0.int(2))) }
         }
     }
+
+    /// The series ``staleSubscriptions(since:before:limit:dueBy:)`` reads; `$1` the product type, `$2`/`$3` the window.
+    static let staleSeriesQuery = """
+        SELECT p.original_transaction_id, p.account_id, p.latest FROM (
+            SELECT original_transaction_id, MIN(account_id) AS account_id, MAX(expires_date) AS latest FROM purchases
+            WHERE product_type = $1 AND account_id IS NOT NULL AND revocation_date IS NULL
+            -- Only series with a period ending in the window (the latest one does): an index step, not every purchase.
+            AND original_transaction_id IN (SELECT original_transaction_id FROM purchases WHERE expires_date >= $3 AND expires_date < $2)
+            GROUP BY original_transaction_id HAVING MAX(expires_date) < $2 AND MAX(expires_date) >= $3
+        ) p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
+        LEFT JOIN subscription_checks c ON c.original_transaction_id = p.original_transaction_id AND c.expires_date >= p.latest
+        WHERE (s.original_transaction_id IS NULL OR COALESCE(s.status, 0) NOT IN ($5, $6) OR s.signed_date < p.latest)
+        AND (c.original_transaction_id IS NULL OR c.next_check_at <= $7)
+        ORDER BY COALESCE(c.checked_at, 0), p.latest DESC, p.original_transaction_id LIMIT $4
+        """
 
     /// Notes that Apple answered about `series` at `at`, and when to ask again: 1 minute after the first answer about
     /// its latest expiry, then 2, 4, 8, 16, and every 30 minutes (a renewal that billing retry recovers is found soon; a

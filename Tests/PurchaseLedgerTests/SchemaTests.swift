@@ -59,18 +59,76 @@ struct SchemaTests {
         try await store.close()
     }
 
+    /// SQLite's plan for `sql`, one line per step (EXPLAIN QUERY PLAN's detail column).
+    func plan(_ sql: String, _ binds: [SQLValue], on store: SQLiteLedgerStore) async throws -> [String] {
+        try await store.read { session in try session.rows("EXPLAIN QUERY PLAN " + sql, binds).map { try $0.text(3) } }
+    }
+
     @Test("What an account owns is read without its consumables: every read of purchases goes through the index that leaves them out")
     func ownedQueryUsesEntitlingIndex() async throws {
         let store = try sqliteStore()
         try await Schema.migrate(store)
-        let plan = try await store.read { sql in
-            try sql.rows("EXPLAIN QUERY PLAN " + LedgerSession.ownedQuery, [.text("account")]).map { try $0.text(3) }
-        }
-        let purchaseReads = plan.filter { $0.contains(" purchases ") }
+        let steps = try await plan(LedgerSession.ownedQuery, [.text("account")], on: store)
+        let purchaseReads = steps.filter { $0.contains(" purchases ") }
         // Both the entitling purchases and the account's subscription series.
-        #expect(purchaseReads.count == 2, "\(plan)")
-        #expect(purchaseReads.allSatisfy { $0.contains("USING INDEX purchases_account_entitling (account_id=?") }, "\(plan)")
+        #expect(purchaseReads.count == 2, "\(steps)")
+        #expect(purchaseReads.allSatisfy { $0.contains("USING INDEX purchases_account_entitling (account_id=?") }, "\(steps)")
         try await store.close()
+    }
+
+    @Test("A series' holder is one index step (no sort of every period); stale series are found from the window of expiries, not a scan of every purchase")
+    func seriesReadsDoNotGrowWithHistory() async throws {
+        let store = try sqliteStore()
+        try await Schema.migrate(store)
+        let facts = try await plan(LedgerSession.factsQuery, [.text("o"), .text("t"), .text("x"), .text("x"), .text("p")], on: store)
+        #expect(!facts.contains { $0.contains("TEMP B-TREE") }, "\(facts)")
+        #expect(facts.filter { $0.contains("purchases_original") }.allSatisfy { $0.contains("original_transaction_id=?") }, "\(facts)")
+        let stale = try await plan(Ledger.staleSeriesQuery, [.text("Auto-Renewable Subscription"), .int(2), .int(1), .int(100), .int(1), .int(2), .int(3)],
+                                   on: store)
+        #expect(!stale.contains { $0.hasPrefix("SCAN purchases") }, "\(stale)")
+        #expect(stale.contains { $0.contains("purchases_expires") }, "\(stale)")
+        try await store.close()
+    }
+
+    /// Ends a write with what it read, undoing what it wrote: the PostgreSQL database is shared with other tests.
+    struct Rollback: Error { let plans: [[String]] }
+
+    @Test("On PostgreSQL too, what an account owns is read without its 2,000 coin purchases, planned for the values or generically (as inside iapkit_apply)")
+    func postgresOwnedQuerySkipsConsumables() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let (account, prefix) = (uniqueId("coins-"), uniqueId("bulk-"))
+        do {
+            _ = try await ledger.store.write { sql -> Int in
+                // The account's 2,000 coin purchases and 60 monthly periods beside 1,500 other accounts' 12 periods each
+                // (which the entitling index holds), and statistics that know it.
+                _ = try sql.rows("""
+                    INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
+                        purchase_date, is_upgraded, signed_date, source, recorded_at)
+                    SELECT $1 || g, CASE WHEN g <= 2000 THEN $1 || g WHEN g <= 2060 THEN $1 || 'mine' ELSE $1 || (g / 12) END,
+                        CASE WHEN g <= 2060 THEN $2 ELSE $1 || 'other-' || (g / 12) END,
+                        CASE WHEN g <= 2000 THEN 'coins' ELSE 'pro' END,
+                        CASE WHEN g <= 2000 THEN 'Consumable' ELSE 'Auto-Renewable Subscription' END, 'Sandbox', 1, g, 0, g, 'app', g
+                    FROM generate_series(1, 20060) g
+                    """, [.text(prefix), .text(account)])
+                _ = try sql.rows("ANALYZE purchases", [])
+                // Planned for the account (a bound statement), and generically, as iapkit_apply's RETURN QUERY is.
+                var plans = [try sql.rows("EXPLAIN (ANALYZE, COSTS OFF) " + LedgerSession.ownedQuery, [.text(account)]).map { try $0.text(0) }]
+                let name = "owned_" + uniqueId()
+                _ = try sql.rows("PREPARE \(name)(text) AS " + LedgerSession.ownedQuery, [])
+                _ = try sql.rows("SET LOCAL plan_cache_mode = force_generic_plan", [])
+                plans.append(try sql.rows("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE \(name)('\(account)')", []).map { try $0.text(0) })
+                _ = try sql.rows("DEALLOCATE \(name)", [])
+                throw Rollback(plans: plans)
+            }
+            Issue.record("the write was not rolled back")
+        } catch let rollback as Rollback {
+            for plan in rollback.plans {
+                #expect(!plan.contains { $0.contains("Seq Scan on purchases") }, "\(plan)")
+                let removed = plan.filter { $0.contains("Rows Removed by Filter") }
+                    .compactMap { Int($0.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") }
+                #expect(removed.allSatisfy { $0 < 100 }, "\(plan)")
+            }
+        }
     }
 
     @Test("PostgreSQL's $n placeholders become SQLite's ?n; a $ inside a name stays", arguments: [

