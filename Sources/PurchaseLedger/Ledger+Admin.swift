@@ -168,15 +168,19 @@ extension Ledger {
         min(1_800, 60 * pow(2, Double(min(max(asks, 1), 16) - 1)))
     }
 
+    /// ``openOrders(createdBefore:after:limit:)``'s read: through `orders_state_created`, newest first, so the
+    /// abandoned carts of years are not read on every pass.
+    static let openOrdersQuery = """
+        SELECT \(LedgerSession.orderColumns) FROM orders WHERE state = 'created' AND created_at < $1 AND created_at >= $2
+        ORDER BY created_at DESC LIMIT $3
+        """
+
     /// Open orders created before `before`: payments that may have happened without reaching the server.
     /// Newest first, and only those created since `after`: abandoned carts pile up, and must not crowd out the orders
     /// a recent payment may still be looking for.
     public func openOrders(createdBefore before: Date, after: Date = .distantPast, limit: Int = 100) async throws -> [Order] {
         try await read { session in
-            try session.sql.rows("""
-                SELECT \(LedgerSession.orderColumns) FROM orders WHERE state = 'created' AND created_at < $1 AND created_at >= $2
-                ORDER BY created_at DESC LIMIT $3
-                """, [.of(before), .of(after), .int(Int64(max(1, min(limit, 10_000))))]).map(LedgerSession.decodeOrder)
+            try session.sql.rows(Self.openOrdersQuery, [.of(before), .of(after), .int(Int64(max(1, min(limit, 10_000))))]).map(LedgerSession.decodeOrder)
         }
     }
 

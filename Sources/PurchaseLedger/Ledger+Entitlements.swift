@@ -21,6 +21,12 @@ extension Ledger {
     public func purchases(accountId: String) async throws -> [PurchaseRecord] {
         try await read { try $0.purchases(accountId: accountId) }
     }
+
+    /// The transactions bound to `accountId` that can carry an entitlement (consumables left out), oldest first: what
+    /// offer and retention rules judge, read without the account's coin purchases.
+    public func entitlingPurchases(accountId: String) async throws -> [PurchaseRecord] {
+        try await read { try $0.entitlingPurchases(accountId: accountId) }
+    }
 }
 
 // MARK: Spending

@@ -62,11 +62,14 @@ extension Ledger {
         }
     }
 
+    /// Through `webhook_events_delivered`: the old delivered events only, not every event ever delivered.
+    static let pruneWebhookEventsQuery = "DELETE FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 RETURNING event_id"
+
     /// Forgets delivered events older than `age` (the outbox is not an archive). Returns how many.
     @discardableResult
     public func pruneWebhookEvents(deliveredBefore date: Date) async throws -> Int {
         try await write { session in
-            try session.sql.rows("DELETE FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 RETURNING event_id", [.of(date)]).count
+            try session.sql.rows(Self.pruneWebhookEventsQuery, [.of(date)]).count
         }
     }
 

@@ -90,6 +90,20 @@ struct SchemaTests {
         try await store.close()
     }
 
+    @Test("Offers and retention judge an account's purchases without its consumables; passes over open orders and delivered webhook events read their window")
+    func occasionalReadsDoNotGrowWithHistory() async throws {
+        let store = try sqliteStore()
+        try await Schema.migrate(store)
+        let entitling = try await plan(LedgerSession.entitlingPurchasesQuery, [.text("account")], on: store)
+        #expect(entitling.contains { $0.contains("USING INDEX purchases_account_entitling (account_id=?)") }, "\(entitling)")
+        let orders = try await plan(Ledger.openOrdersQuery, [.int(2), .int(1), .int(100)], on: store)
+        #expect(orders.contains { $0.contains("orders_state_created (state=? AND created_at>? AND created_at<?)") }, "\(orders)")
+        #expect(!orders.contains { $0.contains("TEMP B-TREE") }, "\(orders)")
+        let prune = try await plan(Ledger.pruneWebhookEventsQuery, [.int(1)], on: store)
+        #expect(prune.contains { $0.contains("webhook_events_delivered (state=? AND delivered_at<?)") }, "\(prune)")
+        try await store.close()
+    }
+
     /// Ends a write with what it read, undoing what it wrote: the PostgreSQL database is shared with other tests.
     struct Rollback: Error { let plans: [[String]] }
 

@@ -78,6 +78,17 @@ struct LedgerSession {
             .map(Self.decodePurchase)
     }
 
+    /// The account's purchases that can carry an entitlement (no consumables), through the entitling index: an account
+    /// with thousands of coin purchases costs no more to judge for an offer than one with none.
+    func entitlingPurchases(accountId: String) throws -> [PurchaseRecord] {
+        try sql.rows(Self.entitlingPurchasesQuery, [.text(accountId)]).map(Self.decodePurchase)
+    }
+
+    static let entitlingPurchasesQuery = """
+        SELECT \(purchaseColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable'
+        ORDER BY purchase_date, transaction_id
+        """
+
     func purchases(where condition: String, _ binds: [SQLValue], limit: Int) throws -> [PurchaseRecord] {
         try sql.rows("""
             SELECT \(Self.purchaseColumns) FROM purchases WHERE \(condition) ORDER BY recorded_at DESC, transaction_id LIMIT \(max(1, min(limit, 10_000)))

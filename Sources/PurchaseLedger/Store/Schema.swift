@@ -159,6 +159,9 @@ enum Schema {
             "CREATE INDEX purchases_original ON purchases (original_transaction_id, purchase_date)",
             // The reconciler starts from the expiries in its window instead of reading every purchase each pass.
             "CREATE INDEX purchases_expires ON purchases (expires_date)",
+            // Passes over open orders and the webhook outbox read their window, not every abandoned cart or delivered event.
+            "CREATE INDEX orders_state_created ON orders (state, created_at)",
+            "CREATE INDEX webhook_events_delivered ON webhook_events (state, delivered_at)",
         ],
     ]
 

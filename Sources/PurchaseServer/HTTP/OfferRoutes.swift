@@ -62,7 +62,7 @@ struct OfferRoutes {
             try await ledgerCall { try await ledger.recordAppTransaction(payload, accountId: account, now: services.now()) }
             presented = payload.appTransactionId
         }
-        let purchases = try await ledgerCall { try await ledger.purchases(accountId: account) }
+        let purchases = try await ledgerCall { try await ledger.entitlingPurchases(accountId: account) }
         let now = Date()
         // Every signature names a transaction of the buyer's, so that the App Store takes it from this customer only.
         let named = try await customerTransactionId(account, presented: presented)

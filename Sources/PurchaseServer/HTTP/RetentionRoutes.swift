@@ -72,7 +72,7 @@ struct RetentionRoutes {
         var purchases: [PurchaseRecord] = []
         var owned = AccountEntitlements(accountId: "", entitlements: [], balances: [:])
         if let account {
-            purchases = try await ledgerCall { try await ledger.purchases(accountId: account) }
+            purchases = try await ledgerCall { try await ledger.entitlingPurchases(accountId: account) }
             owned = try await ledgerCall { try await ledger.entitlements(accountId: account, now: services.now()) }
         }
         let choice = RetentionRules.choose(productId: productId, locale: locale, rules: rules, offers: services.promotionalOffers,
