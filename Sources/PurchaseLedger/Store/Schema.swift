@@ -149,19 +149,19 @@ enum Schema {
             "CREATE INDEX subscription_checks_checked ON subscription_checks (checked_at)",
         ],
         [
-            // Reads that grew with an account's or a series' history. PostgreSQL's planner preferred the plain account
-            // index to the two-column entitling one and read every consumable on each answer: keyed by the account
-            // alone, both databases use it.
-            "DROP INDEX purchases_account_entitling",
-            "CREATE INDEX purchases_account_entitling ON purchases (account_id) WHERE product_type <> 'Consumable'",
-            // A series' first or latest holder is one index step, not every period read and sorted.
-            "DROP INDEX purchases_original",
-            "CREATE INDEX purchases_original ON purchases (original_transaction_id, purchase_date)",
-            // The reconciler starts from the expiries in its window instead of reading every purchase each pass.
-            "CREATE INDEX purchases_expires ON purchases (expires_date)",
-            // Passes over open orders and the webhook outbox read their window, not every abandoned cart or delivered event.
-            "CREATE INDEX orders_state_created ON orders (state, created_at)",
-            "CREATE INDEX webhook_events_delivered ON webhook_events (state, delivered_at)",
+            // Reads that grew with an account's or a series' history (docs/LEDGER.md). PostgreSQL's planner preferred the
+            // plain account index to the two-column entitling one and read every consumable on each answer: keyed by the
+            // account alone, both databases use it. A series' first or latest holder is one index step, not every period
+            // read and sorted. The reconciler, the open-orders pass and the webhook prune read their window, not the table.
+            // New names and IF NOT EXISTS: an operator of a large PostgreSQL ledger may build them beforehand with
+            // CREATE INDEX CONCURRENTLY, and this migration then takes no lock that holds up purchases.
+            "CREATE INDEX IF NOT EXISTS purchases_entitling ON purchases (account_id) WHERE product_type <> 'Consumable'",
+            "DROP INDEX IF EXISTS purchases_account_entitling",
+            "CREATE INDEX IF NOT EXISTS purchases_series ON purchases (original_transaction_id, purchase_date)",
+            "DROP INDEX IF EXISTS purchases_original",
+            "CREATE INDEX IF NOT EXISTS purchases_expires ON purchases (expires_date)",
+            "CREATE INDEX IF NOT EXISTS orders_state_created ON orders (state, created_at)",
+            "CREATE INDEX IF NOT EXISTS webhook_events_delivered ON webhook_events (state, delivered_at)",
         ],
     ]
 
