@@ -9,7 +9,7 @@ struct SchemaTests {
     }
 
     /// The ledger as a server of an older version left it: the first `count` migrations applied.
-    func applyFirst(_ count: Int, to store: SQLiteLedgerStore) async throws {
+    func applyFirst(_ count: Int, to store: any LedgerStore) async throws {
         try await store.write { sql in
             _ = try sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
             for (index, statements) in Schema.migrations.prefix(count).enumerated() {
@@ -75,6 +75,43 @@ struct SchemaTests {
         #expect(Set(indexes).isSuperset(of: ["purchases_entitling", "purchases_series", "purchases_expires"]), "\(indexes)")
         #expect(!indexes.contains("purchases_account_entitling") && !indexes.contains("purchases_original"), "\(indexes)")
         try await store.close()
+    }
+
+    @Test("On PostgreSQL, an index an operator began CONCURRENTLY and cancelled (left invalid under its name) is built again, not taken")
+    func invalidPrebuiltIndexIsRebuilt() async throws {
+        let admin = try await makeLedger(.postgres)
+        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+        let database = "iapkit_" + uniqueId("migration_")
+        _ = try await admin.store.read { sql in try sql.rows("CREATE DATABASE \(database)", []) }
+        var components = try #require(URLComponents(string: url))
+        components.path = "/" + database
+        let store = try await PostgresLedgerStore(url: try #require(components.string))
+        let historyIndexes = try #require(Schema.migrations.firstIndex { $0.contains { $0.contains("purchases_series") } })
+        try await applyFirst(historyIndexes, to: store)
+        // A unique build over duplicate values fails half-way, as a cancelled one does: an invalid index stays behind.
+        _ = try await store.write { sql in
+            try sql.rows("""
+                INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
+                    purchase_date, is_upgraded, signed_date, source, recorded_at)
+                SELECT 'tx' || g, 'tx1', 'account', 'pro', 'Auto-Renewable Subscription', 'Sandbox', 1, g, 0, g, 'app', g FROM generate_series(1, 2) g
+                """, [])
+        }
+        await #expect(throws: (any Error).self) {
+            try await store.read { sql in try sql.rows("CREATE UNIQUE INDEX CONCURRENTLY purchases_series ON purchases (product_type)", []) }
+        }
+        try await Schema.migrate(store)
+        let indexes = try await store.read { sql in
+            try sql.rows("""
+                SELECT c.relname, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                WHERE i.indrelid = 'purchases'::regclass
+                """, []).map { (name: try $0.text(0), valid: try $0.int(1) == 1, definition: try $0.text(2)) }
+        }
+        let series = try #require(indexes.first { $0.name == "purchases_series" }, "\(indexes)")
+        #expect(series.valid && series.definition.contains("(original_transaction_id, purchase_date)"), "\(series)")
+        #expect(indexes.allSatisfy { $0.valid }, "\(indexes)")
+        #expect(!indexes.contains { $0.name == "purchases_original" }, "\(indexes)")
+        try await store.close()
+        _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
     }
 
     /// SQLite's plan for `sql`, one line per step (EXPLAIN QUERY PLAN's detail column).

@@ -155,15 +155,38 @@ enum Schema {
             // read and sorted. The reconciler, the open-orders pass and the webhook prune read their window, not the table.
             // New names and IF NOT EXISTS: an operator of a large PostgreSQL ledger may build them beforehand with
             // CREATE INDEX CONCURRENTLY, and this migration then takes no lock that holds up purchases.
+            // The drops come last: a DROP INDEX locks out reads too, the builds before it only writes.
             "CREATE INDEX IF NOT EXISTS purchases_entitling ON purchases (account_id) WHERE product_type <> 'Consumable'",
-            "DROP INDEX IF EXISTS purchases_account_entitling",
             "CREATE INDEX IF NOT EXISTS purchases_series ON purchases (original_transaction_id, purchase_date)",
-            "DROP INDEX IF EXISTS purchases_original",
             "CREATE INDEX IF NOT EXISTS purchases_expires ON purchases (expires_date)",
             "CREATE INDEX IF NOT EXISTS orders_state_created ON orders (state, created_at)",
             "CREATE INDEX IF NOT EXISTS webhook_events_delivered ON webhook_events (state, delivered_at)",
+            "DROP INDEX IF EXISTS purchases_account_entitling",
+            "DROP INDEX IF EXISTS purchases_original",
         ],
     ]
+
+    /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began
+    /// with CREATE INDEX CONCURRENTLY and that was cancelled stays behind invalid under its name; IF NOT EXISTS would
+    /// take it and the old index would be dropped, leaving every purchase to read the whole table.
+    static let postgresPreparations: [Int: String] = [
+        12: """
+            DO $$
+            DECLARE invalid record;
+            BEGIN
+              FOR invalid IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                  WHERE NOT i.indisvalid AND c.relname IN ('purchases_entitling', 'purchases_series', 'purchases_expires',
+                      'orders_state_created', 'webhook_events_delivered') LOOP
+                EXECUTE 'DROP INDEX ' || quote_ident(invalid.relname);
+              END LOOP;
+            END
+            $$
+            """,
+    ]
+
+    /// How long a start waits for a lock on PostgreSQL before it fails (and can be retried): a migration queued
+    /// behind a long report or dump would otherwise hold up every purchase queued behind it.
+    static let postgresLockTimeout = "10s"
 
     /// Applies the migrations not yet applied, all in one transaction: a start that fails half-way leaves the schema as
     /// it was, and a start over an up-to-date ledger is one write. On PostgreSQL an advisory lock keeps two replicas
@@ -171,10 +194,15 @@ enum Schema {
     static func migrate(_ store: any LedgerStore) async throws {
         let postgres = store.kind == .postgres
         try await store.write { sql in
-            if postgres { _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", []) }
+            if postgres {
+                _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", [])
+                // After the advisory lock: a replica waiting for another's migration to finish must not give up.
+                _ = try sql.rows("SET LOCAL lock_timeout = '\(postgresLockTimeout)'", [])
+            }
             _ = try sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
             let applied = Set(try sql.rows("SELECT version FROM ledger_migrations", []).map { try $0.int(0) })
             for (index, statements) in migrations.enumerated() where !applied.contains(Int64(index + 1)) {
+                if postgres, let preparation = postgresPreparations[index + 1] { _ = try sql.rows(preparation, []) }
                 for statement in statements { _ = try sql.rows(statement, []) }
                 _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(Int64(index + 1)), .int(Millis.now)])
             }
