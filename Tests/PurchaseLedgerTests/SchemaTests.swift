@@ -114,49 +114,52 @@ struct SchemaTests {
         _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
     }
 
-    /// SQLite's plan for `sql`, one line per step (EXPLAIN QUERY PLAN's detail column).
-    func plan(_ sql: String, _ binds: [SQLValue], on store: SQLiteLedgerStore) async throws -> [String] {
-        try await store.read { session in try session.rows("EXPLAIN QUERY PLAN " + sql, binds).map { try $0.text(3) } }
+    /// SQLite's plan for each statement (EXPLAIN QUERY PLAN's detail column, one line per step), on a freshly migrated
+    /// ledger.
+    func plans(_ statements: [(sql: String, binds: [SQLValue])]) async throws -> [[String]] {
+        let store = try sqliteStore()
+        try await Schema.migrate(store)
+        let plans = try await store.read { session in
+            try statements.map { statement in try session.rows("EXPLAIN QUERY PLAN " + statement.sql, statement.binds).map { try $0.text(3) } }
+        }
+        try await store.close()
+        return plans
     }
 
     @Test("What an account owns is read without its consumables: every read of purchases goes through the index that leaves them out")
     func ownedQueryUsesEntitlingIndex() async throws {
-        let store = try sqliteStore()
-        try await Schema.migrate(store)
-        let steps = try await plan(LedgerSession.ownedQuery, [.text("account")], on: store)
+        let steps = try await plans([(LedgerSession.ownedQuery, [.text("account")])])[0]
         let purchaseReads = steps.filter { $0.contains(" purchases ") }
         // Both the entitling purchases and the account's subscription series.
         #expect(purchaseReads.count == 2, "\(steps)")
         #expect(purchaseReads.allSatisfy { $0.contains("USING INDEX purchases_entitling (account_id=?") }, "\(steps)")
-        try await store.close()
     }
 
     @Test("A series' holder is one index step (no sort of every period); stale series are found from the window of expiries, not a scan of every purchase")
     func seriesReadsDoNotGrowWithHistory() async throws {
-        let store = try sqliteStore()
-        try await Schema.migrate(store)
-        let facts = try await plan(LedgerSession.factsQuery, [.text("o"), .text("t"), .text("x"), .text("x"), .text("p")], on: store)
+        let found = try await plans([
+            (LedgerSession.factsQuery, [.text("o"), .text("t"), .text("x"), .text("x"), .text("p")]),
+            (Ledger.staleSeriesQuery, [.text("Auto-Renewable Subscription"), .int(2), .int(1), .int(100), .int(1), .int(2), .int(3)]),
+        ])
+        let (facts, stale) = (found[0], found[1])
         #expect(!facts.contains { $0.contains("TEMP B-TREE") }, "\(facts)")
         #expect(facts.filter { $0.contains("purchases_series") }.allSatisfy { $0.contains("original_transaction_id=?") }, "\(facts)")
-        let stale = try await plan(Ledger.staleSeriesQuery, [.text("Auto-Renewable Subscription"), .int(2), .int(1), .int(100), .int(1), .int(2), .int(3)],
-                                   on: store)
         #expect(!stale.contains { $0.hasPrefix("SCAN purchases") }, "\(stale)")
         #expect(stale.contains { $0.contains("purchases_expires") }, "\(stale)")
-        try await store.close()
     }
 
     @Test("Offers and retention judge an account's purchases without its consumables; passes over open orders and delivered webhook events read their window")
     func occasionalReadsDoNotGrowWithHistory() async throws {
-        let store = try sqliteStore()
-        try await Schema.migrate(store)
-        let entitling = try await plan(LedgerSession.entitlingPurchasesQuery, [.text("account")], on: store)
+        let found = try await plans([
+            (LedgerSession.entitlingPurchasesQuery, [.text("account")]),
+            (Ledger.openOrdersQuery, [.int(2), .int(1), .int(100)]),
+            (Ledger.pruneWebhookEventsQuery, [.int(1)]),
+        ])
+        let (entitling, orders, prune) = (found[0], found[1], found[2])
         #expect(entitling.contains { $0.contains("USING INDEX purchases_entitling (account_id=?)") }, "\(entitling)")
-        let orders = try await plan(Ledger.openOrdersQuery, [.int(2), .int(1), .int(100)], on: store)
         #expect(orders.contains { $0.contains("orders_state_created (state=? AND created_at>? AND created_at<?)") }, "\(orders)")
         #expect(!orders.contains { $0.contains("TEMP B-TREE") }, "\(orders)")
-        let prune = try await plan(Ledger.pruneWebhookEventsQuery, [.int(1)], on: store)
         #expect(prune.contains { $0.contains("webhook_events_delivered (state=? AND delivered_at<?)") }, "\(prune)")
-        try await store.close()
     }
 
     /// Ends a write with what it read, undoing what it wrote: the PostgreSQL database is shared with other tests.

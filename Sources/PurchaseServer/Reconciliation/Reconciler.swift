@@ -113,18 +113,18 @@ public struct Reconciler: Sendable {
         let stale = try await services.ledger.staleSubscriptions(since: window, before: now, limit: 50, dueBy: now)
         for series in stale {
             let (original, account) = (series.originalTransactionId, series.accountId)
-            let statuses: StatusResponse
+            let statuses: StatusResponse?
             do {
                 statuses = try await serverAPI.subscriptionStatuses(original)
             } catch let error as AppStoreClientError where error.code == .unavailable || error.code == .unauthorized {
                 // Apple away (or our key refused): nothing was learnt, and the series keeps its place in line.
                 continue
             } catch {
-                // Refused or answered out of spec: asking again at once would be refused again.
-                try await services.ledger.recordSubscriptionCheck(series, at: now, forgettingBefore: window)
-                continue
+                // Refused or answered out of spec: an answer all the same, and asking again at once would be refused again.
+                statuses = nil
             }
             try await services.ledger.recordSubscriptionCheck(series, at: now, forgettingBefore: window)
+            guard let statuses else { continue }
             for item in (statuses.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
                 guard let signed = item.signedTransactionInfo,
                       let transaction = try? await services.verifier.transaction(signed), transaction.originalTransactionId == original else { continue }
