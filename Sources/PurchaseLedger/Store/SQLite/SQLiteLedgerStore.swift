@@ -24,7 +24,11 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
             try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true)
         }
         let connection = try SQLiteConnection(path: path)
-        try connection.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL")
+        // temp_store=MEMORY keeps each savepoint's journal in memory: by default SQLite spills it past 64 KiB to a temporary
+        // file, and in a group of purchases every page's first change in a savepoint was written there (58 % of the
+        // writer's pwrite calls under the purchase load, measured with strace). The journal holds one copy of each page a
+        // group changes, so it stays a few MB at most (`maximumGroup` operations).
+        try connection.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY")
         writer = SQLiteWriter(connection: connection, maximumGroup: max(1, maximumGroup))
     }
 
