@@ -1,6 +1,7 @@
 import ArgumentParser
 
 /// `iap`: IAPKit's command-line tool.
+@main
 struct IAP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "iap",
