@@ -41,7 +41,7 @@ struct ServerConfigurationTests {
         #expect(loaded.catalog.rule(for: "com.revenuecat.annual_39.99_no_trial")?.entitlement == "subscription_group_2")
     }
 
-    @Test("Refusals name what is wrong: unreadable file, bad JSON, bad product rule, unknown environment, bad policy")
+    @Test("Refusals name what is wrong: unreadable file, bad JSON, bad product rule (a key its type never uses too), unknown environment, bad policy")
     func refusals() throws {
         func message(_ json: String?, _ environment: [String: String] = [:]) -> String {
             do {
@@ -52,6 +52,14 @@ struct ServerConfigurationTests {
         #expect(message(nil).contains("cannot read configuration file"))
         #expect(message("{").contains("not valid JSON"))
         #expect(message(#"{"catalog": {"products": {"x": {"type": "Consumable"}}}}"#).contains("catalog product x"))
+        #expect(message(#"{"catalog": {"products": {"coins": {"type": "Consumable", "currency": "coins", "amount": 10, "entitlement": "vip"}}}}"#)
+            .contains("catalog product coins: a consumable credits its currency only: remove entitlement"))
+        #expect(message(#"{"catalog": {"products": {"pro": {"type": "Auto-Renewable Subscription", "entitlement": "pro", "periodSeconds": 60}}}}"#)
+            .contains("catalog product pro: a subscription lasts as Apple's expiry says: remove periodSeconds"))
+        #expect(message(#"{"catalog": {"products": {"life": {"type": "Non-Consumable", "entitlement": "life", "currency": "gems", "amount": 5}}}}"#)
+            .contains("remove amount and currency"))
+        #expect(message(#"{"catalog": {"products": {"pass": {"type": "Non-Renewing Subscription", "entitlement": "season", "periodSeconds": 60, "amount": 1}}}}"#)
+            .contains("a non-renewing subscription grants its entitlement only: remove amount"))
         #expect(message(#"{"environments": ["Staging"]}"#).contains("unknown environment Staging"))
         #expect(message(#"{"deviceIntegrityPolicy": "shrug"}"#).contains("deviceIntegrityPolicy"))
         #expect(message(#"{"port": 70000}"#).contains("out of range"))

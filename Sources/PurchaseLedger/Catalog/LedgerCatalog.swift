@@ -46,20 +46,29 @@ public struct ProductRule: Codable, Sendable, Hashable {
         .init(type: .nonRenewingSubscription, entitlement: entitlement, periodSeconds: seconds)
     }
 
-    /// Why this rule cannot work, or nil.
+    /// Why this rule cannot work, or nil. A key that the product's type never uses is refused too, not ignored: a
+    /// consumable written with an `entitlement` would otherwise credit its coins and silently grant nothing else, which
+    /// the operator who wrote it did not mean.
     public var problem: String? {
         switch type {
         case .consumable:
             guard let currency, !currency.isEmpty, let amount, amount > 0 else { return "a consumable needs a currency and a positive amount" }
-            return nil
+            return unused(["entitlement": entitlement != nil, "periodSeconds": periodSeconds != nil], "a consumable credits its currency only")
         case .nonRenewingSubscription:
             guard entitlement?.isEmpty == false, let periodSeconds, periodSeconds > 0 else { return "a non-renewing subscription needs an entitlement and a positive periodSeconds" }
-            return nil
+            return unused(["currency": currency != nil, "amount": amount != nil], "a non-renewing subscription grants its entitlement only")
         case .nonConsumable, .autoRenewableSubscription:
-            return entitlement?.isEmpty == false ? nil : "needs an entitlement"
+            guard entitlement?.isEmpty == false else { return "needs an entitlement" }
+            return unused(["currency": currency != nil, "amount": amount != nil, "periodSeconds": periodSeconds != nil],
+                          type == .nonConsumable ? "a non-consumable grants its entitlement for life" : "a subscription lasts as Apple's expiry says")
         default:
             return "unknown product type \(type.rawValue)"
         }
+    }
+
+    private func unused(_ present: [String: Bool], _ why: String) -> String? {
+        let keys = present.filter(\.value).map(\.key).sorted()
+        return keys.isEmpty ? nil : "\(why): remove \(keys.joined(separator: " and "))"
     }
 }
 
