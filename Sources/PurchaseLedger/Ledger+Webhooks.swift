@@ -24,16 +24,14 @@ public struct StoredWebhookEvent: Codable, Sendable, Hashable {
 }
 
 extension Ledger {
-    /// Takes the oldest event due for delivery for one sender, held until `now + lease` so that no other sender (another
+    /// Takes the next event due for delivery for one sender, held until `now + lease` so that no other sender (another
     /// replica, or this one's next pass) sends it meanwhile; a sender that died lets it go when the lease ends. The
     /// lease's end is the claim's token: only its holder settles it. Due means due by `dueBy` (`now` unless given).
+    /// Events never tried (or replayed) go first, oldest first; then retries, in the order they fall due.
     public func claimWebhookEvent(now: Date = Date(), dueBy: Date? = nil, lease: TimeInterval) async throws -> (event: StoredWebhookEvent, claim: Date)? {
         let until = Millis.date(Millis.of(now.addingTimeInterval(lease)))
         return try await write { session in
-            guard let id = try session.sql.first("""
-                SELECT event_id FROM webhook_events WHERE state = 'pending' AND next_attempt_at <= $2 AND (claimed_until IS NULL OR claimed_until < $1)
-                ORDER BY created_at, event_id LIMIT 1
-                """, [.of(now), .of(dueBy ?? now)])?.text(0) else { return nil }
+            guard let id = try session.sql.first(Self.dueWebhookEventQuery, [.of(now), .of(dueBy ?? now)])?.text(0) else { return nil }
             let row = try session.sql.first("""
                 UPDATE webhook_events SET claimed_until = $2
                 WHERE event_id = $1 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)
@@ -61,6 +59,12 @@ extension Ledger {
             }
         }
     }
+
+    /// In the order of `webhook_events_due_order`: the first row it finds is the answer, however long the backlog.
+    static let dueWebhookEventQuery = """
+        SELECT event_id FROM webhook_events WHERE state = 'pending' AND next_attempt_at <= $2 AND (claimed_until IS NULL OR claimed_until < $1)
+        ORDER BY next_attempt_at, created_at, event_id LIMIT 1
+        """
 
     /// Through `webhook_events_delivered`: the old delivered events only, not every event ever delivered.
     static let pruneWebhookEventsQuery = "DELETE FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 RETURNING event_id"

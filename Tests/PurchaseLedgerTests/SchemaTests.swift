@@ -148,18 +148,21 @@ struct SchemaTests {
         #expect(stale.contains { $0.contains("purchases_expires") }, "\(stale)")
     }
 
-    @Test("Offers and retention judge an account's purchases without its consumables; passes over open orders and delivered webhook events read their window")
+    @Test("Offers and retention judge an account's purchases without its consumables; passes over open orders and delivered webhook events read their window; a webhook claim reads one row")
     func occasionalReadsDoNotGrowWithHistory() async throws {
         let found = try await plans([
             (LedgerSession.entitlingPurchasesQuery, [.text("account")]),
             (Ledger.openOrdersQuery, [.int(2), .int(1), .int(100)]),
             (Ledger.pruneWebhookEventsQuery, [.int(1)]),
+            (Ledger.dueWebhookEventQuery, [.int(1), .int(1)]),
         ])
-        let (entitling, orders, prune) = (found[0], found[1], found[2])
+        let (entitling, orders, prune, due) = (found[0], found[1], found[2], found[3])
         #expect(entitling.contains { $0.contains("USING INDEX purchases_entitling (account_id=?)") }, "\(entitling)")
         #expect(orders.contains { $0.contains("orders_state_created (state=? AND created_at>? AND created_at<?)") }, "\(orders)")
         #expect(!orders.contains { $0.contains("TEMP B-TREE") }, "\(orders)")
         #expect(prune.contains { $0.contains("webhook_events_delivered (state=? AND delivered_at<?)") }, "\(prune)")
+        #expect(due.contains { $0.contains("webhook_events_due_order (state=? AND next_attempt_at<?)") }, "\(due)")
+        #expect(!due.contains { $0.contains("TEMP B-TREE") }, "\(due)")
     }
 
     /// Ends a write with what it read, undoing what it wrote: the PostgreSQL database is shared with other tests.

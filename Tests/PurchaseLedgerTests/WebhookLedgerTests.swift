@@ -142,6 +142,28 @@ struct WebhookLedgerTests {
         #expect(again.event.eventId == event.id && again.event.attempts == 0)
     }
 
+    /// On SQLite only, as above.
+    @Test("Claims take events never tried first, oldest first, then retries in the order they fall due")
+    func claimOrder() async throws {
+        let ledger = try await makeLedger(.sqlite)
+        let now = Date()
+        let (a, b, c) = (try await ledger.emitTestWebhook(actor: "test", now: now.addingTimeInterval(-30)),
+                         try await ledger.emitTestWebhook(actor: "test", now: now.addingTimeInterval(-20)),
+                         try await ledger.emitTestWebhook(actor: "test", now: now.addingTimeInterval(-10)))
+        let first = try #require(try await ledger.claimWebhookEvent(now: now, lease: 30))
+        #expect(first.event.eventId == a.id, "the oldest first")
+        try await ledger.settleWebhookEvent(a.id, claim: first.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(100), now: now)
+        let second = try #require(try await ledger.claimWebhookEvent(now: now, lease: 30))
+        #expect(second.event.eventId == b.id)
+        try await ledger.settleWebhookEvent(b.id, claim: second.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(50), now: now)
+        var order: [String] = []
+        while let next = try await ledger.claimWebhookEvent(now: now.addingTimeInterval(200), lease: 30) {
+            order.append(next.event.eventId)
+            try await ledger.settleWebhookEvent(next.event.eventId, claim: next.claim, delivered: true, error: nil, retryAt: nil, now: now)
+        }
+        #expect(order == [c.id, b.id, a.id], "never tried, then the retry due first")
+    }
+
     @Test("A replay while a sender posts: no second sender meanwhile; the attempt under way settles nothing, delivered or failed out of attempts; the replay then sends it from attempt 0")
     func replayDuringDelivery() async throws {
         let ledger = try await makeLedger(.sqlite)

@@ -164,25 +164,36 @@ enum Schema {
             "DROP INDEX IF EXISTS purchases_account_entitling",
             "DROP INDEX IF EXISTS purchases_original",
         ],
+        [
+            // The webhook sender's claim is one index step in the order it sends: events never tried (or replayed)
+            // oldest first, then retries as they fall due. Through (state, next_attempt_at) every due event was read and
+            // sorted on each claim: after a receiver's outage, a backlog of N events took N claims of N rows each.
+            "CREATE INDEX IF NOT EXISTS webhook_events_due_order ON webhook_events (state, next_attempt_at, created_at, event_id)",
+            "DROP INDEX IF EXISTS webhook_events_due",
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began
     /// with CREATE INDEX CONCURRENTLY and that was cancelled stays behind invalid under its name; IF NOT EXISTS would
     /// take it and the old index would be dropped, leaving every purchase to read the whole table.
     static let postgresPreparations: [Int: String] = [
-        12: """
-            DO $$
-            DECLARE invalid record;
-            BEGIN
-              FOR invalid IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-                  WHERE NOT i.indisvalid AND c.relname IN ('purchases_entitling', 'purchases_series', 'purchases_expires',
-                      'orders_state_created', 'webhook_events_delivered') LOOP
-                EXECUTE 'DROP INDEX ' || quote_ident(invalid.relname);
-              END LOOP;
-            END
-            $$
-            """,
+        12: dropInvalidIndexes(["purchases_entitling", "purchases_series", "purchases_expires", "orders_state_created", "webhook_events_delivered"]),
+        13: dropInvalidIndexes(["webhook_events_due_order"]),
     ]
+
+    private static func dropInvalidIndexes(_ names: [String]) -> String {
+        """
+        DO $$
+        DECLARE invalid record;
+        BEGIN
+          FOR invalid IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+              WHERE NOT i.indisvalid AND c.relname IN (\(names.map { "'\($0)'" }.joined(separator: ", "))) LOOP
+            EXECUTE 'DROP INDEX ' || quote_ident(invalid.relname);
+          END LOOP;
+        END
+        $$
+        """
+    }
 
     /// How long a start waits for a lock on PostgreSQL before it fails (and can be retried): a migration queued
     /// behind a long report or dump would otherwise hold up every purchase queued behind it.
