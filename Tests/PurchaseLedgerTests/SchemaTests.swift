@@ -25,6 +25,18 @@ struct SchemaTests {
         }
     }
 
+    @Test("SQLite's writer: a commit waits for the disk (synchronous=FULL), savepoint journals stay in memory, checkpoints every 4,000 pages")
+    func writerSettings() async throws {
+        let store = try sqliteStore()
+        let settings = try await store.write { sql in
+            try ["synchronous", "temp_store", "wal_autocheckpoint", "journal_mode"].map { pragma in
+                try sql.first("PRAGMA \(pragma)")?.values.first ?? .null
+            }
+        }
+        #expect(settings == [.int(2), .int(2), .int(4000), .text("wal")], "\(settings)")
+        try await store.close()
+    }
+
     @Test("A ledger an older version left is brought up to date; starting again over it changes nothing")
     func upgradesOlderLedger() async throws {
         let store = try sqliteStore()
