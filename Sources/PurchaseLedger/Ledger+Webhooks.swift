@@ -27,7 +27,8 @@ extension Ledger {
     /// Takes the next event due for delivery for one sender, held until `now + lease` so that no other sender (another
     /// replica, or this one's next pass) sends it meanwhile; a sender that died lets it go when the lease ends. The
     /// lease's end is the claim's token: only its holder settles it. Due means due by `dueBy` (`now` unless given).
-    /// Events never tried (or replayed) go first, oldest first; then retries, in the order they fall due.
+    /// In the order events fell due, by the wall clock: a new one when it was written, a retry when its backoff ended, a
+    /// replay when asked. A retry is not held back by newer events, nor a new event by retries that fell due after it.
     public func claimWebhookEvent(now: Date = Date(), dueBy: Date? = nil, lease: TimeInterval) async throws -> (event: StoredWebhookEvent, claim: Date)? {
         let until = Millis.date(Millis.of(now.addingTimeInterval(lease)))
         return try await write { session in
@@ -66,14 +67,24 @@ extension Ledger {
         ORDER BY next_attempt_at, created_at, event_id LIMIT 1
         """
 
-    /// Through `webhook_events_delivered`: the old delivered events only, not every event ever delivered.
-    static let pruneWebhookEventsQuery = "DELETE FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 RETURNING event_id"
+    /// Through `webhook_events_delivered`: the old delivered events only, not every event ever delivered; `$2` at a time.
+    static let pruneWebhookEventsQuery = """
+        DELETE FROM webhook_events WHERE event_id IN (
+            SELECT event_id FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 LIMIT $2) RETURNING event_id
+        """
 
-    /// Forgets delivered events older than `age` (the outbox is not an archive). Returns how many.
+    /// Forgets delivered events older than `date` (the outbox is not an archive), `batch` per write: a day of events
+    /// after a server was stopped for one is many small writes between which purchases commit, not one long one that
+    /// holds them all up. Returns how many.
     @discardableResult
-    public func pruneWebhookEvents(deliveredBefore date: Date) async throws -> Int {
-        try await write { session in
-            try session.sql.rows(Self.pruneWebhookEventsQuery, [.of(date)]).count
+    public func pruneWebhookEvents(deliveredBefore date: Date, batch: Int = 1_000) async throws -> Int {
+        var pruned = 0
+        while true {
+            let deleted = try await write { session in
+                try session.sql.rows(Self.pruneWebhookEventsQuery, [.of(date), .int(Int64(max(1, batch)))]).count
+            }
+            pruned += deleted
+            if deleted < max(1, batch) { return pruned }
         }
     }
 
@@ -96,10 +107,10 @@ extension Ledger {
     public func replayWebhookEvent(_ eventId: String, actor: String, now: Date = Date()) async throws -> Bool {
         try await write { session in
             let replayed = try session.sql.first("""
-                UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = 0,
+                UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = $3,
                     claimed_until = CASE WHEN state = 'pending' AND claimed_until >= $2 THEN claimed_until + 1 ELSE NULL END
                 WHERE event_id = $1 RETURNING event_id
-                """, [.text(eventId), .of(Date())]) != nil
+                """, [.text(eventId), .of(Date()), .int(Millis.now)]) != nil
             if replayed { try session.apply(.audit(actor: actor, action: "webhook-replay", subject: eventId, detail: "", at: now)) }
             return replayed
         }

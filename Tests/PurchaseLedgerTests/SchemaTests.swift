@@ -25,7 +25,7 @@ struct SchemaTests {
         }
     }
 
-    @Test("SQLite's writer: a commit waits for the disk (synchronous=FULL), savepoint journals stay in memory, checkpoints every 4,000 pages")
+    @Test("SQLite's writer: a commit waits for the disk (synchronous=FULL), checkpoints every 4,000 pages; savepoint journals in memory, sorts still spill to disk")
     func writerSettings() async throws {
         let store = try sqliteStore()
         let settings = try await store.write { sql in
@@ -33,7 +33,8 @@ struct SchemaTests {
                 try sql.first("PRAGMA \(pragma)")?.values.first ?? .null
             }
         }
-        #expect(settings == [.int(2), .int(2), .int(4000), .text("wal")], "\(settings)")
+        #expect(settings == [.int(2), .int(0), .int(4000), .text("wal")], "\(settings)")
+        #expect(SQLiteConnection.statementJournalInMemory, "the journal's spill size is set before SQLite's first use")
         try await store.close()
     }
 
@@ -165,7 +166,7 @@ struct SchemaTests {
         let found = try await plans([
             (LedgerSession.entitlingPurchasesQuery, [.text("account")]),
             (Ledger.openOrdersQuery, [.int(2), .int(1), .int(100)]),
-            (Ledger.pruneWebhookEventsQuery, [.int(1)]),
+            (Ledger.pruneWebhookEventsQuery, [.int(1), .int(1_000)]),
             (Ledger.dueWebhookEventQuery, [.int(1), .int(1)]),
         ])
         let (entitling, orders, prune, due) = (found[0], found[1], found[2], found[3])

@@ -143,25 +143,48 @@ struct WebhookLedgerTests {
     }
 
     /// On SQLite only, as above.
-    @Test("Claims take events never tried first, oldest first, then retries in the order they fall due")
-    func claimOrder() async throws {
+    @Test("Old delivered events are pruned in batches until none is left; pending and recent ones stay")
+    func pruneInBatches() async throws {
         let ledger = try await makeLedger(.sqlite)
         let now = Date()
-        let (a, b, c) = (try await ledger.emitTestWebhook(actor: "test", now: now.addingTimeInterval(-30)),
-                         try await ledger.emitTestWebhook(actor: "test", now: now.addingTimeInterval(-20)),
-                         try await ledger.emitTestWebhook(actor: "test", now: now.addingTimeInterval(-10)))
+        var delivered: [String] = []
+        for _ in 0..<5 {
+            let event = try await ledger.emitTestWebhook(actor: "test")
+            let held = try #require(try await ledger.claimWebhookEvent(now: Date(), lease: 30))
+            try await ledger.settleWebhookEvent(held.event.eventId, claim: held.claim, delivered: true, error: nil, retryAt: nil, now: now)
+            delivered.append(event.id)
+        }
+        let pending = try await ledger.emitTestWebhook(actor: "test")
+        #expect(try await ledger.pruneWebhookEvents(deliveredBefore: now.addingTimeInterval(-60), batch: 2) == 0, "none is old yet")
+        #expect(try await ledger.pruneWebhookEvents(deliveredBefore: Date().addingTimeInterval(60), batch: 2) == 5)
+        #expect(try await ledger.webhookEvents(limit: 100).map(\.eventId) == [pending.id])
+    }
+
+    /// On SQLite only, as above.
+    @Test("Claims take events in the order they fell due: new ones when written, retries when their backoff ended; newer events do not hold a retry back")
+    func claimOrder() async throws {
+        let ledger = try await makeLedger(.sqlite)
+        var written: [WebhookEvent] = []
+        for _ in 0..<3 {
+            written.append(try await ledger.emitTestWebhook(actor: "test"))
+            try await Task.sleep(for: .milliseconds(3))   // a millisecond of its own each
+        }
+        let (a, b, c) = (written[0], written[1], written[2])
+        let now = Date().addingTimeInterval(1)
         let first = try #require(try await ledger.claimWebhookEvent(now: now, lease: 30))
         #expect(first.event.eventId == a.id, "the oldest first")
         try await ledger.settleWebhookEvent(a.id, claim: first.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(100), now: now)
         let second = try #require(try await ledger.claimWebhookEvent(now: now, lease: 30))
         #expect(second.event.eventId == b.id)
-        try await ledger.settleWebhookEvent(b.id, claim: second.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(50), now: now)
+        // A retry whose backoff ended before the next event was written.
+        try await ledger.settleWebhookEvent(b.id, claim: second.claim, delivered: false, error: "HTTP 503", retryAt: now.addingTimeInterval(-60), now: now)
+        let d = try await ledger.emitTestWebhook(actor: "test")
         var order: [String] = []
         while let next = try await ledger.claimWebhookEvent(now: now.addingTimeInterval(200), lease: 30) {
             order.append(next.event.eventId)
             try await ledger.settleWebhookEvent(next.event.eventId, claim: next.claim, delivered: true, error: nil, retryAt: nil, now: now)
         }
-        #expect(order == [c.id, b.id, a.id], "never tried, then the retry due first")
+        #expect(order == [b.id, c.id, d.id, a.id], "by when each fell due")
     }
 
     @Test("A replay while a sender posts: no second sender meanwhile; the attempt under way settles nothing, delivered or failed out of attempts; the replay then sends it from attempt 0")

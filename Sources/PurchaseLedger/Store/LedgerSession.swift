@@ -406,10 +406,12 @@ struct LedgerSession {
             }
         case .emitEvent(let event):
             guard events else { return }
+            // Due from now by the wall clock, which the senders' claims read too (the event's own time is the server's
+            // clock, which may be a simulated one): a claim takes events in the order they fell due.
             try sql.execute("""
                 INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
-                VALUES ($1, $2, $3, $4, 'pending', 0, 0, $5) ON CONFLICT (event_id) DO NOTHING
-                """, [.text(event.id), .text(event.type.rawValue), .of(event.accountId), .text(try event.body()), .of(event.occurredAt)])
+                VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5) ON CONFLICT (event_id) DO NOTHING
+                """, [.text(event.id), .text(event.type.rawValue), .of(event.accountId), .text(try event.body()), .of(event.occurredAt), .int(Millis.now)])
         case .audit(let actor, let action, let subject, let detail, let now):
             try sql.execute("""
                 INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, $2, $3, $4, $5, $6)

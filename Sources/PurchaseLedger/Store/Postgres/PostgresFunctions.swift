@@ -132,7 +132,7 @@ enum PostgresFunctions {
                     'originalTransactionId', r->>'original_transaction_id', 'environment', r->>'environment',
                     'purchaseDate', (r->>'purchase_date')::bigint, 'expiresDate', (r->>'expires_date')::bigint,
                     'orderId', r->>'order_id', 'ownership', r->>'ownership'))::text,
-                  'pending', 0, 0, (e->>'at')::bigint
+                  'pending', 0, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, (e->>'at')::bigint
                 FROM (SELECT CASE WHEN r->>'transaction_id' = r->>'original_transaction_id' THEN 'INITIAL_PURCHASE' ELSE 'RENEWAL' END AS k) kinds
                 ON CONFLICT (event_id) DO NOTHING;
               END LOOP;
@@ -146,7 +146,8 @@ enum PostgresFunctions {
                       AND COALESCE(excluded.expires_date, 0) >= COALESCE(subscriptions.expires_date, 0));
             WHEN 'emitEvent' THEN
               INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
-              VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, 0, (e->>'at')::bigint)
+              VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                      (e->>'at')::bigint)
               ON CONFLICT (event_id) DO NOTHING;
             WHEN 'recordDeviceReport' THEN
               INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)

@@ -24,17 +24,15 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
             try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true)
         }
         let connection = try SQLiteConnection(path: path)
-        // temp_store=MEMORY keeps each savepoint's journal in memory: by default SQLite spills it past 64 KiB to a temporary
-        // file, and in a group of purchases every page's first change in a savepoint was written there (58 % of the
-        // writer's pwrite calls under the purchase load, measured with strace). The journal holds one copy of each page a
-        // group changes, so it stays a few MB at most (`maximumGroup` operations).
+        // Savepoint journals stay in memory (SQLiteConnection.statementJournalInMemory).
         // wal_autocheckpoint=4000 (16 MB of WAL, SQLite's default is 1000 pages): the pages a purchase changes again and
         // again (an index's last leaf, an account's balance) are copied into the database once per checkpoint, so
         // fewer checkpoints copy fewer pages and sync the file less often. Measured in A/B pairs: purchases +13 % and
         // +17 %, server CPU per purchase -9 %; notifications +8 % and +11 %, their p99 19 -> 30 ms (each of them adds
         // pages no later one changes, so a checkpoint copies more at once). The checkpoint stays inside a commit on the
-        // writer thread: one running beside the writer never finds the log quiet enough to restart it, and the log grows.
-        try connection.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=4000")
+        // writer thread: SQLite restarts the log only once a checkpoint has copied all of it, which one running beside a
+        // writer that never pauses may never do (SQLite's wal.html), and the log would grow.
+        try connection.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=4000")
         writer = SQLiteWriter(connection: connection, maximumGroup: max(1, maximumGroup))
     }
 
