@@ -68,8 +68,10 @@ extension Ledger {
         """
 
     /// Through `webhook_events_delivered`: the old delivered events only, not every event ever delivered; `$2` at a time.
+    /// The conditions are repeated outside the subquery: PostgreSQL re-tests only those on a row that changed while the
+    /// delete waited for it, and an event an operator replayed meanwhile is pending again, not to be forgotten.
     static let pruneWebhookEventsQuery = """
-        DELETE FROM webhook_events WHERE event_id IN (
+        DELETE FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 AND event_id IN (
             SELECT event_id FROM webhook_events WHERE state = 'delivered' AND delivered_at < $1 LIMIT $2) RETURNING event_id
         """
 
@@ -85,6 +87,8 @@ extension Ledger {
             }
             pruned += deleted
             if deleted < max(1, batch) { return pruned }
+            // A server stopping does not wait for the rest of a long prune: the next pass takes it up.
+            try Task.checkCancellation()
         }
     }
 

@@ -187,4 +187,31 @@ struct RaceTests {
         }
         #expect(values == [3, 3], "one increment each from the store's committed write and both of the ledger's, none twice")
     }
+
+    @Test("PostgreSQL: an event an operator replays while a prune waits for its row is pending afterwards, not forgotten")
+    func replayDuringPrune() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let id = uniqueId("TEST.prune-race-")
+        // Delivered long ago (1970 + 1 s): only this test's row is old enough for the prune's cutoff of 2 s.
+        try await ledger.write { session in
+            try session.sql.execute("""
+                INSERT INTO webhook_events (event_id, type, body, state, attempts, next_attempt_at, created_at, delivered_at)
+                VALUES ($1, 'TEST', '{}', 'delivered', 1, 0, 1000, 1000)
+                """, [.text(id)])
+        }
+        // The replay holds the row for a second; the prune, started meanwhile, has already chosen it and waits.
+        async let replay = attempt {
+            try await ledger.store.write { sql in
+                try sql.execute("UPDATE webhook_events SET state = 'pending', attempts = 0 WHERE event_id = $1", [.text(id)])
+                _ = try sql.rows("SELECT 1 FROM pg_sleep(1)", [])
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let pruned = try await ledger.store.write { sql in try sql.rows(Ledger.pruneWebhookEventsQuery, [.int(2000), .int(1000)]).count }
+        let replayed = await replay
+        #expect(throws: Never.self) { try replayed.get() }
+        #expect(pruned == 0)
+        let state = try await ledger.read { session in try session.sql.first("SELECT state FROM webhook_events WHERE event_id = $1", [.text(id)])?.text(0) }
+        #expect(state == "pending")
+    }
 }

@@ -174,6 +174,7 @@ struct SchemaTests {
         #expect(orders.contains { $0.contains("orders_state_created (state=? AND created_at>? AND created_at<?)") }, "\(orders)")
         #expect(!orders.contains { $0.contains("TEMP B-TREE") }, "\(orders)")
         #expect(prune.contains { $0.contains("webhook_events_delivered (state=? AND delivered_at<?)") }, "\(prune)")
+        #expect(!prune.contains { $0.hasPrefix("SCAN webhook_events") }, "\(prune)")
         #expect(due.contains { $0.contains("webhook_events_due_order (state=? AND next_attempt_at<?)") }, "\(due)")
         #expect(!due.contains { $0.contains("TEMP B-TREE") }, "\(due)")
     }

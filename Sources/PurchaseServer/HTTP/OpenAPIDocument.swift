@@ -177,7 +177,7 @@ enum OpenAPIDocument {
       "type": "string"
      },
      "nextAttemptAt": {
-      "description": "milliseconds since 1970",
+      "description": "when the event falls due for its next attempt, milliseconds since 1970 by the senders' wall clock (kept as it was once delivered)",
       "type": "integer"
      },
      "state": {

@@ -132,7 +132,7 @@ enum PostgresFunctions {
                     'originalTransactionId', r->>'original_transaction_id', 'environment', r->>'environment',
                     'purchaseDate', (r->>'purchase_date')::bigint, 'expiresDate', (r->>'expires_date')::bigint,
                     'orderId', r->>'order_id', 'ownership', r->>'ownership'))::text,
-                  'pending', 0, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, (e->>'at')::bigint
+                  'pending', 0, (e->>'due')::bigint, (e->>'at')::bigint
                 FROM (SELECT CASE WHEN r->>'transaction_id' = r->>'original_transaction_id' THEN 'INITIAL_PURCHASE' ELSE 'RENEWAL' END AS k) kinds
                 ON CONFLICT (event_id) DO NOTHING;
               END LOOP;
@@ -146,8 +146,7 @@ enum PostgresFunctions {
                       AND COALESCE(excluded.expires_date, 0) >= COALESCE(subscriptions.expires_date, 0));
             WHEN 'emitEvent' THEN
               INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
-              VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-                      (e->>'at')::bigint)
+              VALUES (e->>'id', e->>'type', e->>'account', e->>'body', 'pending', 0, (e->>'due')::bigint, (e->>'at')::bigint)
               ON CONFLICT (event_id) DO NOTHING;
             WHEN 'recordDeviceReport' THEN
               INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at)
@@ -265,6 +264,7 @@ enum PostgresFunctions {
                 object.set("account", .text(accountId))
                 object.set("token", .of(token?.uuidString.lowercased()))
                 if !events { object.raw("events", "false") }
+                object.set("due", .int(Millis.now))
             case .updateSeriesPeriod(let original, let productId, let purchaseDate, let expiresDate):
                 object.set("op", .text("updateSeriesPeriod"))
                 object.set("original", .text(original))
@@ -278,6 +278,8 @@ enum PostgresFunctions {
                 object.set("account", .of(event.accountId))
                 object.set("body", .text(try event.body()))
                 object.set("at", .of(event.occurredAt))
+                // Due from now by this replica's wall clock, which senders' claims read too (see LedgerSession's emitEvent).
+                object.set("due", .int(Millis.now))
             case .updateSeriesStatus, .settleOrder, .audit:
                 throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
             }
