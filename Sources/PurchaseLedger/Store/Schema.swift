@@ -166,8 +166,9 @@ enum Schema {
         ],
         [
             // The webhook sender's claim is one index step in the order it sends: events as they fell due (a new one
-            // when written, a retry when its backoff ended, a replay when asked). Through (state, next_attempt_at) every due event was read and
-            // sorted on each claim: after a receiver's outage, a backlog of N events took N claims of N rows each.
+            // when written, a retry when its backoff ended, a replay when asked). Through (state, next_attempt_at)
+            // every due event was read and sorted on each claim: after a receiver's outage, a backlog of N events took
+            // N claims of N rows each.
             "CREATE INDEX IF NOT EXISTS webhook_events_due_order ON webhook_events (state, next_attempt_at, created_at, event_id)",
             "DROP INDEX IF EXISTS webhook_events_due",
         ],
