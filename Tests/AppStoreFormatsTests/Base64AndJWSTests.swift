@@ -4,10 +4,10 @@ import Testing
 
 @Suite("Base64 and compact JWS splitting on bytes")
 struct Base64AndJWSTests {
-    @Test("Round trips against Foundation for every length up to 70")
+    @Test("Round trips against Foundation for every length up to 70, and for JWS-sized inputs")
     func roundTrips() {
         var generator = SystemRandomNumberGenerator()
-        for length in 0...70 {
+        for length in Array(0...70) + [1_023, 4_096, 8_191, 65_537] {
             let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
             let standard = Data(bytes).base64EncodedString()
             #expect(Base64.standardEncode(bytes) == standard)
@@ -23,6 +23,19 @@ struct Base64AndJWSTests {
         // "YWI" is the one canonical unpadded spelling of "ab"; "YWJ" has a stray low bit.
         if text == "YWI" { #expect(Base64.decode(text.utf8) == Array("ab".utf8)); return }
         #expect(Base64.decode(text.utf8) == nil)
+    }
+
+    @Test("A foreign character anywhere in a long input is refused: in a full group, at each place in a group, in a two-character tail")
+    func refusesForeignCharacterAnywhere() {
+        let text = Array(Base64.urlEncode((0..<3_001).map { UInt8(truncatingIfNeeded: $0 &* 7) }).utf8)
+        #expect(Base64.decode(text) != nil)
+        for position in [0, 1, 2, 3, 1_500, 1_501, 1_502, 1_503, text.count - 3, text.count - 2, text.count - 1] {
+            for foreign in [UInt8(ascii: "="), UInt8(ascii: "."), UInt8(ascii: " "), 0x80, 0xFF] {
+                var spoiled = text
+                spoiled[position] = foreign
+                #expect(Base64.decode(spoiled) == nil, "\(foreign) at \(position)")
+            }
+        }
     }
 
     @Test("A compact JWS has exactly three non-empty segments", arguments: ["", "a.b", "a.b.c.d", ".b.c", "a..c", "a.b."])
