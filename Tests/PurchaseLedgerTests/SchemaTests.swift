@@ -90,8 +90,42 @@ struct SchemaTests {
         try await store.close()
     }
 
-    @Test("On PostgreSQL, an index an operator began CONCURRENTLY and cancelled (left invalid under its name) is built again, not taken")
-    func invalidPrebuiltIndexIsRebuilt() async throws {
+    /// A migration whose indexes an operator may build beforehand, and how to leave one of them invalid under its name.
+    struct PrebuiltIndexCase: Sendable, CustomTestStringConvertible {
+        var migration: Int
+        var index: String
+        var table: String
+        var columns: String
+        /// Two rows with the same value of a column, so that a unique build over it fails half-way, as a cancelled one does.
+        var duplicates: String
+        var uniqueColumn: String
+        var replaced: String
+        var testDescription: String { "migration \(migration + 1): \(index)" }
+    }
+
+    static let prebuiltIndexCases: [PrebuiltIndexCase] = [
+        PrebuiltIndexCase(
+            migration: Schema.migrations.firstIndex { $0.contains { $0.contains("purchases_series") } }!, index: "purchases_series",
+            table: "purchases", columns: "(original_transaction_id, purchase_date)",
+            duplicates: """
+                INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
+                    purchase_date, is_upgraded, signed_date, source, recorded_at)
+                SELECT 'tx' || g, 'tx1', 'account', 'pro', 'Auto-Renewable Subscription', 'Sandbox', 1, g, 0, g, 'app', g FROM generate_series(1, 2) g
+                """,
+            uniqueColumn: "product_type", replaced: "purchases_original"),
+        PrebuiltIndexCase(
+            migration: Schema.migrations.firstIndex { $0.contains { $0.contains("webhook_events_due_order") } }!, index: "webhook_events_due_order",
+            table: "webhook_events", columns: "(state, next_attempt_at, created_at, event_id)",
+            duplicates: """
+                INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
+                SELECT 'event' || g, 'INITIAL_PURCHASE', 'account', '{}', 'pending', 0, g, g FROM generate_series(1, 2) g
+                """,
+            uniqueColumn: "state", replaced: "webhook_events_due"),
+    ]
+
+    @Test("On PostgreSQL, an index an operator began CONCURRENTLY and cancelled (left invalid under its name) is built again, not taken",
+          arguments: prebuiltIndexCases)
+    func invalidPrebuiltIndexIsRebuilt(_ prebuilt: PrebuiltIndexCase) async throws {
         let admin = try await makeLedger(.postgres)
         let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
         let database = "iapkit_" + uniqueId("migration_")
@@ -99,32 +133,30 @@ struct SchemaTests {
         var components = try #require(URLComponents(string: url))
         components.path = "/" + database
         let store = try await PostgresLedgerStore(url: try #require(components.string))
-        let historyIndexes = try #require(Schema.migrations.firstIndex { $0.contains { $0.contains("purchases_series") } })
-        try await applyFirst(historyIndexes, to: store)
-        // A unique build over duplicate values fails half-way, as a cancelled one does: an invalid index stays behind.
-        _ = try await store.write { sql in
-            try sql.rows("""
-                INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
-                    purchase_date, is_upgraded, signed_date, source, recorded_at)
-                SELECT 'tx' || g, 'tx1', 'account', 'pro', 'Auto-Renewable Subscription', 'Sandbox', 1, g, 0, g, 'app', g FROM generate_series(1, 2) g
-                """, [])
-        }
+        try await applyFirst(prebuilt.migration, to: store)
+        _ = try await store.write { sql in try sql.rows(prebuilt.duplicates, []) }
         await #expect(throws: (any Error).self) {
-            try await store.read { sql in try sql.rows("CREATE UNIQUE INDEX CONCURRENTLY purchases_series ON purchases (product_type)", []) }
+            try await store.read { sql in try sql.rows("CREATE UNIQUE INDEX CONCURRENTLY \(prebuilt.index) ON \(prebuilt.table) (\(prebuilt.uniqueColumn))", []) }
         }
+        let before = try await indexes(of: prebuilt.table, in: store)
+        #expect(before.contains { $0.name == prebuilt.index && !$0.valid }, "the failed build left no invalid index: \(before)")
         try await Schema.migrate(store)
-        let indexes = try await store.read { sql in
-            try sql.rows("""
-                SELECT c.relname, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-                WHERE i.indrelid = 'purchases'::regclass
-                """, []).map { (name: try $0.text(0), valid: try $0.int(1) == 1, definition: try $0.text(2)) }
-        }
-        let series = try #require(indexes.first { $0.name == "purchases_series" }, "\(indexes)")
-        #expect(series.valid && series.definition.contains("(original_transaction_id, purchase_date)"), "\(series)")
-        #expect(indexes.allSatisfy { $0.valid }, "\(indexes)")
-        #expect(!indexes.contains { $0.name == "purchases_original" }, "\(indexes)")
+        let after = try await indexes(of: prebuilt.table, in: store)
+        let rebuilt = try #require(after.first { $0.name == prebuilt.index }, "\(after)")
+        #expect(rebuilt.valid && rebuilt.definition.contains(prebuilt.columns), "\(rebuilt)")
+        #expect(after.allSatisfy { $0.valid }, "\(after)")
+        #expect(!after.contains { $0.name == prebuilt.replaced }, "\(after)")
         try await store.close()
         _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
+    }
+
+    func indexes(of table: String, in store: any LedgerStore) async throws -> [(name: String, valid: Bool, definition: String)] {
+        try await store.read { sql in
+            try sql.rows("""
+                SELECT c.relname, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                WHERE i.indrelid = $1::regclass
+                """, [.text(table)]).map { (name: try $0.text(0), valid: try $0.int(1) == 1, definition: try $0.text(2)) }
+        }
     }
 
     /// SQLite's plan for each statement (EXPLAIN QUERY PLAN's detail column, one line per step), on a freshly migrated
