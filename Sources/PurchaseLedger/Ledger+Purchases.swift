@@ -148,6 +148,7 @@ extension Ledger {
                     facts = try LedgerSession.decodeFacts(row)
                     if LedgerSession.needsEntries(facts, record, catalog) {
                         facts.entries = try await fast.entries(transactionId: record.transactionId).map(LedgerSession.decodeEntry)
+                        facts.entriesRead = true
                     }
                 }
                 let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId, source: submission.source,

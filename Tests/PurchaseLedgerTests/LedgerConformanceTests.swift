@@ -268,6 +268,34 @@ struct LedgerConformanceTests {
         #expect(try await ledger.inconsistencies(limit: 10_000).filter { $0.detail.contains(account) }.isEmpty)
     }
 
+    @Test("The refund of coins of a pack since dropped from the catalog is stored (no longer a lost race on every retry), and later news of it too", arguments: StoreKind.allCases)
+    func refundOfDroppedConsumable(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let now = Date()
+        let account = uniqueId("acct-")
+        let bought = transaction(Demo.coins, type: .consumable, purchased: now.addingTimeInterval(-60), signed: now.addingTimeInterval(-60))
+        _ = try await ledger.submit(.init(accountId: account, transaction: bought))
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)
+        // The operator discontinued the pack (or a replica of an older version does not sell it yet).
+        var products = ledger.catalog.products
+        products[Demo.coins] = nil
+        let withoutPack = Ledger(store: ledger.store, catalog: LedgerCatalog(products: products))
+        var refunded = bought
+        (refunded.revocationDate, refunded.revocationReason, refunded.signedDate) = (now.addingTimeInterval(-30), .refundedForOtherReason, now.addingTimeInterval(-30))
+        let outcome = try await withoutPack.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refund, subtype: nil,
+                                                                    signedDate: refunded.signedDate!, signedPayload: "x", transaction: refunded))
+        #expect(outcome == .applied)
+        #expect(try await ledger.transaction(bought.transactionId!)?.revocationDate != nil)
+        var reversed = bought
+        reversed.signedDate = now.addingTimeInterval(-10)
+        #expect(try await withoutPack.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refundReversed, subtype: nil,
+                                                              signedDate: reversed.signedDate!, signedPayload: "x", transaction: reversed)) == .applied)
+        #expect(try await ledger.transaction(bought.transactionId!)?.revocationDate == nil)
+        // A catalog without the pack moves no coins for it: the balance is what it was, and the ledger with the pack
+        // settles it again on the next news.
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)
+    }
+
     @Test("A refunded subscription or non-consumable stops granting; a grace period keeps the subscriber served", arguments: StoreKind.allCases)
     func revocationAndGrace(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -75,6 +75,36 @@ struct LedgerStoreTests {
         #expect(try await ledger.order(order.orderId)?.state == .created)
     }
 
+    @Test("SQLite: when a group's commit fails, every operation of it hears the failure, a refusal decided on another's lost writes too")
+    func failedGroupAnswersEveryone() async throws {
+        let ledger = try await makeLedger(.sqlite)
+        let account = uniqueId("group-")
+        _ = try await ledger.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
+        // Holds the writer so that the next three operations queue and run as one group, in this order.
+        let held = Task { try await ledger.store.write { _ in Thread.sleep(forTimeInterval: 0.5) } }
+        try await Task.sleep(for: .milliseconds(100))
+        let first = Task { try await ledger.spend(accountId: account, currency: "coins", amount: 100, idempotencyKey: "first") }
+        try await Task.sleep(for: .milliseconds(50))
+        let second = Task { try await ledger.spend(accountId: account, currency: "coins", amount: 100, idempotencyKey: "second") }
+        try await Task.sleep(for: .milliseconds(50))
+        // Stands in for SQLite rolling the whole transaction back by itself (a full disk, an I/O error).
+        let breaking = Task { try await ledger.store.write { sql in _ = try sql.rows("ROLLBACK", []) } }
+        try await held.value
+        for (name, spend) in [("first", first), ("second", second)] {
+            do {
+                let balance = try await spend.value
+                Issue.record("the \(name) spend of a failed group was answered as done (balance \(balance))")
+            } catch let error as LedgerError {
+                // The second spend found the coins the first took; that debit is gone, so "not enough coins" would be false.
+                #expect(error.code == .storage, "\(name): \(error)")
+            }
+        }
+        await #expect(throws: (any Error).self) { try await breaking.value }
+        #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)
+        // The app retries the spend it was told failed: it goes through.
+        #expect(try await ledger.spend(accountId: account, currency: "coins", amount: 100, idempotencyKey: "second") == 0)
+    }
+
     @Test("A receipt's purchases and the device report commit as one: a failure part-way leaves none of them", arguments: StoreKind.allCases)
     func receiptAtomic(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

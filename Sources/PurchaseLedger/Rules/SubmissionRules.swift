@@ -13,6 +13,10 @@ public struct TransactionFacts: Sendable, Hashable {
     public var seriesOwner: String?
     /// The transaction's balance movements so far (consumables only).
     public var entries: [BalanceEntry]
+    /// Whether ``entries`` were read: only a stored consumable's are (a product the catalog does not sell as one moves
+    /// no balance), and only a decision on them carries them as a precondition. A precondition on movements nobody read
+    /// could never hold: the refund of coins of a pack since dropped from the catalog was a lost race on every retry.
+    public var entriesRead = false
     /// A subscription migrated to the Advanced Commerce API goes on under a new original transaction id: the account
     /// that held the series it continues (`previousOriginalTransactionId`). Accounts never lose a series, so this
     /// needs no precondition.
@@ -40,7 +44,7 @@ public struct TransactionFacts: Sendable, Hashable {
     func guardFor(_ record: PurchaseRecord) -> LedgerEffect {
         .requireFacts(FactsGuard(originalTransactionId: record.originalTransactionId, transactionId: record.transactionId,
                                  seriesOwner: stored?.accountId == nil ? .some(seriesOwner) : .none,
-                                 entryCount: stored == nil ? nil : entries.count, storedSignedDate: stored?.signedDate))
+                                 entryCount: stored != nil && entriesRead ? entries.count : nil, storedSignedDate: stored?.signedDate))
     }
 }
 

@@ -127,7 +127,10 @@ struct LedgerSession {
             throw LedgerError(.storage, "the facts query returned no row")
         }
         var facts = try Self.decodeFacts(row)
-        if Self.needsEntries(facts, record, catalog) { facts.entries = try balanceEntries(transactionId: record.transactionId) }
+        if Self.needsEntries(facts, record, catalog) {
+            facts.entries = try balanceEntries(transactionId: record.transactionId)
+            facts.entriesRead = true
+        }
         return facts
     }
 

@@ -70,9 +70,11 @@ final class PendingAnswer<R: Sendable>: @unchecked Sendable {
     /// Keeps the body's result; it is given to the caller only by `deliver`, after the commit.
     func hold(_ result: Result<R, any Error>) { self.result = result }
 
+    /// With a `commitError`, the group's writes are gone: every operation of it is answered that error, a refusal too
+    /// (it may have been decided on an earlier operation's writes of the same group: a spend refused for want of coins
+    /// that another spend of the group took, and that the failed commit gave back), and one that never ran.
     func deliver(commitError: (any Error)?) {
-        if let commitError, case .success = result { continuation.resume(throwing: commitError); return }
-        // An operation that never ran (its group failed to begin, or failed before its turn) gets the group's error.
-        continuation.resume(with: result ?? .failure(commitError ?? LedgerError(.storage, "the operation never ran")))
+        if let commitError { continuation.resume(throwing: commitError); return }
+        continuation.resume(with: result ?? .failure(LedgerError(.storage, "the operation never ran")))
     }
 }
