@@ -75,8 +75,14 @@ extension Ledger {
                 try session.apply(.audit(actor: actor, action: "settle-with-transaction", subject: orderId,
                                          detail: "transaction \(record.transactionId): \(decision.outcome); \(note)", at: now))
             } else {
-                try session.apply(.settleOrder(orderId: orderId, note: note, at: now))
-                try session.apply(.audit(actor: actor, action: "settle", subject: orderId, detail: note, at: now))
+                // Audited as what happened: an order paid (or settled) before the settle reached it is left as it is.
+                if try session.settleOpenOrder(orderId: orderId, note: note, at: now) {
+                    try session.apply(.audit(actor: actor, action: "settle", subject: orderId, detail: note, at: now))
+                } else {
+                    let state = try session.order(id: orderId)?.state ?? order.state
+                    try session.apply(.audit(actor: actor, action: "settle-not-open", subject: orderId,
+                                             detail: "the order was \(state.rawValue) already; nothing changed: \(note)", at: now))
+                }
             }
             return try session.order(id: orderId) ?? order
         }

@@ -138,7 +138,16 @@ struct LedgerStoreTests {
             #expect(try await ledger.auditLog(limit: 1000).allSatisfy { $0.detail != note })
         }
         #expect(try await ledger.settle(orderId: order.orderId, transaction: nil, note: note, actor: "ops").state == .settled)
-        #expect(try await ledger.auditLog(limit: 1000).contains { $0.detail == note && $0.subject == order.orderId })
+        #expect(try await ledger.auditLog(limit: 1000).contains { $0.detail == note && $0.subject == order.orderId && $0.action == "settle" })
+        // An order paid before the operator's settle reached it stays paid, and the audit log says the settle changed nothing.
+        let paid = try await ledger.createOrder(accountId: uniqueId("settle-"), productId: Demo.premium)
+        var payment = transaction(Demo.premium, type: .nonConsumable)
+        payment.appAccountToken = paid.appAccountToken
+        _ = try await ledger.submit(.init(accountId: paid.accountId, orderId: paid.orderId, transaction: payment))
+        #expect(try await ledger.settle(orderId: paid.orderId, transaction: nil, note: note, actor: "ops").state == .granted)
+        let entries = try await ledger.auditLog(limit: 1000).filter { $0.subject == paid.orderId }
+        #expect(entries.map(\.action) == ["settle-not-open"], "\(entries)")
+        #expect(entries.first?.detail.hasPrefix("the order was granted already") == true, "\(entries)")
     }
 
     @Test("A renewal extension of the current period is not undone by Apple's retry of older news about that period", arguments: StoreKind.allCases)

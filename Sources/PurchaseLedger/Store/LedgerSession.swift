@@ -151,6 +151,13 @@ struct LedgerSession {
         return facts
     }
 
+    /// Closes an order that is still open as `settled`; false when it was not open any more (paid, or settled, since it
+    /// was read: on PostgreSQL the update waits for a payment's row lock and then finds the order granted).
+    func settleOpenOrder(orderId: String, note: String, at now: Date) throws -> Bool {
+        try !sql.rows("UPDATE orders SET state = 'settled', note = $1, updated_at = $2 WHERE order_id = $3 AND state = 'created' RETURNING order_id",
+                      [.text(note), .of(now), .text(orderId)]).isEmpty
+    }
+
     /// A stored consumable's credit is settled against its movements so far; nothing else needs them.
     static func needsEntries(_ facts: TransactionFacts, _ record: PurchaseRecord, _ catalog: LedgerCatalog) -> Bool {
         facts.stored != nil && catalog.rule(for: record.productId)?.type == .consumable
@@ -377,8 +384,7 @@ struct LedgerSession {
                 INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at) VALUES ($1, $2, $3, $4, $5)
                 """, [.text(UUID().uuidString.lowercased()), .text(transactionId), .text(accountId), .text(signals.joined(separator: ",")), .of(now)])
         case .settleOrder(let orderId, let note, let now):
-            try sql.execute("UPDATE orders SET state = 'settled', note = $1, updated_at = $2 WHERE order_id = $3 AND state = 'created'",
-                            [.text(note), .of(now), .text(orderId)])
+            _ = try settleOpenOrder(orderId: orderId, note: note, at: now)
         case .claimSeries(let original, let accountId, let token, let now):
             let claimed = try sql.rows("""
                 UPDATE purchases SET account_id = $1
