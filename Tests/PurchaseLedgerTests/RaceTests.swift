@@ -58,6 +58,31 @@ struct RaceTests {
         }
     }
 
+    @Test("A migrated subscription decided while nobody held the series it continues, applied after an account took that series: decided again and refused (PostgreSQL)")
+    func migratedSeriesTakenMeanwhile() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let fast = try #require(ledger.store.fastPath)
+        let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
+        let now = Date()
+        // The old series' period, told by a notification only: stored, nobody's.
+        let oldPeriod = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 7200, expires: now - 60)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .subscribed, subtype: nil, signedDate: now - 7200,
+                                                     signedPayload: "x", transaction: oldPeriod))
+        var migrated = transaction("com.example.iapkit.ac.subscription", type: .autoRenewableSubscription, purchased: now - 30, expires: now + 3600)
+        migrated.previousOriginalTransactionId = oldPeriod.originalTransactionId
+        let first = try PurchaseRecord(migrated)
+        let facts = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(first, namedOrderId: nil))))
+        #expect(facts.previousSeriesOwner == nil)
+        let decision = try SubmissionRules.submit(first, uploader: b, orderId: nil, source: .signedTransaction, facts: facts, catalog: ledger.catalog, now: now)
+        #expect(decision.outcome == .granted)
+        // Meanwhile A presents the old series' period: that series is A's, and so is what continues it.
+        #expect(try await ledger.submit(.init(accountId: a, transaction: oldPeriod)).outcome == .granted)
+        await #expect(throws: LedgerRace.self) { try await fast.apply(decision.effects, owner: b, events: true) }
+        #expect(try await ledger.purchases(accountId: b).isEmpty)
+        await #expect(throws: LedgerError(.transactionBoundElsewhere, "")) { try await ledger.submit(.init(accountId: b, transaction: migrated)) }
+        #expect(try await ledger.purchases(accountId: b).isEmpty)
+    }
+
     @Test("Two accounts submitting two periods of one series at once: never both granted", arguments: StoreKind.allCases)
     func seriesSplitConcurrent(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -18,8 +18,8 @@ public struct TransactionFacts: Sendable, Hashable {
     /// could never hold: the refund of coins of a pack since dropped from the catalog was a lost race on every retry.
     public var entriesRead = false
     /// A subscription migrated to the Advanced Commerce API goes on under a new original transaction id: the account
-    /// that held the series it continues (`previousOriginalTransactionId`). Accounts never lose a series, so this
-    /// needs no precondition.
+    /// that held the series it continues (`previousOriginalTransactionId`). An account never loses a series, but one
+    /// that nobody held may be taken meanwhile: a precondition with the series' own owner.
     public var previousSeriesOwner: String?
 
     public init(namedOrder: Order? = nil, tokenOrder: Order? = nil, stored: PurchaseRecord? = nil, seriesOwner: String? = nil,
@@ -42,9 +42,12 @@ public struct TransactionFacts: Sendable, Hashable {
     /// same series is made again from fresh facts instead of binding one series to two accounts or settling a
     /// balance twice.
     func guardFor(_ record: PurchaseRecord) -> LedgerEffect {
-        .requireFacts(FactsGuard(originalTransactionId: record.originalTransactionId, transactionId: record.transactionId,
-                                 seriesOwner: stored?.accountId == nil ? .some(seriesOwner) : .none,
-                                 entryCount: stored != nil && entriesRead ? entries.count : nil, storedSignedDate: stored?.signedDate))
+        let decidesOwner = stored?.accountId == nil
+        let previous = decidesOwner ? record.previousOriginalTransactionId : nil
+        return .requireFacts(FactsGuard(originalTransactionId: record.originalTransactionId, transactionId: record.transactionId,
+                                        seriesOwner: decidesOwner ? .some(seriesOwner) : .none,
+                                        entryCount: stored != nil && entriesRead ? entries.count : nil, storedSignedDate: stored?.signedDate,
+                                        previousOriginalTransactionId: previous, previousSeriesOwner: previous == nil ? .none : .some(previousSeriesOwner)))
     }
 }
 
@@ -58,13 +61,20 @@ public struct FactsGuard: Sendable, Hashable {
     public var entryCount: Int?
     /// When set, the stored transaction must still be the news Apple signed at this date (no newer news since).
     public var storedSignedDate: Date?
+    /// The series a migrated subscription continues, when its holder decided the owner: its latest holder (nil inside:
+    /// none) must still be ``previousSeriesOwner``, checked under that series' lock too.
+    public var previousOriginalTransactionId: String?
+    public var previousSeriesOwner: String??
 
-    public init(originalTransactionId: String, transactionId: String, seriesOwner: String??, entryCount: Int?, storedSignedDate: Date?) {
+    public init(originalTransactionId: String, transactionId: String, seriesOwner: String??, entryCount: Int?, storedSignedDate: Date?,
+                previousOriginalTransactionId: String? = nil, previousSeriesOwner: String?? = .none) {
         self.originalTransactionId = originalTransactionId
         self.transactionId = transactionId
         self.seriesOwner = seriesOwner
         self.entryCount = entryCount
         self.storedSignedDate = storedSignedDate
+        self.previousOriginalTransactionId = previousOriginalTransactionId
+        self.previousSeriesOwner = previousSeriesOwner
     }
 }
 

@@ -413,6 +413,13 @@ struct LedgerSession {
                 let stored = try sql.first("SELECT signed_date FROM purchases WHERE transaction_id = $1", [.text(facts.transactionId)])?.optionalInt(0)
                 guard stored == Millis.of(signed) else { throw LedgerRace() }
             }
+            if let previous = facts.previousOriginalTransactionId, case .some(let expected) = facts.previousSeriesOwner {
+                try lockSeries(previous)
+                let holder = try sql.first("""
+                    SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date DESC LIMIT 1
+                    """, [.text(previous)])?.optionalText(0)
+                guard holder == expected else { throw LedgerRace() }
+            }
         case .emitEvent(let event):
             guard events else { return }
             // Due from now by the wall clock, which the senders' claims read too (the event's own time is the server's

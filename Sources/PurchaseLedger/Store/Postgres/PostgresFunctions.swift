@@ -115,6 +115,13 @@ enum PostgresFunctions {
                     IS DISTINCT FROM (e->>'storedSignedDate')::bigint THEN
                 RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
               END IF;
+              IF e ? 'previousOriginal' THEN
+                PERFORM pg_advisory_xact_lock(hashtextextended(e->>'previousOriginal', 727274));
+                IF (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = e->>'previousOriginal'
+                      AND s.account_id IS NOT NULL ORDER BY s.purchase_date DESC LIMIT 1) IS DISTINCT FROM (e->>'previousOwner') THEN
+                  RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
+                END IF;
+              END IF;
             WHEN 'claimSeries' THEN
               -- The periods so bound reach the account like any grant: each one's event (WebhookRules.grantEvent's, the
               -- same id and fields) goes to the outbox with it.
@@ -257,6 +264,10 @@ enum PostgresFunctions {
                 if case .some(let owner) = facts.seriesOwner { object.set("seriesOwner", .of(owner)) }
                 if let count = facts.entryCount { object.set("entryCount", .int(Int64(count))) }
                 if let signed = facts.storedSignedDate { object.set("storedSignedDate", .of(signed)) }
+                if let previous = facts.previousOriginalTransactionId, case .some(let owner) = facts.previousSeriesOwner {
+                    object.set("previousOriginal", .text(previous))
+                    object.set("previousOwner", .of(owner))
+                }
             case .claimSeries(let original, let accountId, let token, let at):
                 object.set("op", .text("claimSeries"))
                 object.set("at", .of(at))
