@@ -112,7 +112,8 @@ final class SQLiteConnection: SQLExecutor {
         return LedgerError(.storage, "SQLite: \(message) (in \(sql.prefix(80)))")
     }
 
-    /// `$n` → `?n`, byte by byte (ASCII decides: a `$` after a letter, a digit or `_` is part of a name). Runs once per
+    /// `$n` → `?n`, byte by byte (a `$` after a letter, `_` or a non-ASCII byte is part of a name; after a digit it is a
+    /// parameter: `9$3` is `9?3`, as the test says). Runs once per
     /// distinct statement and connection, which is every statement a new ledger prepares.
     static func numberedParameters(_ sql: String) -> String {
         var bytes = Array(sql.utf8)
