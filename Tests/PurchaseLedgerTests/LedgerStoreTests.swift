@@ -1,6 +1,6 @@
 import AppStoreFormats
 import Foundation
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 @Suite("Ledger stores: grouped commits, atomic operations, what the operator can read")
@@ -80,15 +80,23 @@ struct LedgerStoreTests {
         let ledger = try await makeLedger(.sqlite)
         let account = uniqueId("group-")
         _ = try await ledger.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
-        // Holds the writer so that the next three operations queue and run as one group, in this order.
-        let held = Task { try await ledger.store.write { _ in Thread.sleep(forTimeInterval: 0.5) } }
-        try await Task.sleep(for: .milliseconds(100))
+        // Holds the writer until the next three operations are queued, in this order: they then run as one group.
+        let store = try #require(ledger.store as? SQLiteLedgerStore)
+        let (started, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let held = Task { try await store.write { _ in started.signal(); release.wait() } }
+        func queued(_ count: Int) async throws {
+            while store.queuedWrites < count { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        // Waits on a thread of its own, not one of the tasks' pool.
+        await withCheckedContinuation { continuation in Thread.detachNewThread { started.wait(); continuation.resume() } }
         let first = Task { try await ledger.spend(accountId: account, currency: "coins", amount: 100, idempotencyKey: "first") }
-        try await Task.sleep(for: .milliseconds(50))
+        try await queued(1)
         let second = Task { try await ledger.spend(accountId: account, currency: "coins", amount: 100, idempotencyKey: "second") }
-        try await Task.sleep(for: .milliseconds(50))
+        try await queued(2)
         // Stands in for SQLite rolling the whole transaction back by itself (a full disk, an I/O error).
         let breaking = Task { try await ledger.store.write { sql in _ = try sql.rows("ROLLBACK", []) } }
+        try await queued(3)
+        release.signal()
         try await held.value
         for (name, spend) in [("first", first), ("second", second)] {
             do {

@@ -21,6 +21,13 @@ final class JobQueue<Job>: @unchecked Sendable {
         return true
     }
 
+    /// How many jobs wait to be taken.
+    var count: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.count
+    }
+
     /// Waits for work and takes up to `limit` jobs; empty once stopped and drained: the thread then ends.
     func take(upTo limit: Int) -> [Job] {
         condition.lock()

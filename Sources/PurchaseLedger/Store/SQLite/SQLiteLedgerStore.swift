@@ -47,6 +47,9 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
         }
     }
 
+    /// Writes waiting for the writer's next group (tests: operations queued behind a held writer run as one group).
+    var queuedWrites: Int { writer.queued }
+
     public func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         // An in-memory database has no second connection to read from.
         if inMemory { return try await write(body) }
@@ -98,6 +101,9 @@ final class SQLiteWriter: @unchecked Sendable {
     func enqueue(_ job: any SQLiteWrite) {
         if !queue.enqueue(job) { job.deliver(commitError: LedgerError(.storage, "the SQLite store is closed")) }
     }
+
+    /// Writes waiting for the next group.
+    var queued: Int { queue.count }
 
     /// Lets the queue drain, then ends the thread.
     func stop() { queue.stop() }
