@@ -300,7 +300,9 @@ public actor PurchaseClient {
         }
         eventBroadcast.send(.creatingOrder(productId: productId))
         let order: PurchaseServerClient.Order
-        do { order = try await server.createOrder(productId: productId) } catch let failure as PurchaseFailure {
+        // For the owner, checked by the server against the token it gets: the sign-in may change while the token is
+        // fetched, and an order of the other account, paid and journaled as the owner's, would never be accepted.
+        do { order = try await server.createOrder(productId: productId, expectedAccountId: owner) } catch let failure as PurchaseFailure {
             return .failed(failure)
         } catch {
             return .failed(PurchaseFailure(.orderFailed, "\(error)"))
@@ -608,7 +610,7 @@ public actor PurchaseClient {
             withoutOrder.orderId = nil
             if unjournaled[transactionId] != nil { unjournaled[transactionId] = withoutOrder } else { try? journal.write(withoutOrder) }
             return await performUpload(withoutOrder, current: true)
-        case .rejected(let code, let message, .final) where code != "order_account_mismatch":
+        case .rejected(let code, let message, .final):
             let reason = "\(code): \(message)"
             settle(entry, .rejected(reason))
             eventBroadcast.send(.rejected(transactionId: transactionId, reason: reason))
@@ -619,8 +621,8 @@ public actor PurchaseClient {
             eventBroadcast.send(.uploadFailed(transactionId: transactionId, reason: "\(code): \(message)"))
             return .pending("\(code): \(message)")
         case .rejected(let code, let message, _):
-            // Fixable by the server's operator (configuration, policy), or the token names another account than the
-            // order's: the payment is kept and retried; the app can say "paid — we will deliver it".
+            // Fixable by the server's operator (configuration, policy): the payment is kept and retried; the app can say
+            // "paid — we will deliver it".
             let reason = "\(code): \(message)"
             reschedule(entry, reason: reason)
             eventBroadcast.send(.deliveryDelayed(transactionId: transactionId, reason: reason))
@@ -628,8 +630,12 @@ public actor PurchaseClient {
         }
     }
 
-    /// Refusals about the order, not the payment, that the proof alone can overcome.
-    static let orderCodes: Set<String> = ["order_not_found", "order_product_mismatch"]
+    /// Refusals about the order, not the payment, that the proof alone can overcome. `order_account_mismatch` too: the
+    /// upload names its account (`account_mismatch` answers a token of another), so this one says the order is another
+    /// account's than the entry's — made while the sign-in changed, by a version without the order's account check —
+    /// and it always will be. Without the order id the server binds by the payment's `appAccountToken`, to the account
+    /// whose order the payment carries (`deliveredToOwner`), and the device can finish.
+    static let orderCodes: Set<String> = ["order_not_found", "order_product_mismatch", "order_account_mismatch"]
 
     private func settle(_ entry: JournalEntry, _ result: UploadResult) {
         guard let transactionId = entry.transactionId else { return }

@@ -165,6 +165,31 @@ struct ScriptedServerTests {
         #expect(await store.finished == ["1001"])
     }
 
+    @Test("An order is asked for the account that pays; a payment journaled with another account's order (ordered while the sign-in changed) goes again without the order id and reaches that order's account, then is finished")
+    func orderOfAnotherAccount() async throws {
+        let server = ScriptedServer { request in
+            if request.url?.path.hasSuffix("v1/orders") == true {
+                return (201, ["orderId": "o-bea", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+            }
+            let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
+            if body["orderId"] as? String == "o-bea" {
+                return (403, ["error": ["code": "order_account_mismatch", "message": "the order is another account's", "class": "operator"]])
+            }
+            return (200, ["outcome": "deliveredToOwner", "transactions": [["transactionId": "1001", "outcome": "deliveredToOwner"]],
+                          "entitlements": ScriptedServer.entitlements("ann")])
+        }
+        let store = MemoryStore()
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "ann", retryDelays: [.seconds(60)])
+        _ = await client.purchase("p.coins")
+        let order = try #require(server.requests.first { $0.url?.path.hasSuffix("v1/orders") == true })
+        let asked = try #require(try JSONSerialization.jsonObject(with: order.httpBody ?? Data()) as? [String: Any])
+        #expect(asked["expectedAccountId"] as? String == "ann")
+        #expect(server.uploads == 2, "once with the order id, once without")
+        #expect(await store.finished == ["1001"], "it reached the account whose order it paid")
+        #expect(try journal.entries().isEmpty)
+    }
+
     @Test("A transaction no entry names the payer of is uploaded as the signed-in account's: a token of another account is refused, not granted")
     func unownedNamesSignedIn() async throws {
         let server = ScriptedServer { request in

@@ -483,7 +483,7 @@ struct PurchaseClientPathTests {
         }
     }
 
-    @Test("The server refuses an upload meant for another account than the token's, whatever the proof, and stores nothing")
+    @Test("The server refuses an upload or an order meant for another account than the token's, whatever the proof, and stores nothing")
     func expectedAccountRefused() async throws {
         try await System.run(.init(deliver: false)) { system in
             let (ann, store) = try await system.customer("ann")
@@ -497,6 +497,14 @@ struct PurchaseClientPathTests {
             let (granted, reply) = try await system.call(.post, "/v1/purchases", as: ann,
                                                          ["signedTransaction": jws, "orderId": order["orderId"] as? String ?? "", "expectedAccountId": ann])
             #expect(granted == .ok && reply["outcome"] as? String == "granted", "\(reply)")
+            // An order meant for Ann, made with Bea's token (the app's sign-in changed while it fetched the token): refused,
+            // and no order is made for either.
+            let before = try await system.services.ledger.orders(.created).count
+            let (ordered, refusal) = try await system.call(.post, "/v1/orders", as: "bea", ["productId": Self.premium, "expectedAccountId": ann])
+            #expect(ordered == .conflict && (refusal["error"] as? [String: Any])?["code"] as? String == "account_mismatch", "\(refusal)")
+            #expect(try await system.services.ledger.orders(.created).count == before)
+            let (own, _) = try await system.call(.post, "/v1/orders", as: ann, ["productId": Self.premium, "expectedAccountId": ann])
+            #expect(own == .created)
         }
     }
 

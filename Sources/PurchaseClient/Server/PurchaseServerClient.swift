@@ -60,8 +60,11 @@ public struct PurchaseServerClient: Sendable {
     }
 
     /// Opens an order; its `appAccountToken` goes on the payment.
-    public func createOrder(productId: String) async throws -> Order {
-        let (status, data) = try await send("POST", "v1/orders", body: ["productId": productId])
+    /// `expectedAccountId`, the account the order is for, makes the server refuse it (`account_mismatch`, no order made)
+    /// when the token fetched for the call is another account's.
+    public func createOrder(productId: String, expectedAccountId: String? = nil) async throws -> Order {
+        struct Body: Encodable { var productId: String; var expectedAccountId: String? }
+        let (status, data) = try await send("POST", "v1/orders", body: Body(productId: productId, expectedAccountId: expectedAccountId))
         guard status == 201 || status == 200 else { throw PurchaseFailure(.orderFailed, Self.message(data) ?? "HTTP \(status)") }
         return try Self.decoder.decode(Order.self, from: data)
     }

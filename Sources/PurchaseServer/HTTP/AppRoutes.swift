@@ -8,7 +8,13 @@ import PurchaseLedger
 struct AppRoutes {
     let services: PurchaseServer.Services
 
-    struct OrderRequest: Decodable { var productId: String }
+    struct OrderRequest: Decodable {
+        var productId: String
+        /// The account the app means to order for: a bearer token of another account is refused (409 `account_mismatch`,
+        /// no order made). The app's sign-in may change while it fetches the token for this call; an order made for the
+        /// other account would then be paid and journaled for the first one.
+        var expectedAccountId: String?
+    }
     struct OrderReply: Encodable {
         var orderId: String
         var productId: String
@@ -71,6 +77,10 @@ struct AppRoutes {
     struct SpendRequest: Decodable { var amount: Int64; var idempotencyKey: String? }
     struct SpendReply: Encodable { var currency: String; var balance: Int64 }
 
+    static func accountMismatch(_ what: String) -> APIError {
+        APIError(.conflict, code: "account_mismatch", "this \(what) is for another account than the bearer token's")
+    }
+
     /// Small bodies: orders and spends.
     static let smallBody = 64 * 1024
 
@@ -87,6 +97,7 @@ struct AppRoutes {
     @Sendable func createOrder(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let account = try await authenticate(request)
         let body = try await request.decodeJSON(OrderRequest.self, limit: Self.smallBody)
+        if let expected = body.expectedAccountId, expected != account { throw Self.accountMismatch("order") }
         let order = try await ledgerCall { try await services.ledger.createOrder(accountId: account, productId: body.productId, now: services.now()) }
         return try JSONReply.encode(OrderReply(orderId: order.orderId, productId: order.productId,
                                                appAccountToken: order.appAccountToken.uuidString.lowercased(), expiresAt: order.expiresAt), status: .created)
@@ -171,9 +182,7 @@ struct AppRoutes {
         let account = try await authenticate(request)
         try services.checkEntitlementsNonce(request)
         let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
-        if let expected = body.expectedAccountId, expected != account {
-            throw APIError(.conflict, code: "account_mismatch", "this upload is for another account than the bearer token's")
-        }
+        if let expected = body.expectedAccountId, expected != account { throw Self.accountMismatch("upload") }
         if let appTransaction = body.appTransaction {
             guard body.signedTransaction == nil, body.receipt == nil, body.transactionId == nil else {
                 throw APIError.badRequest("send exactly one of signedTransaction, receipt, transactionId and appTransaction")

@@ -1450,6 +1450,10 @@ enum OpenAPIDocument {
        "schema": {
         "additionalProperties": true,
         "properties": {
+         "expectedAccountId": {
+          "description": "the account the app orders for; a bearer token of another account is refused (409 account_mismatch) and no order is made",
+          "type": "string"
+         },
          "productId": {
           "maxLength": 200,
           "minLength": 1,
