@@ -296,6 +296,33 @@ struct LedgerConformanceTests {
         #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)
     }
 
+    @Test("A period from another environment naming a series is refused (an Xcode payload reusing a real customer's originalTransactionId): the holder keeps access, an unbound series is not claimed", arguments: StoreKind.allCases)
+    func seriesOfOneEnvironment(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let now = Date()
+        let (holder, forger) = (uniqueId("acct-"), uniqueId("acct-"))
+        let real = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 600, expires: now + 3000)
+        _ = try await ledger.submit(.init(accountId: holder, transaction: real))
+        // A "period" that ended a moment ago, latest of the series: it would judge the holder's access by it.
+        var forged = transaction(Demo.monthly, original: real.originalTransactionId, type: .autoRenewableSubscription, purchased: now - 1,
+                                 expires: now - 0.5)
+        forged.environment = .xcode
+        await #expect(throws: LedgerError(.invalidInput, "")) { try await ledger.submit(.init(accountId: forger, transaction: forged)) }
+        #expect(try await ledger.entitlements(accountId: holder).entitlement("pro") != nil)
+        #expect(try await ledger.transaction(forged.transactionId!) == nil)
+        #expect(try await ledger.purchases(accountId: holder).count == 1)
+        // A series Apple told of by notifications only, nobody's yet: a forged period does not claim it.
+        let notified = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 600, expires: now + 3000)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .subscribed, subtype: nil, signedDate: now - 600,
+                                                     signedPayload: "x", transaction: notified))
+        var claim = transaction(Demo.monthly, original: notified.originalTransactionId, type: .autoRenewableSubscription, purchased: now - 1,
+                                expires: now + 3000)
+        claim.environment = .xcode
+        await #expect(throws: LedgerError(.invalidInput, "")) { try await ledger.submit(.init(accountId: forger, transaction: claim)) }
+        #expect(try await ledger.purchases(accountId: forger).isEmpty)
+        #expect(try await ledger.entitlements(accountId: forger).entitlement("pro") == nil)
+    }
+
     @Test("A refunded subscription or non-consumable stops granting; a grace period keeps the subscriber served", arguments: StoreKind.allCases)
     func revocationAndGrace(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -124,7 +124,8 @@ struct SubmissionRulesTests {
         bound.accountId = "alice"
         bound.orderId = alice.orderId
         #expect(decision.effects == [
-            .requireFacts(FactsGuard(originalTransactionId: "42", transactionId: "42", seriesOwner: .some(nil), entryCount: nil, storedSignedDate: nil)),
+            .requireFacts(FactsGuard(originalTransactionId: "42", transactionId: "42", seriesOwner: .some(nil), seriesEnvironment: .some(nil),
+                                     entryCount: nil, storedSignedDate: nil)),
             .insertPurchase(bound, source: .signedTransaction, at: now), .fulfilOrder(orderId: alice.orderId, transactionId: "42", at: now),
             .emitEvent(try #require(decision.effects.compactMap { if case .emitEvent(let e) = $0 { e } else { nil } }.first))])
         // Its event is alice's: the owner's backend hears of it, not the uploader's.

@@ -21,6 +21,9 @@ public struct TransactionFacts: Sendable, Hashable {
     /// that held the series it continues (`previousOriginalTransactionId`). An account never loses a series, but one
     /// that nobody held may be taken meanwhile: a precondition with the series' own owner.
     public var previousSeriesOwner: String?
+    /// The environment of the series' first stored period, if any: a series lives in one environment, so a period
+    /// from another (an Xcode payload anyone can sign, naming a real customer's `originalTransactionId`) is refused.
+    public var seriesEnvironment: AppStoreEnvironment?
 
     public init(namedOrder: Order? = nil, tokenOrder: Order? = nil, stored: PurchaseRecord? = nil, seriesOwner: String? = nil,
                 entries: [BalanceEntry] = []) {
@@ -46,6 +49,7 @@ public struct TransactionFacts: Sendable, Hashable {
         let previous = decidesOwner ? record.previousOriginalTransactionId : nil
         return .requireFacts(FactsGuard(originalTransactionId: record.originalTransactionId, transactionId: record.transactionId,
                                         seriesOwner: decidesOwner ? .some(seriesOwner) : .none,
+                                        seriesEnvironment: decidesOwner ? .some(seriesEnvironment) : .none,
                                         entryCount: stored != nil && entriesRead ? entries.count : nil, storedSignedDate: stored?.signedDate,
                                         previousOriginalTransactionId: previous, previousSeriesOwner: previous == nil ? .none : .some(previousSeriesOwner)))
     }
@@ -57,6 +61,8 @@ public struct FactsGuard: Sendable, Hashable {
     public var transactionId: String
     /// When set, the account the series' earliest bound period belongs to (nil inside: none) must still be this.
     public var seriesOwner: String??
+    /// When set, the environment of the series' first stored period (nil inside: none stored) must still be this.
+    public var seriesEnvironment: AppStoreEnvironment??
     /// When set, the transaction must still have this many balance movements.
     public var entryCount: Int?
     /// When set, the stored transaction must still be the news Apple signed at this date (no newer news since).
@@ -66,11 +72,12 @@ public struct FactsGuard: Sendable, Hashable {
     public var previousOriginalTransactionId: String?
     public var previousSeriesOwner: String??
 
-    public init(originalTransactionId: String, transactionId: String, seriesOwner: String??, entryCount: Int?, storedSignedDate: Date?,
-                previousOriginalTransactionId: String? = nil, previousSeriesOwner: String?? = .none) {
+    public init(originalTransactionId: String, transactionId: String, seriesOwner: String??, seriesEnvironment: AppStoreEnvironment?? = .none,
+                entryCount: Int?, storedSignedDate: Date?, previousOriginalTransactionId: String? = nil, previousSeriesOwner: String?? = .none) {
         self.originalTransactionId = originalTransactionId
         self.transactionId = transactionId
         self.seriesOwner = seriesOwner
+        self.seriesEnvironment = seriesEnvironment
         self.entryCount = entryCount
         self.storedSignedDate = storedSignedDate
         self.previousOriginalTransactionId = previousOriginalTransactionId
@@ -145,6 +152,9 @@ public enum SubmissionRules {
     public static func sameEnvironment(_ record: PurchaseRecord, _ facts: TransactionFacts) throws {
         if let stored = facts.stored, stored.environment != record.environment {
             throw LedgerError(.invalidInput, "transaction \(record.transactionId) is held from \(stored.environment.rawValue); this one says \(record.environment.rawValue)")
+        }
+        if let series = facts.seriesEnvironment, series != record.environment {
+            throw LedgerError(.invalidInput, "series \(record.originalTransactionId) is held from \(series.rawValue); this period says \(record.environment.rawValue)")
         }
     }
 

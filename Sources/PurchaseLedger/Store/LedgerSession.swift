@@ -148,6 +148,7 @@ struct LedgerSession {
             facts.seriesOwner = row.optionalText(35)
             facts.previousSeriesOwner = row.optionalText(36)
         }
+        facts.seriesEnvironment = row.optionalText(37).map(AppStoreEnvironment.init(rawValue:))
         return facts
     }
 
@@ -163,6 +164,11 @@ struct LedgerSession {
         facts.stored != nil && catalog.rule(for: record.productId)?.type == .consumable
     }
 
+    /// The environment of the first stored period of the series `original` names (a placeholder or an expression).
+    static func seriesEnvironmentQuery(_ original: String) -> String {
+        "SELECT s.environment FROM purchases s WHERE s.original_transaction_id = \(original) ORDER BY s.purchase_date LIMIT 1"
+    }
+
     /// The named order, the token's order, the stored transaction, the series' owner and the holder of the latest
     /// period of the series it was migrated from (a resubscription paid through another account's order is that
     /// account's), each NULL when absent.
@@ -171,7 +177,8 @@ struct LedgerSession {
             t.order_id, t.account_id, t.product_id, t.app_account_token, t.state, t.transaction_id, t.created_at, t.expires_at,
             \(purchaseColumns.split(separator: ",").map { "p." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
             (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $4 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1),
-            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $5 AND s.account_id IS NOT NULL ORDER BY s.purchase_date DESC LIMIT 1)
+            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $5 AND s.account_id IS NOT NULL ORDER BY s.purchase_date DESC LIMIT 1),
+            (\(seriesEnvironmentQuery("$4")))
         FROM (SELECT 1 AS one) AS base
         LEFT JOIN orders n ON n.order_id = $1
         LEFT JOIN orders t ON t.app_account_token = $2
@@ -399,6 +406,10 @@ struct LedgerSession {
             // construction. PostgreSQL's held transactions took the series' lock before reading them; checked anyway.
             guard postgres else { return }
             try lockSeries(facts.originalTransactionId)
+            if case .some(let expected) = facts.seriesEnvironment {
+                let environment = try sql.first(Self.seriesEnvironmentQuery("$1"), [.text(facts.originalTransactionId)])?.optionalText(0)
+                guard environment == expected?.rawValue else { throw LedgerRace() }
+            }
             if case .some(let expected) = facts.seriesOwner {
                 let owner = try sql.first("""
                     SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date LIMIT 1

@@ -104,6 +104,10 @@ enum PostgresFunctions {
             WHEN 'requireFacts' THEN
               -- Held to the end of this statement's transaction: the same lock the held-transaction path takes.
               PERFORM pg_advisory_xact_lock(hashtextextended(e->>'original', 727274));
+              IF e ? 'seriesEnvironment' AND (\(LedgerSession.seriesEnvironmentQuery("e->>'original'")))
+                    IS DISTINCT FROM (e->>'seriesEnvironment') THEN
+                RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
+              END IF;
               IF e ? 'seriesOwner' AND (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = e->>'original'
                     AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1) IS DISTINCT FROM (e->>'seriesOwner') THEN
                 RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
@@ -262,6 +266,7 @@ enum PostgresFunctions {
                 object.set("tx", .text(facts.transactionId))
                 // Present with null: the series must have no owner; absent: not checked.
                 if case .some(let owner) = facts.seriesOwner { object.set("seriesOwner", .of(owner)) }
+                if case .some(let environment) = facts.seriesEnvironment { object.set("seriesEnvironment", .of(environment?.rawValue)) }
                 if let count = facts.entryCount { object.set("entryCount", .int(Int64(count))) }
                 if let signed = facts.storedSignedDate { object.set("storedSignedDate", .of(signed)) }
                 if let previous = facts.previousOriginalTransactionId, case .some(let owner) = facts.previousSeriesOwner {
