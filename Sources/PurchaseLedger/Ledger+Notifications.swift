@@ -64,10 +64,14 @@ extension Ledger {
             try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
             // The series' own news, for its account's backend — when newer than what the ledger holds of the series.
             if let owner = facts.owner, let told = WebhookRules.subscriptionEvent(
-                type: event.type, subtype: event.subtype, notificationUUID: event.notificationUUID, record: record, accountId: owner,
-                newProductId: event.renewal?.autoRenewProductId, now: now),
-               (event.renewal?.signedDate ?? event.signedDate) > (try session.series(record.originalTransactionId)?.signedDate ?? .distantPast) {
-                try session.apply(.emitEvent(told))
+                type: event.type, subtype: event.subtype, status: event.status, notificationUUID: event.notificationUUID, record: record,
+                accountId: owner, newProductId: event.renewal?.autoRenewProductId, now: now) {
+                let series = try session.series(record.originalTransactionId)
+                // A reconciled state is news only when the status changed: Apple's own notification of it came first.
+                if (event.renewal?.signedDate ?? event.signedDate) > (series?.signedDate ?? .distantPast),
+                   event.type != .reconciled || series?.status != event.status {
+                    try session.apply(.emitEvent(told))
+                }
             }
             // News of one transaction that says nothing of the series (no status, no renewal info) leaves the series'
             // status as it was: unknown is not "none", and a later signedDate must not erase a grace period.

@@ -116,6 +116,34 @@ struct WebhookLedgerTests {
         #expect(family.allSatisfy { $0.body.contains(#""ownership":"FAMILY_SHARED""#) })
     }
 
+    @Test("A state the reconciler learns from Apple tells the expiry once; Apple's own EXPIRED, signed before the reconciler's read, or the same state read again, tells nothing more", arguments: StoreKind.allCases)
+    func reconciledStateTells(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let fay = uniqueId("fay-")
+        let start = Date().addingTimeInterval(-7_200)
+        let plan = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: fay, transaction: plan, source: .signedTransaction))
+        let ended = start.addingTimeInterval(3_600)
+        func news(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, uuid: String, signed: Date) -> NotificationEvent {
+            var info = JWSRenewalInfoDecodedPayload()
+            info.originalTransactionId = plan.originalTransactionId
+            info.autoRenewStatus = .off
+            info.autoRenewProductId = Demo.monthly
+            info.signedDate = signed
+            var event = NotificationEvent(notificationUUID: uuid, type: type, subtype: subtype, signedDate: signed, signedPayload: "x",
+                                          transaction: plan, renewal: info)
+            event.status = .expired
+            return event
+        }
+        // Apple signed EXPIRED a minute after the end; it is delayed, and the reconciler reads the state five minutes after.
+        _ = try await ledger.apply(news(.reconciled, nil, uuid: "reconcile-\(uniqueId())", signed: ended.addingTimeInterval(300)))
+        _ = try await ledger.apply(news(.expired, .voluntary, uuid: UUID().uuidString, signed: ended.addingTimeInterval(60)))
+        _ = try await ledger.apply(news(.reconciled, nil, uuid: "reconcile-\(uniqueId())", signed: ended.addingTimeInterval(900)))
+        let told = try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == fay }.map(\.type)
+        #expect(told.sorted() == ["EXPIRATION", "INITIAL_PURCHASE"], "\(told)")
+        #expect(try await ledger.entitlements(accountId: fay).entitlement("pro") == nil)
+    }
+
     /// On SQLite only: claiming takes any due event in the outbox, and PostgreSQL's is shared by every test running.
     @Test("A claim holds against every other sender until it lapses, one sending early included; then another takes it and the first settles nothing")
     func claimsHold() async throws {

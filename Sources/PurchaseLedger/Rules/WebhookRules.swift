@@ -173,10 +173,16 @@ public enum WebhookRules {
     /// The subscription event a notification itself tells of (beyond the transaction it carries), for the series'
     /// account: auto-renew turned off or on, expiry, a billing failure, a plan change (also one made with an offer).
     /// Only news newer than what the ledger holds of the series makes one (a late notification is history).
-    public static func subscriptionEvent(type: NotificationTypeV2, subtype: NotificationSubtype?, notificationUUID: String,
-                                         record: PurchaseRecord, accountId: String, newProductId: String?, now: Date) -> WebhookEvent? {
+    /// A status the reconciler learnt from Apple's status API (``NotificationTypeV2/reconciled``) tells an expiry or a
+    /// billing failure as the notification would have: that notification may still be on its way, signed before the
+    /// reconciler's read, and then it is history when it comes.
+    public static func subscriptionEvent(type: NotificationTypeV2, subtype: NotificationSubtype?, status: SubscriptionStatus? = nil,
+                                         notificationUUID: String, record: PurchaseRecord, accountId: String, newProductId: String?,
+                                         now: Date) -> WebhookEvent? {
         let kind: WebhookEvent.Kind
         switch (type, subtype) {
+        case (.reconciled, _) where status == .expired: kind = .expiration
+        case (.reconciled, _) where status == .billingRetry || status == .billingGracePeriod: kind = .billingIssue
         case (.didChangeRenewalStatus, .autoRenewDisabled?): kind = .cancellation
         case (.didChangeRenewalStatus, .autoRenewEnabled?): kind = .uncancellation
         case (.expired, _): kind = .expiration
@@ -190,4 +196,9 @@ public enum WebhookRules {
         if kind == .productChange { event.newProductId = newProductId }
         return event
     }
+}
+
+extension NotificationTypeV2 {
+    /// Not Apple's: a subscription's state the reconciler read from Apple's status API, applied as a notification.
+    public static let reconciled = Self(rawValue: "IAPKIT_RECONCILED")
 }

@@ -133,7 +133,7 @@ public struct Reconciler: Sendable {
                 let expires = Int64((transaction.expiresDate ?? .distantPast).timeIntervalSince1970 * 1000)
                 let event = NotificationEvent(
                     notificationUUID: "reconcile-\(transaction.transactionId ?? original)-\(item.status?.rawValue ?? 0)-\(expires)",
-                    type: NotificationTypeV2(rawValue: "IAPKIT_RECONCILED"),
+                    type: .reconciled,
                     subtype: nil, signedDate: signedDate, signedPayload: signed, transaction: transaction, renewal: renewal, status: item.status)
                 if try await services.ledger.apply(event, now: now) == .applied {
                     try await services.ledger.audit(actor: "reconciler", action: "subscription-refreshed", subject: original,
