@@ -357,5 +357,20 @@ struct LedgerConformanceTests {
         _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .consumptionRequest, subtype: nil, signedDate: now.addingTimeInterval(1),
                                                       signedPayload: "x", transaction: later), now: now.addingTimeInterval(2))
         #expect(try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(2)).entitlement("pro")?.state == .gracePeriod)
+        // Renewal info without a status (auto-renew turned off during the grace period), then a status without renewal
+        // info: each keeps what the other left out, and the grace period stands.
+        var off = renewal
+        off.autoRenewStatus = .off
+        off.gracePeriodExpiresDate = nil
+        off.signedDate = now.addingTimeInterval(3)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .didChangeRenewalStatus, subtype: .autoRenewDisabled,
+                                                      signedDate: now.addingTimeInterval(3), signedPayload: "x", transaction: later, renewal: off),
+                                   now: now.addingTimeInterval(4))
+        #expect(try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(4)).entitlement("pro")?.state == .gracePeriod)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .didFailToRenew, subtype: .gracePeriod,
+                                                      signedDate: now.addingTimeInterval(5), signedPayload: "x", transaction: later,
+                                                      status: .billingGracePeriod), now: now.addingTimeInterval(6))
+        #expect(try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(6)).entitlement("pro")?.state == .gracePeriod)
+        #expect(try await ledger.entitlements(accountId: account, now: now.addingTimeInterval(601)).entitlement("pro") == nil)
     }
 }

@@ -366,13 +366,18 @@ struct LedgerSession {
                 ON CONFLICT (transaction_id, claimed_by) DO UPDATE SET attempts = conflicts.attempts + 1
                 """, [.text(transactionId), .text(claimedBy), .text(owner), .of(now)])
         case .updateSeriesStatus(let series):
+            // What the news leaves out stays as it was (unknown is not "none"): renewal info without a status, or a status
+            // without renewal info, must not erase a grace period. A grace date left behind by a recovered series is
+            // harmless: it grants only with the grace-period status.
             try sql.execute("""
                 INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew,
                     auto_renew_product_id, signed_date)
                 VALUES ($1, NULL, $2, NULL, $3, $4, $5, $6)
-                ON CONFLICT (original_transaction_id) DO UPDATE SET status = excluded.status,
-                    grace_period_expires_date = excluded.grace_period_expires_date, auto_renew = excluded.auto_renew,
-                    auto_renew_product_id = excluded.auto_renew_product_id, signed_date = excluded.signed_date
+                ON CONFLICT (original_transaction_id) DO UPDATE SET status = COALESCE(excluded.status, subscriptions.status),
+                    grace_period_expires_date = COALESCE(excluded.grace_period_expires_date, subscriptions.grace_period_expires_date),
+                    auto_renew = COALESCE(excluded.auto_renew, subscriptions.auto_renew),
+                    auto_renew_product_id = COALESCE(excluded.auto_renew_product_id, subscriptions.auto_renew_product_id),
+                    signed_date = excluded.signed_date
                 WHERE subscriptions.signed_date < excluded.signed_date
                 """, [.text(series.originalTransactionId), .of(series.status.map { Int64($0.rawValue) }), .of(series.gracePeriodExpiresDate),
                       .of(series.autoRenew.map { $0 ? 1 : 0 }), .of(series.autoRenewProductId), .of(series.signedDate)])
