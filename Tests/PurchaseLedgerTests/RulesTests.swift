@@ -288,4 +288,26 @@ struct ClockLagRulesTests {
         #expect(try owned(purchased: now + 60, signed: now + 30, type: .autoRenewableSubscription, product: "com.example.iapkit.pro.monthly",
                           expires: now + 60 + 30 * 86_400).isEmpty)
     }
+
+    @Test("A grace period Apple signed a minute ahead of the server's clock serves the subscriber now; an expiry signed ahead waits for its signature")
+    func graceOnASlowClock() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        var period = try PurchaseRecord(transaction("com.example.iapkit.pro.monthly", type: .autoRenewableSubscription, purchased: now - 86_400,
+                                                    expires: now - 30, signed: now - 86_400))
+        period.accountId = "zoe"
+        func judged(_ status: SubscriptionStatus, allowance: TimeInterval = EntitlementRules.clockLagAllowance) -> Entitlement? {
+            let series = SubscriptionRecord(originalTransactionId: period.originalTransactionId, status: status, gracePeriodExpiresDate: now + 3_600,
+                                            signedDate: now + 60)
+            return EntitlementRules.entitlements(purchases: [period], subscriptions: [period.originalTransactionId: series], catalog: .demo, now: now,
+                                                 clockLagAllowance: allowance).first
+        }
+        #expect(judged(.billingGracePeriod)?.state == .gracePeriod, "the period ended 30 s ago by this clock; Apple's grace is already signed")
+        #expect(judged(.billingGracePeriod, allowance: 0) == nil, "a look at the past judges exactly at now")
+        let renewed = try PurchaseRecord(transaction("com.example.iapkit.pro.monthly", type: .autoRenewableSubscription, purchased: now - 86_400,
+                                                     expires: now + 600, signed: now - 86_400))
+        var current = renewed
+        current.accountId = "zoe"
+        period = current
+        #expect(judged(.expired)?.state == .active, "an expiry signed ahead of this clock does not end access early")
+    }
 }

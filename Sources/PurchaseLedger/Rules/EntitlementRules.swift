@@ -57,7 +57,8 @@ public enum EntitlementRules {
             }
         }
         for (original, periods) in series {
-            if let granted = seriesEntitlement(periods: periods, status: subscriptions[original], catalog: catalog, now: now) {
+            if let granted = seriesEntitlement(periods: periods, status: subscriptions[original], catalog: catalog, now: now,
+                                               clockLagAllowance: clockLagAllowance) {
                 offer(granted)
             }
         }
@@ -81,7 +82,10 @@ public enum EntitlementRules {
 
     /// What one auto-renewable series grants at `now`, from its periods purchased by `now` (oldest first) and its
     /// latest known status.
-    static func seriesEntitlement(periods: [PurchaseRecord], status: SubscriptionRecord?, catalog: LedgerCatalog, now: Date) -> Entitlement? {
+    /// A status signed after `now` is a slow clock's or a look at the past: within `clockLagAllowance` a grace period
+    /// Apple gave counts (as a purchase does: access never ends early); what ends access counts only once signed.
+    static func seriesEntitlement(periods: [PurchaseRecord], status: SubscriptionRecord?, catalog: LedgerCatalog, now: Date,
+                                  clockLagAllowance: TimeInterval = 0) -> Entitlement? {
         guard let latest = periods.last, let name = catalog.rule(for: latest.productId)?.entitlement else { return nil }
         // The latest period refunded, or superseded by an upgrade the ledger has not seen yet: no access from it.
         guard !latest.isRevoked(at: now), !latest.isUpgraded, var end = latest.expiresDate else { return nil }
@@ -92,7 +96,8 @@ public enum EntitlementRules {
         }
         var state = Entitlement.State.active
         // Apple's dates are milliseconds; so are the stored ones, while `now` is finer: compare at Apple's resolution.
-        if let status, let code = status.status, Millis.of(status.signedDate) <= Millis.of(now),
+        if let status, let code = status.status,
+           Millis.of(status.signedDate) <= Millis.of(code == .billingGracePeriod ? now.addingTimeInterval(clockLagAllowance) : now),
            Millis.of(status.signedDate) >= Millis.of(latest.purchaseDate) {
             switch code {
             case .revoked where Millis.of(latest.signedDate) > Millis.of(status.signedDate):
