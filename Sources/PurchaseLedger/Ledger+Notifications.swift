@@ -67,9 +67,11 @@ extension Ledger {
                 type: event.type, subtype: event.subtype, status: event.status, notificationUUID: event.notificationUUID, record: record,
                 accountId: owner, newProductId: event.renewal?.autoRenewProductId, now: now) {
                 let series = try session.series(record.originalTransactionId)
-                // A reconciled state is news only when the status changed: Apple's own notification of it came first.
+                // A reconciled state is news only when the status changed, or the stored one is about an earlier period
+                // (signed before the latest period began): Apple's own notification of it came first otherwise.
+                let aboutEarlier = (series?.signedDate ?? .distantPast) < (series?.periodPurchaseDate ?? .distantPast)
                 if (event.renewal?.signedDate ?? event.signedDate) > (series?.signedDate ?? .distantPast),
-                   event.type != .reconciled || series?.status != event.status {
+                   event.type != .reconciled || series?.status != event.status || aboutEarlier {
                     try session.apply(.emitEvent(told))
                 }
             }

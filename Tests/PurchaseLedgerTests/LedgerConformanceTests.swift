@@ -323,6 +323,32 @@ struct LedgerConformanceTests {
         #expect(try await ledger.entitlements(accountId: forger).entitlement("pro") == nil)
     }
 
+    @Test("An EXPIRED of an earlier period is not carried onto the resubscription by later news that states no status", arguments: StoreKind.allCases)
+    func oldStatusNotCarriedForward(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let account = uniqueId("acct-")
+        let now = Date()
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 10_000, expires: now - 6_400)
+        _ = try await ledger.submit(.init(accountId: account, transaction: first))
+        var lapsed = JWSRenewalInfoDecodedPayload()
+        lapsed.originalTransactionId = first.originalTransactionId
+        lapsed.autoRenewStatus = .off
+        lapsed.signedDate = now - 6_000
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .expired, subtype: .voluntary, signedDate: now - 6_000,
+                                                     signedPayload: "x", transaction: first, renewal: lapsed, status: .expired))
+        // Resubscribed by upload; then news with renewal info but no status.
+        let again = transaction(Demo.monthly, original: first.originalTransactionId, type: .autoRenewableSubscription, purchased: now - 600,
+                                expires: now + 3_000)
+        _ = try await ledger.submit(.init(accountId: account, transaction: again))
+        #expect(try await ledger.entitlements(accountId: account).entitlement("pro") != nil)
+        var on = lapsed
+        on.autoRenewStatus = .on
+        on.signedDate = now - 60
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .didChangeRenewalStatus, subtype: .autoRenewEnabled,
+                                                     signedDate: now - 60, signedPayload: "x", transaction: again, renewal: on))
+        #expect(try await ledger.entitlements(accountId: account).entitlement("pro") != nil, "the resubscription's paid period grants")
+    }
+
     @Test("A refunded subscription or non-consumable stops granting; a grace period keeps the subscriber served", arguments: StoreKind.allCases)
     func revocationAndGrace(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -142,6 +142,36 @@ struct WebhookLedgerTests {
         let told = try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == fay }.map(\.type)
         #expect(told.sorted() == ["EXPIRATION", "INITIAL_PURCHASE"], "\(told)")
         #expect(try await ledger.entitlements(accountId: fay).entitlement("pro") == nil)
+        // Apple signs its EXPIRED after the reconciler's read: the same expiry of the same period, one event.
+        _ = try await ledger.apply(news(.expired, .voluntary, uuid: UUID().uuidString, signed: ended.addingTimeInterval(1_200)))
+        #expect(try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == fay && $0.type == "EXPIRATION" }.count == 1)
+    }
+
+    @Test("Each period's expiry is told once, also when the reconciler reads the same status (EXPIRED) for a later period as for an earlier one", arguments: StoreKind.allCases)
+    func reconciledSecondExpiry(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let gus = uniqueId("gus-")
+        let start = Date().addingTimeInterval(-20_000)
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: gus, transaction: first, source: .signedTransaction))
+        func reconciled(_ period: JWSTransactionDecodedPayload, signed: Date) -> NotificationEvent {
+            var info = JWSRenewalInfoDecodedPayload()
+            info.originalTransactionId = period.originalTransactionId
+            info.autoRenewStatus = .off
+            info.signedDate = signed
+            var event = NotificationEvent(notificationUUID: "reconcile-\(uniqueId())", type: .reconciled, subtype: nil, signedDate: signed,
+                                          signedPayload: "x", transaction: period, renewal: info)
+            event.status = .expired
+            return event
+        }
+        _ = try await ledger.apply(reconciled(first, signed: start.addingTimeInterval(3_700)))
+        // The customer resubscribes; the new period comes by upload only, then ends, and the reconciler reads EXPIRED again.
+        let again = transaction(Demo.monthly, original: first.originalTransactionId, type: .autoRenewableSubscription,
+                                purchased: start.addingTimeInterval(10_000), expires: start.addingTimeInterval(13_600))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: gus, transaction: again, source: .signedTransaction))
+        _ = try await ledger.apply(reconciled(again, signed: start.addingTimeInterval(13_700)))
+        let expiries = try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == gus && $0.type == "EXPIRATION" }.map(\.eventId).sorted()
+        #expect(expiries == ["EXPIRATION.\(first.transactionId!)", "EXPIRATION.\(again.transactionId!)"].sorted(), "\(expiries)")
     }
 
     /// On SQLite only: claiming takes any due event in the outbox, and PostgreSQL's is shared by every test running.

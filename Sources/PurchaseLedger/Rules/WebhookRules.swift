@@ -190,7 +190,10 @@ public enum WebhookRules {
         case (.didChangeRenewalPref, _), (.offerRedeemed, .upgrade?), (.offerRedeemed, .downgrade?): kind = .productChange
         default: return nil
         }
-        var event = WebhookEvent(kind, record, id: "\(kind.rawValue).\(notificationUUID)", accountId: accountId, at: now)
+        // An expiry or a billing failure happens once to a period: by the period's transaction, so that Apple's notification
+        // and the reconciler's read of the same state (in either order) make one event.
+        let once = kind == .expiration || kind == .billingIssue
+        var event = WebhookEvent(kind, record, id: "\(kind.rawValue).\(once ? record.transactionId : notificationUUID)", accountId: accountId, at: now)
         event.notificationUUID = notificationUUID
         event.subtype = subtype?.rawValue
         if kind == .productChange { event.newProductId = newProductId }

@@ -230,7 +230,8 @@ struct LedgerSession {
     // MARK: Subscriptions
 
     static let seriesColumns = """
-        original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew, auto_renew_product_id, signed_date
+        original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew, auto_renew_product_id, signed_date,
+        period_purchase_date
         """
 
     /// Whether any period of the series is stored.
@@ -247,7 +248,8 @@ struct LedgerSession {
         SubscriptionRecord(
             originalTransactionId: try row.text(0), productId: row.optionalText(1), status: row.optionalInt(2).map { SubscriptionStatus(rawValue: Int($0)) },
             expiresDate: row.optionalInt(3).map(Millis.date), gracePeriodExpiresDate: row.optionalInt(4).map(Millis.date),
-            autoRenew: row.optionalInt(5).map { $0 != 0 }, autoRenewProductId: row.optionalText(6), signedDate: Millis.date(try row.int(7)))
+            autoRenew: row.optionalInt(5).map { $0 != 0 }, autoRenewProductId: row.optionalText(6), signedDate: Millis.date(try row.int(7)),
+            periodPurchaseDate: row.optionalInt(8).map(Millis.date))
     }
 
     // MARK: Entitlements
@@ -367,14 +369,18 @@ struct LedgerSession {
                 """, [.text(transactionId), .text(claimedBy), .text(owner), .of(now)])
         case .updateSeriesStatus(let series):
             // What the news leaves out stays as it was (unknown is not "none"): renewal info without a status, or a status
-            // without renewal info, must not erase a grace period. A grace date left behind by a recovered series is
-            // harmless: it grants only with the grace-period status.
+            // without renewal info, must not erase a grace period. But a status (or grace date) is kept only while it is
+            // about the latest period, signed no earlier than that period began: the news' date becomes the series',
+            // and an EXPIRED of an earlier period would otherwise look newer than the resubscription after it.
             try sql.execute("""
                 INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew,
                     auto_renew_product_id, signed_date)
                 VALUES ($1, NULL, $2, NULL, $3, $4, $5, $6)
-                ON CONFLICT (original_transaction_id) DO UPDATE SET status = COALESCE(excluded.status, subscriptions.status),
-                    grace_period_expires_date = COALESCE(excluded.grace_period_expires_date, subscriptions.grace_period_expires_date),
+                ON CONFLICT (original_transaction_id) DO UPDATE SET
+                    status = COALESCE(excluded.status, CASE WHEN subscriptions.signed_date >= COALESCE(subscriptions.period_purchase_date, 0)
+                        THEN subscriptions.status END),
+                    grace_period_expires_date = COALESCE(excluded.grace_period_expires_date,
+                        CASE WHEN subscriptions.signed_date >= COALESCE(subscriptions.period_purchase_date, 0) THEN subscriptions.grace_period_expires_date END),
                     auto_renew = COALESCE(excluded.auto_renew, subscriptions.auto_renew),
                     auto_renew_product_id = COALESCE(excluded.auto_renew_product_id, subscriptions.auto_renew_product_id),
                     signed_date = excluded.signed_date
