@@ -169,6 +169,40 @@ struct AskingAppleTests {
         }
     }
 
+    @Test("A held receipt whose order's purchase is refused for a while (its product missing from the catalog) stays pending, though its older purchases are granted, and is granted with its order once the catalog is back")
+    func heldReceiptWaitsForItsOrder() async throws {
+        try await System.run(.init(deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-ona"])
+            // A returning customer: the receipt also lists an earlier purchase, granted before.
+            _ = try await system.buy(Self.monthly, account: "ona", storeAccount: "store-ona")
+            let (order, purchase, _) = try await system.buy(Self.premium, account: "ona", storeAccount: "store-ona", submit: false)
+            let receipt = try #require(purchase["receipt"] as? String)
+            let orderId = try #require(order["orderId"] as? String)
+            _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
+                                                                                      ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
+            #expect(try await system.call(.post, "/v1/purchases", as: "ona", ["receipt": receipt, "orderId": orderId]).0 == .accepted)
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            try await system.engine.advanceClock(by: 60)
+            // A deploy with a catalog that lacks the product runs the reconciler.
+            var products = system.services.ledger.catalog.products
+            products[Self.premium] = nil
+            var misconfigured = system.services
+            misconfigured.ledger = Ledger(store: system.services.ledger.store, catalog: LedgerCatalog(products: products))
+            let report = try await Reconciler(services: misconfigured).runOnce()
+            #expect(report.proofsGranted == 0 && report.proofsPostponed == 1, "\(report)")
+            let pending = try await system.admin(.get, "/admin/proofs?state=pending").1["proofs"] as? [[String: Any]] ?? []
+            #expect(pending.count == 1, "listed for the operator: \(pending)")
+            // The catalog is back: the next pass (after the backoff) grants the purchase and fulfils the order.
+            let later = system.services.now().addingTimeInterval(120)
+            var fixed = system.services
+            fixed.now = { later }
+            #expect(try await Reconciler(services: fixed).runOnce().proofsGranted == 1)
+            #expect(try await system.entitlements("ona").entitlementNames.contains("premium"))
+            let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
+            #expect(granted.contains { $0["orderId"] as? String == orderId })
+        }
+    }
+
     @Test("A missed renewal notification is repaired from the Server API by reconciliation")
     func staleSubscriptionRepaired() async throws {
         try await System.run(.init(deliver: false)) { system in

@@ -71,10 +71,18 @@ public struct Reconciler: Sendable {
                     // Judged as the proof it was: a held id binds no more than an id answered at once would.
                     PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: kind.source)
                 }, now: now)
+                // The line the held order was paid by: a refusal of it that a later pass can undo (its product missing
+                // from the catalog for an hour) keeps the proof pending and listed, though the receipt's older lines
+                // came back already granted. Granted, it was never tried again and the order looked abandoned.
+                if let orderId = proof.orderId, let line = orderIds.firstIndex(of: orderId), case .failure(let refusal) = results[line],
+                   !Self.isFinal(refusal) {
+                    throw refusal
+                }
                 if let refusal = Self.onlyRefusal(results) { throw refusal }
+                let granted = results.filter { if case .success = $0 { true } else { false } }.count
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(
                     actor: "reconciler", action: "proof-granted", subject: proof.proofId,
-                    detail: "\(transactions.count) transaction(s) for \(proof.accountId)"), now: now)
+                    detail: "\(granted) of \(transactions.count) transaction(s) for \(proof.accountId)"), now: now)
                 report.proofsGranted += 1
             } catch where Self.isFinal(error) {
                 try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", audit: .init(
