@@ -88,10 +88,21 @@ public struct ServerAPIClient: Sendable {
     }
 
     /// Get Transaction History (v2): one page from `revision`.
-    public func history(_ transactionId: String, revision: String? = nil) async throws -> HistoryResponse {
+    /// `sort`: Apple's order of the pages, by each transaction's last change (`ASCENDING`, Apple's default, or
+    /// `DESCENDING`); the same on every page of one read.
+    public func history(_ transactionId: String, revision: String? = nil, sort: HistorySort? = nil) async throws -> HistoryResponse {
         var path = "/inApps/v2/history/\(try Self.pathSegment(transactionId))"
-        if let revision { path += "?revision=\(revision.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
+        var query: [String] = []
+        if let revision { query.append("revision=\(revision.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")") }
+        if let sort { query.append("sort=\(sort.rawValue)") }
+        if !query.isEmpty { path += "?" + query.joined(separator: "&") }
         return try await get(path, as: HistoryResponse.self)
+    }
+
+    /// The `sort` of Get Transaction History.
+    public enum HistorySort: String, Sendable {
+        case ascending = "ASCENDING"
+        case descending = "DESCENDING"
     }
 
     /// Get All Subscription Statuses.

@@ -307,4 +307,25 @@ struct AskingAppleTests {
             #expect(try await system.admin(.post, "/admin/reconcile").1["ordersRepaired"] as? Int == 0, "a repaired order is closed")
         }
     }
+
+    @Test("A long-standing customer's lost order is repaired too: their history is longer than the pages the repair reads, newest first")
+    func staleOrderOfLongHistoryRepaired() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-yan"])
+            _ = try await system.buy("com.example.iapkit.coins.100", account: "yan", storeAccount: "store-yan")
+            // 220 coin purchases the app never finished: Apple's history keeps them, 11 pages of 20 before the new one.
+            for _ in 0..<220 {
+                _ = try await system.device(.post, "/sim/purchases", ["account": "store-yan", "device": "phone", "productId": "com.example.iapkit.coins.100"])
+            }
+            let (order, _, _) = try await system.buy(Self.premium, account: "yan", storeAccount: "store-yan", submit: false)
+            _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
+                                                                                     "errorStatus": 500]]])
+            try await system.engine.advanceClock(by: 601)
+            let (_, report) = try await system.admin(.post, "/admin/reconcile")
+            #expect(report["ordersRepaired"] as? Int == 1, "\(report)")
+            #expect(try await system.entitlements("yan").entitlementNames == ["premium"])
+            let granted = try await system.admin(.get, "/admin/orders?state=granted")
+            #expect((granted.1["orders"] as? [[String: Any]])?.contains { $0["orderId"] as? String == order["orderId"] as? String } == true)
+        }
+    }
 }

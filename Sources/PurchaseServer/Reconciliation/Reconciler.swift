@@ -168,7 +168,9 @@ extension Reconciler {
             let byToken = Dictionary(orders.map { ($0.appAccountToken, $0) }, uniquingKeysWith: { first, _ in first })
             var revision: String?
             for _ in 0..<10 {
-                guard let page = try? await serverAPI.history(handle, revision: revision) else { break }
+                // Newest changes first: a payment for an open order is among the customer's latest, and a long-standing
+                // customer's history is longer than the pages read here (read oldest first, it was never reached).
+                guard let page = try? await serverAPI.history(handle, revision: revision, sort: .descending) else { break }
                 for signed in page.signedTransactions ?? [] {
                     guard let transaction = try? await services.verifier.transaction(signed), let token = transaction.appAccountToken,
                           let order = byToken[token], order.productId == transaction.productId else { continue }
