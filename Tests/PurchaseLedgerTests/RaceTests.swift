@@ -224,14 +224,17 @@ struct RaceTests {
                 VALUES ($1, 'TEST', '{}', 'delivered', 1, 0, 1000, 1000)
                 """, [.text(id)])
         }
-        // The replay holds the row for a second; the prune, started meanwhile, has already chosen it and waits.
+        // The replay holds the row for a second; the prune, started once the replay's update ran (not before: on a loaded
+        // machine a sleep was outrun, and a prune that comes first rightly deletes the row), chooses it and waits.
+        let updated = DispatchSemaphore(value: 0)
         async let replay = attempt {
             try await ledger.store.write { sql in
                 try sql.execute("UPDATE webhook_events SET state = 'pending', attempts = 0 WHERE event_id = $1", [.text(id)])
+                updated.signal()
                 _ = try sql.rows("SELECT 1 FROM pg_sleep(1)", [])
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        await withCheckedContinuation { continuation in Thread.detachNewThread { updated.wait(); continuation.resume() } }
         let pruned = try await ledger.store.write { sql in try sql.rows(Ledger.pruneWebhookEventsQuery, [.int(2000), .int(1000)]).count }
         let replayed = await replay
         #expect(throws: Never.self) { try replayed.get() }
