@@ -18,6 +18,25 @@ struct WebhookLedgerTests {
         _ = try await ledger.apply(event)
     }
 
+    /// Renewal info for `plan`'s series: auto-renew on or off, signed at `signed`.
+    func renewalInfo(_ plan: JWSTransactionDecodedPayload, autoRenew: Bool, signed: Date) -> JWSRenewalInfoDecodedPayload {
+        var info = JWSRenewalInfoDecodedPayload()
+        info.originalTransactionId = plan.originalTransactionId
+        info.autoRenewStatus = autoRenew ? .on : .off
+        info.autoRenewProductId = plan.productId
+        info.signedDate = signed
+        return info
+    }
+
+    /// What Apple (or the reconciler, reading Apple's status API) says once `plan`'s series has expired.
+    func expiredNews(_ plan: JWSTransactionDecodedPayload, _ type: NotificationTypeV2, _ subtype: NotificationSubtype?, uuid: String,
+                     signed: Date) -> NotificationEvent {
+        var event = NotificationEvent(notificationUUID: uuid, type: type, subtype: subtype, signedDate: signed, signedPayload: "x",
+                                      transaction: plan, renewal: renewalInfo(plan, autoRenew: false, signed: signed))
+        event.status = .expired
+        return event
+    }
+
     @Test("Another account uploading a refunded transaction changes nothing and tells nothing; Apple's refund tells the owner once", arguments: StoreKind.allCases)
     func refusedUploadTellsNothing(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
@@ -90,14 +109,7 @@ struct WebhookLedgerTests {
         let start = Date().addingTimeInterval(-600)
         let plan = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
         _ = try await ledger.submit(PurchaseSubmission(accountId: di, transaction: plan, source: .signedTransaction))
-        func renewal(_ on: Bool, signed: Date) -> JWSRenewalInfoDecodedPayload {
-            var info = JWSRenewalInfoDecodedPayload()
-            info.originalTransactionId = plan.originalTransactionId
-            info.autoRenewStatus = on ? .on : .off
-            info.autoRenewProductId = Demo.monthly
-            info.signedDate = signed
-            return info
-        }
+        func renewal(_ on: Bool, signed: Date) -> JWSRenewalInfoDecodedPayload { renewalInfo(plan, autoRenew: on, signed: signed) }
         try await notify(ledger, .didChangeRenewalStatus, .autoRenewDisabled, plan, signed: start.addingTimeInterval(60), renewal: renewal(false, signed: start.addingTimeInterval(60)))
         try await notify(ledger, .didChangeRenewalStatus, .autoRenewEnabled, plan, signed: start.addingTimeInterval(30), renewal: renewal(true, signed: start.addingTimeInterval(30)))
         let told = try await ledger.webhookEvents(limit: 10_000).filter { $0.accountId == di }.map(\.type)
@@ -125,15 +137,7 @@ struct WebhookLedgerTests {
         _ = try await ledger.submit(PurchaseSubmission(accountId: fay, transaction: plan, source: .signedTransaction))
         let ended = start.addingTimeInterval(3_600)
         func news(_ type: NotificationTypeV2, _ subtype: NotificationSubtype?, uuid: String, signed: Date) -> NotificationEvent {
-            var info = JWSRenewalInfoDecodedPayload()
-            info.originalTransactionId = plan.originalTransactionId
-            info.autoRenewStatus = .off
-            info.autoRenewProductId = Demo.monthly
-            info.signedDate = signed
-            var event = NotificationEvent(notificationUUID: uuid, type: type, subtype: subtype, signedDate: signed, signedPayload: "x",
-                                          transaction: plan, renewal: info)
-            event.status = .expired
-            return event
+            expiredNews(plan, type, subtype, uuid: uuid, signed: signed)
         }
         // Apple signed EXPIRED a minute after the end; it is delayed, and the reconciler reads the state five minutes after.
         _ = try await ledger.apply(news(.reconciled, nil, uuid: "reconcile-\(uniqueId())", signed: ended.addingTimeInterval(300)))
@@ -155,14 +159,7 @@ struct WebhookLedgerTests {
         let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
         _ = try await ledger.submit(PurchaseSubmission(accountId: gus, transaction: first, source: .signedTransaction))
         func reconciled(_ period: JWSTransactionDecodedPayload, signed: Date) -> NotificationEvent {
-            var info = JWSRenewalInfoDecodedPayload()
-            info.originalTransactionId = period.originalTransactionId
-            info.autoRenewStatus = .off
-            info.signedDate = signed
-            var event = NotificationEvent(notificationUUID: "reconcile-\(uniqueId())", type: .reconciled, subtype: nil, signedDate: signed,
-                                          signedPayload: "x", transaction: period, renewal: info)
-            event.status = .expired
-            return event
+            expiredNews(period, .reconciled, nil, uuid: "reconcile-\(uniqueId())", signed: signed)
         }
         _ = try await ledger.apply(reconciled(first, signed: start.addingTimeInterval(3_700)))
         // The customer resubscribes; the new period comes by upload only, then ends, and the reconciler reads EXPIRED again.
