@@ -23,7 +23,6 @@ public enum LedgerEffect: Sendable, Hashable {
     /// The series' latest period (by purchase date): its product and expiry.
     case updateSeriesPeriod(originalTransactionId: String, productId: String, purchaseDate: Date, expiresDate: Date?)
     case recordDeviceReport(transactionId: String, accountId: String, signals: [String], at: Date)
-    case settleOrder(orderId: String, note: String, at: Date)
     case audit(actor: String, action: String, subject: String, detail: String, at: Date)
     /// Binds the series' unbound periods whose token is none or this one to the account.
     /// Each period so bound reaches the account like any grant: its webhook event is written with it.

@@ -169,6 +169,15 @@ struct LedgerSession {
         "SELECT s.environment FROM purchases s WHERE s.original_transaction_id = \(original) ORDER BY s.purchase_date LIMIT 1"
     }
 
+    /// The account of the series' earliest bound period (its owner) or of its latest (its holder now), for the facts
+    /// and, the same, for the preconditions that check them (here and in `iapkit_apply`).
+    static func seriesHolderQuery(_ original: String, latest: Bool) -> String {
+        """
+        SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = \(original) AND s.account_id IS NOT NULL \
+        ORDER BY s.purchase_date\(latest ? " DESC" : "") LIMIT 1
+        """
+    }
+
     /// The named order, the token's order, the stored transaction, the series' owner and the holder of the latest
     /// period of the series it was migrated from (a resubscription paid through another account's order is that
     /// account's), each NULL when absent.
@@ -176,8 +185,8 @@ struct LedgerSession {
         SELECT n.order_id, n.account_id, n.product_id, n.app_account_token, n.state, n.transaction_id, n.created_at, n.expires_at,
             t.order_id, t.account_id, t.product_id, t.app_account_token, t.state, t.transaction_id, t.created_at, t.expires_at,
             \(purchaseColumns.split(separator: ",").map { "p." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
-            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $4 AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1),
-            (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = $5 AND s.account_id IS NOT NULL ORDER BY s.purchase_date DESC LIMIT 1),
+            (\(seriesHolderQuery("$4", latest: false))),
+            (\(seriesHolderQuery("$5", latest: true))),
             (\(seriesEnvironmentQuery("$4")))
         FROM (SELECT 1 AS one) AS base
         LEFT JOIN orders n ON n.order_id = $1
@@ -401,8 +410,6 @@ struct LedgerSession {
             try sql.execute("""
                 INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at) VALUES ($1, $2, $3, $4, $5)
                 """, [.text(UUID().uuidString.lowercased()), .text(transactionId), .text(accountId), .text(signals.joined(separator: ",")), .of(now)])
-        case .settleOrder(let orderId, let note, let now):
-            _ = try settleOpenOrder(orderId: orderId, note: note, at: now)
         case .claimSeries(let original, let accountId, let token, let now):
             let claimed = try sql.rows("""
                 UPDATE purchases SET account_id = $1
@@ -422,9 +429,7 @@ struct LedgerSession {
                 guard environment == expected?.rawValue else { throw LedgerRace() }
             }
             if case .some(let expected) = facts.seriesOwner {
-                let owner = try sql.first("""
-                    SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date LIMIT 1
-                    """, [.text(facts.originalTransactionId)])?.optionalText(0)
+                let owner = try sql.first(Self.seriesHolderQuery("$1", latest: false), [.text(facts.originalTransactionId)])?.optionalText(0)
                 guard owner == expected else { throw LedgerRace() }
             }
             if let count = facts.entryCount {
@@ -437,9 +442,7 @@ struct LedgerSession {
             }
             if let previous = facts.previousOriginalTransactionId, case .some(let expected) = facts.previousSeriesOwner {
                 try lockSeries(previous)
-                let holder = try sql.first("""
-                    SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date DESC LIMIT 1
-                    """, [.text(previous)])?.optionalText(0)
+                let holder = try sql.first(Self.seriesHolderQuery("$1", latest: true), [.text(previous)])?.optionalText(0)
                 guard holder == expected else { throw LedgerRace() }
             }
         case .emitEvent(let event):

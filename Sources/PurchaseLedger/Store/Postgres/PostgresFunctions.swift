@@ -108,8 +108,8 @@ enum PostgresFunctions {
                     IS DISTINCT FROM (e->>'seriesEnvironment') THEN
                 RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
               END IF;
-              IF e ? 'seriesOwner' AND (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = e->>'original'
-                    AND s.account_id IS NOT NULL ORDER BY s.purchase_date LIMIT 1) IS DISTINCT FROM (e->>'seriesOwner') THEN
+              IF e ? 'seriesOwner' AND (\(LedgerSession.seriesHolderQuery("e->>'original'", latest: false)))
+                    IS DISTINCT FROM (e->>'seriesOwner') THEN
                 RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
               END IF;
               IF e ? 'entryCount' AND (SELECT COUNT(*) FROM balance_entries b WHERE b.transaction_id = e->>'tx') <> (e->>'entryCount')::bigint THEN
@@ -121,8 +121,7 @@ enum PostgresFunctions {
               END IF;
               IF e ? 'previousOriginal' THEN
                 PERFORM pg_advisory_xact_lock(hashtextextended(e->>'previousOriginal', 727274));
-                IF (SELECT s.account_id FROM purchases s WHERE s.original_transaction_id = e->>'previousOriginal'
-                      AND s.account_id IS NOT NULL ORDER BY s.purchase_date DESC LIMIT 1) IS DISTINCT FROM (e->>'previousOwner') THEN
+                IF (\(LedgerSession.seriesHolderQuery("e->>'previousOriginal'", latest: true))) IS DISTINCT FROM (e->>'previousOwner') THEN
                   RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01';
                 END IF;
               END IF;
@@ -296,7 +295,7 @@ enum PostgresFunctions {
                 object.set("at", .of(event.occurredAt))
                 // Due from now by this replica's wall clock, which senders' claims read too (see LedgerSession's emitEvent).
                 object.set("due", .int(Millis.now))
-            case .updateSeriesStatus, .settleOrder, .audit:
+            case .updateSeriesStatus, .audit:
                 throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
             }
             out += object.closed
