@@ -117,6 +117,56 @@ struct JWSNegativeTests {
         #expect(await appStoreError { _ = try await verifier.verifyNotification(ca.sign(payload: notification)) }?.code == .wrongAppAppleId)
     }
 
+    /// A notification from the test CA carrying `transaction`, signed as given.
+    func notification(carrying transaction: String) throws -> String {
+        var notification = ResponseBodyV2DecodedPayload()
+        notification.notificationType = .oneTimeCharge
+        notification.notificationUUID = UUID().uuidString
+        notification.signedDate = Date(timeIntervalSince1970: 1_700_000_000)
+        notification.data = NotificationData()
+        notification.data?.environment = .sandbox
+        notification.data?.bundleId = "com.example.app"
+        notification.data?.signedTransactionInfo = transaction
+        return try ca.sign(payload: notification)
+    }
+
+    @Test("Signed data inside a notification: covered by the notification's signature under its header, verified in full under any other")
+    func enclosedSignatures() async throws {
+        let stranger = P256.Signing.PrivateKey()
+        // Under the notification's own header, the nested signature is not what authenticates the bytes: the
+        // notification's signature over them is.
+        let covered = try ca.sign(payload: TestCA.transaction(), key: stranger)
+        let outer = try await verifier.verifyNotification(notification(carrying: covered))
+        #expect(try await verifier.verifyEnclosed(in: outer).transaction?.payload.transactionId == "2000000000000001")
+        // The same chain under other header bytes, or another chain: the nested JWS stands alone.
+        let otherHeader = try ca.sign(payload: TestCA.transaction(), header: JWSHeader(alg: "ES256", kid: "other", x5c: ca.x5c), key: stranger)
+        let second = try await verifier.verifyNotification(notification(carrying: otherHeader))
+        #expect(await appStoreError { _ = try await verifier.verifyEnclosed(in: second) }?.code == .badSignature)
+        let foreign = try TestCA()
+        let third = try await verifier.verifyNotification(notification(carrying: foreign.sign(payload: TestCA.transaction())))
+        #expect(await appStoreError { _ = try await verifier.verifyEnclosed(in: third) }?.code == .untrustedChain)
+        // A renewal info signed properly under another header verifies.
+        var renewal = JWSRenewalInfoDecodedPayload()
+        renewal.environment = .sandbox
+        renewal.signedDate = Date(timeIntervalSince1970: 1_700_000_000)
+        var payload = try await verifier.verifyNotification(notification(carrying: covered)).payload
+        payload.data?.signedRenewalInfo = try ca.sign(payload: renewal, header: JWSHeader(alg: "ES256", kid: "renewal", x5c: ca.x5c))
+        let fourth = try await verifier.verifyNotification(ca.sign(payload: payload))
+        #expect(try await verifier.verifyEnclosed(in: fourth).renewal?.payload.environment == .sandbox)
+    }
+
+    @Test("Signed data inside a notification is held to every rule but its covered signature: chain at its own date, environment, bundle")
+    func enclosedClaims() async throws {
+        let late = TestCA.transaction(signedDate: Date(timeIntervalSince1970: 2_050_000_000))
+        let wrongBundle = TestCA.transaction(bundleId: "com.example.other")
+        let localTesting = TestCA.transaction(environment: .localTesting)
+        let productionOnly = SignedDataVerifier(.init(roots: try ca.roots, bundleId: "com.example.app", environments: [.production, .sandbox]))
+        for (nested, expected) in [(late, AppStoreError.Code.expiredAtSigningTime), (wrongBundle, .wrongBundle), (localTesting, .testEnvironmentNotAllowed)] {
+            let outer = try await productionOnly.verifyNotification(notification(carrying: ca.sign(payload: nested)))
+            #expect(await appStoreError { _ = try await productionOnly.verifyEnclosed(in: outer) }?.code == expected)
+        }
+    }
+
     @Test("Oversized input is refused before any parsing")
     func oversized() async throws {
         let small = SignedDataVerifier(.init(roots: try ca.roots, limits: InputLimits(maxJWSBytes: 1_000)))

@@ -150,6 +150,24 @@ struct SchemaTests {
         _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
     }
 
+    @Test("On PostgreSQL a notification's signed payload is stored as it is: never put through a compression it cannot pass")
+    func postgresStoresSignedPayloadUncompressed() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let storage = try await ledger.store.read { sql in
+            try sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
+                .first?.text(0)
+        }
+        #expect(storage == "e", "signed_payload's storage is \(storage ?? "unknown"), not external")
+        // The payload still reads back whole.
+        let payload = (0..<800).map { _ in UUID().uuidString }.joined().data(using: .utf8)!.base64EncodedString()
+        let uuid = UUID().uuidString
+        #expect(try await ledger.apply(NotificationEvent(notificationUUID: uuid, type: .test, subtype: nil, signedDate: Date(), signedPayload: payload)) == .applied)
+        let stored = try await ledger.store.read { sql in
+            try sql.rows("SELECT signed_payload FROM notifications WHERE notification_uuid = $1", [.text(uuid)]).first?.text(0)
+        }
+        #expect(stored == payload)
+    }
+
     func indexes(of table: String, in store: any LedgerStore) async throws -> [(name: String, valid: Bool, definition: String)] {
         try await store.read { sql in
             try sql.rows("""

@@ -150,18 +150,14 @@ public struct ProofVerifier: Sendable {
         guard let uuid = notification.notificationUUID, let type = notification.notificationType else {
             throw AppStoreError(.malformed, "the notification lacks its UUID or type")
         }
-        let transaction = try await notification.data?.signedTransactionInfo.asyncMap {
-            let inner = try await signedData.verifyTransaction($0)
-            try Self.fromTheAppStore(inner)
-            return inner.payload
-        }
-        let renewal = try await notification.data?.signedRenewalInfo.asyncMap {
-            let inner = try await signedData.verifyRenewalInfo($0)
-            try Self.fromTheAppStore(inner)
-            return inner.payload
-        }
+        // The nested signed data, checked as what it is: bytes the notification's own signature covers.
+        let enclosed = try await signedData.verifyEnclosed(in: verified)
+        try enclosed.transaction.map(Self.fromTheAppStore)
+        try enclosed.renewal.map(Self.fromTheAppStore)
+        let transaction = enclosed.transaction?.payload
+        let renewal = enclosed.renewal?.payload
         // RESCIND_CONSENT names its customer by the app transaction it carries (appData), signed like the rest.
-        let appTransaction = try await notification.appData?.signedAppTransactionInfo.asyncMap { try await signedData.verifyAppTransaction($0).payload }
+        let appTransaction = enclosed.appTransaction?.payload
         var event = NotificationEvent(notificationUUID: uuid, type: type, subtype: notification.subtype, signedDate: notification.signedDate ?? Date(),
                                       signedPayload: signedPayload, transaction: transaction, renewal: renewal, status: notification.data?.status)
         event.appTransactionId = appTransaction?.appTransactionId
