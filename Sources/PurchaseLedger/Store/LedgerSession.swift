@@ -10,6 +10,12 @@ struct LedgerSession {
     let postgres: Bool
     /// Write `emitEvent` effects (``Ledger/recordsWebhookEvents``).
     let events: Bool
+    /// The series locks this transaction holds: taking one again is a round trip that changes nothing.
+    private let locked = HeldLocks()
+
+    final class HeldLocks {
+        var series: Set<String> = []
+    }
 
     init(_ sql: any SQLExecutor, postgres: Bool = false, events: Bool = true) {
         self.sql = sql
@@ -20,8 +26,9 @@ struct LedgerSession {
     /// Serialises operations on one subscription series (or one transaction) until this transaction ends. SQLite has
     /// one writer: nothing to do.
     func lockSeries(_ originalTransactionId: String) throws {
-        guard postgres else { return }
+        guard postgres, !locked.series.contains(originalTransactionId) else { return }
         _ = try sql.rows("SELECT pg_advisory_xact_lock(hashtextextended($1, 727274))", [.text(originalTransactionId)])
+        locked.series.insert(originalTransactionId)
     }
 
     // MARK: Orders
@@ -424,27 +431,26 @@ struct LedgerSession {
             // construction. PostgreSQL's held transactions took the series' lock before reading them; checked anyway.
             guard postgres else { return }
             try lockSeries(facts.originalTransactionId)
-            if case .some(let expected) = facts.seriesEnvironment {
-                let environment = try sql.first(Self.seriesEnvironmentQuery("$1"), [.text(facts.originalTransactionId)])?.optionalText(0)
-                guard environment == expected?.rawValue else { throw LedgerRace() }
-            }
-            if case .some(let expected) = facts.seriesOwner {
-                let owner = try sql.first(Self.seriesHolderQuery("$1", latest: false), [.text(facts.originalTransactionId)])?.optionalText(0)
-                guard owner == expected else { throw LedgerRace() }
-            }
+            let previous = facts.previousSeriesOwner == nil ? nil : facts.previousOriginalTransactionId
+            if let previous { try lockSeries(previous) }
+            // Every check in one statement, read after the locks were taken (a statement that took them itself would
+            // read from a snapshot older than what it waited for).
+            var checks: [(sql: String, expected: SQLValue)] = []
+            if case .some(let expected) = facts.seriesEnvironment { checks.append((Self.seriesEnvironmentQuery("$1"), .of(expected?.rawValue))) }
+            if case .some(let expected) = facts.seriesOwner { checks.append((Self.seriesHolderQuery("$1", latest: false), .of(expected))) }
             if let count = facts.entryCount {
-                let stored = try sql.first("SELECT COUNT(*) FROM balance_entries WHERE transaction_id = $1", [.text(facts.transactionId)])?.int(0) ?? 0
-                guard stored == Int64(count) else { throw LedgerRace() }
+                checks.append(("SELECT COUNT(*) FROM balance_entries WHERE transaction_id = $2", .int(Int64(count))))
             }
             if let signed = facts.storedSignedDate {
-                let stored = try sql.first("SELECT signed_date FROM purchases WHERE transaction_id = $1", [.text(facts.transactionId)])?.optionalInt(0)
-                guard stored == Millis.of(signed) else { throw LedgerRace() }
+                checks.append(("SELECT signed_date FROM purchases WHERE transaction_id = $2", .of(signed)))
             }
-            if let previous = facts.previousOriginalTransactionId, case .some(let expected) = facts.previousSeriesOwner {
-                try lockSeries(previous)
-                let holder = try sql.first(Self.seriesHolderQuery("$1", latest: true), [.text(previous)])?.optionalText(0)
-                guard holder == expected else { throw LedgerRace() }
+            if previous != nil, case .some(let expected) = facts.previousSeriesOwner {
+                checks.append((Self.seriesHolderQuery("$3", latest: true), .of(expected)))
             }
+            guard !checks.isEmpty else { return }
+            let row = try sql.first("SELECT " + checks.map { "(\($0.sql))" }.joined(separator: ", "),
+                                    [.text(facts.originalTransactionId), .text(facts.transactionId), .text(previous ?? "")])
+            for (index, check) in checks.enumerated() where row?.values[index] != check.expected { throw LedgerRace() }
         case .emitEvent(let event):
             guard events else { return }
             // Due from now by the wall clock, which the senders' claims read too (the event's own time is the server's
