@@ -83,6 +83,43 @@ struct RaceTests {
         #expect(try await ledger.purchases(accountId: b).isEmpty)
     }
 
+    @Test("A held PostgreSQL transaction reads again, under the series' locks, what a decision presumed: a series or a migrated series taken meanwhile is a lost race")
+    func heldTransactionChecksPreconditions() async throws {
+        let ledger = try await makeLedger(.postgres)
+        let fast = try #require(ledger.store.fastPath)
+        let now = Date()
+        func decide(_ record: PurchaseRecord, uploader: String) async throws -> [LedgerEffect] {
+            let facts = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(record, namedOrderId: nil))))
+            let decision = try SubmissionRules.submit(record, uploader: uploader, orderId: nil, source: .signedTransaction, facts: facts,
+                                                      catalog: ledger.catalog, now: now)
+            #expect(decision.outcome == .granted)
+            return decision.effects
+        }
+        func held(_ effects: [LedgerEffect]) async throws {
+            try await ledger.store.write { sql in try LedgerSession(sql, postgres: true).apply(effects) }
+        }
+        // A renewal decided for B while the series was nobody's; A's first period claims it meanwhile.
+        let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 7200, expires: now - 3600)
+        let renewal = transaction(Demo.monthly, original: first.originalTransactionId, type: .autoRenewableSubscription, purchased: now - 3600,
+                                  expires: now + 3600)
+        let renewalEffects = try await decide(try PurchaseRecord(renewal), uploader: b)
+        #expect(try await ledger.submit(.init(accountId: a, transaction: first)).outcome == .granted)
+        await #expect(throws: LedgerRace.self) { try await held(renewalEffects) }
+        #expect(try await ledger.purchases(accountId: b).isEmpty)
+        // A migrated series decided for D while the series it continues was nobody's; C presents that series meanwhile.
+        let (c, d) = (uniqueId("acct-c-"), uniqueId("acct-d-"))
+        let oldPeriod = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: now - 7200, expires: now - 60)
+        _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .subscribed, subtype: nil, signedDate: now - 7200,
+                                                     signedPayload: "x", transaction: oldPeriod))
+        var migrated = transaction("com.example.iapkit.ac.subscription", type: .autoRenewableSubscription, purchased: now - 30, expires: now + 3600)
+        migrated.previousOriginalTransactionId = oldPeriod.originalTransactionId
+        let migratedEffects = try await decide(try PurchaseRecord(migrated), uploader: d)
+        #expect(try await ledger.submit(.init(accountId: c, transaction: oldPeriod)).outcome == .granted)
+        await #expect(throws: LedgerRace.self) { try await held(migratedEffects) }
+        #expect(try await ledger.purchases(accountId: d).isEmpty)
+    }
+
     @Test("Two accounts submitting two periods of one series at once: never both granted", arguments: StoreKind.allCases)
     func seriesSplitConcurrent(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

@@ -185,6 +185,15 @@ struct LedgerSession {
         """
     }
 
+    /// What a decision on PostgreSQL presumed, read again under the series' lock: the series' environment and owner
+    /// ($1), the transaction's balance movements and stored signing date ($2), the latest holder of the series it was
+    /// migrated from ($3). The decision says which of them it rests on.
+    static let preconditionsQuery = """
+        SELECT (\(seriesEnvironmentQuery("$1"))), (\(seriesHolderQuery("$1", latest: false))),
+            (SELECT COUNT(*) FROM balance_entries WHERE transaction_id = $2), (SELECT signed_date FROM purchases WHERE transaction_id = $2),
+            (\(seriesHolderQuery("$3", latest: true)))
+        """
+
     /// The named order, the token's order, the stored transaction, the series' owner and the holder of the latest
     /// period of the series it was migrated from (a resubscription paid through another account's order is that
     /// account's), each NULL when absent.
@@ -433,24 +442,16 @@ struct LedgerSession {
             try lockSeries(facts.originalTransactionId)
             let previous = facts.previousSeriesOwner == nil ? nil : facts.previousOriginalTransactionId
             if let previous { try lockSeries(previous) }
-            // Every check in one statement, read after the locks were taken (a statement that took them itself would
-            // read from a snapshot older than what it waited for).
-            var checks: [(sql: String, expected: SQLValue)] = []
-            if case .some(let expected) = facts.seriesEnvironment { checks.append((Self.seriesEnvironmentQuery("$1"), .of(expected?.rawValue))) }
-            if case .some(let expected) = facts.seriesOwner { checks.append((Self.seriesHolderQuery("$1", latest: false), .of(expected))) }
-            if let count = facts.entryCount {
-                checks.append(("SELECT COUNT(*) FROM balance_entries WHERE transaction_id = $2", .int(Int64(count))))
-            }
-            if let signed = facts.storedSignedDate {
-                checks.append(("SELECT signed_date FROM purchases WHERE transaction_id = $2", .of(signed)))
-            }
-            if previous != nil, case .some(let expected) = facts.previousSeriesOwner {
-                checks.append((Self.seriesHolderQuery("$3", latest: true), .of(expected)))
-            }
-            guard !checks.isEmpty else { return }
-            let row = try sql.first("SELECT " + checks.map { "(\($0.sql))" }.joined(separator: ", "),
-                                    [.text(facts.originalTransactionId), .text(facts.transactionId), .text(previous ?? "")])
-            for (index, check) in checks.enumerated() where row?.values[index] != check.expected { throw LedgerRace() }
+            // Every check in one statement (prepared once per connection), read after the locks were taken: a statement
+            // that took them itself would read from a snapshot older than what it waited for.
+            let row = try sql.first(Self.preconditionsQuery, [.text(facts.originalTransactionId), .text(facts.transactionId), .text(previous ?? "")])
+            var checks: [(column: Int, expected: SQLValue)] = []
+            if case .some(let expected) = facts.seriesEnvironment { checks.append((0, .of(expected?.rawValue))) }
+            if case .some(let expected) = facts.seriesOwner { checks.append((1, .of(expected))) }
+            if let count = facts.entryCount { checks.append((2, .int(Int64(count)))) }
+            if let signed = facts.storedSignedDate { checks.append((3, .of(signed))) }
+            if previous != nil, case .some(let expected) = facts.previousSeriesOwner { checks.append((4, .of(expected))) }
+            for check in checks where row?.values[check.column] != check.expected { throw LedgerRace() }
         case .emitEvent(let event):
             guard events else { return }
             // Due from now by the wall clock, which the senders' claims read too (the event's own time is the server's

@@ -119,12 +119,8 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
             var rows: [SQLRow] = []
             for try await row in try await client.execute(statement) { rows.append(row) }
             return rows
-        } catch let error as PSQLError where PostgresFunctions.retriedStates.contains(error.serverInfo?[.sqlState] ?? "") {
-            throw LedgerRace()
-        } catch let error as LedgerError {
-            throw error
         } catch {
-            throw LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
+            throw PostgresExecutor.ledgerError(error)
         }
     }
 }
@@ -247,13 +243,15 @@ final class PostgresWorkers: @unchecked Sendable {
 
     private func work(id: Int) {
         var connection: PostgresConnection?
+        var prepared = PreparedStatements()
         while let job = queue.take(upTo: 1).first {
             do {
                 if connection == nil || connection?.isClosed == true {
                     connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
                                                                 id: id, logger: logger).wait()
+                    prepared = PreparedStatements()
                 }
-                job.run(PostgresExecutor(connection: connection!, logger: logger))
+                job.run(PostgresExecutor(connection: connection!, logger: logger, prepared: prepared))
             } catch {
                 connection = nil
                 job.fail(LedgerError(.storage, "cannot reach PostgreSQL: \(String(reflecting: error))"))
@@ -264,21 +262,79 @@ final class PostgresWorkers: @unchecked Sendable {
     }
 }
 
+/// The statements a worker's connection keeps prepared: the two every decision in a held transaction reads. Planning
+/// the facts' joins cost PostgreSQL more than running them (460 µs against 50 µs a notification, BENCHMARKS.md). Their
+/// parameters are all text compared with text columns, so the types PostgreSQL infers are the ones declared elsewhere.
+final class PreparedStatements {
+    private static let kept = [LedgerSession.factsQuery, LedgerSession.preconditionsQuery]
+    private var statements: [Int: PreparedQuery] = [:]
+
+    func statement(for sql: String, binds: [SQLValue], on connection: PostgresConnection) throws -> PreparedQuery? {
+        guard let index = Self.kept.firstIndex(of: sql), !binds.contains(where: { if case .int = $0 { true } else { false } }) else { return nil }
+        if let statement = statements[index] { return statement }
+        do {
+            let statement = try connection.prepare(query: sql).wait()
+            statements[index] = statement
+            return statement
+        } catch {
+            throw PostgresExecutor.ledgerError(error)
+        }
+    }
+}
+
 /// Statements on one connection, each waited for on the worker's own thread.
 struct PostgresExecutor: SQLExecutor {
     let connection: PostgresConnection
     let logger: Logger
+    var prepared: PreparedStatements?
 
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        if let statement = try prepared?.statement(for: sql, binds: binds, on: connection) {
+            do {
+                return try statement.execute(binds.map(Self.data)).wait().map(Self.convertBinary)
+            } catch {
+                throw Self.ledgerError(error)
+            }
+        }
         let result: PostgresQueryResult
         do {
             result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger).wait()
-        } catch let error as PSQLError where PostgresFunctions.retriedStates.contains(error.serverInfo?[.sqlState] ?? "") {
-            throw LedgerRace()
         } catch {
-            throw LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
+            throw Self.ledgerError(error)
         }
         return try result.rows.map(Self.convert)
+    }
+
+    /// A row of a statement prepared through `PostgresDatabase.prepare(query:)`. PostgresNIO asks PostgreSQL for every
+    /// row in binary, but applies to these the row description of the preparation, which says text: decoding as the
+    /// cells claim reads an 8-byte integer as digits. The bytes are read as the binary they are.
+    static func convertBinary(_ row: PostgresRow) throws -> SQLRow {
+        SQLRow(try row.map { cell -> SQLValue in
+            guard var bytes = cell.bytes else { return .null }
+            let value: SQLValue? = switch cell.dataType {
+            case .int8: bytes.readableBytes == 8 ? bytes.readInteger(as: Int64.self).map { .int($0) } : nil
+            case .int4: bytes.readableBytes == 4 ? bytes.readInteger(as: Int32.self).map { .int(Int64($0)) } : nil
+            case .int2: bytes.readableBytes == 2 ? bytes.readInteger(as: Int16.self).map { .int(Int64($0)) } : nil
+            case .bool: bytes.readableBytes == 1 ? bytes.readInteger(as: UInt8.self).map { .int($0 == 0 ? 0 : 1) } : nil
+            default: .text(String(buffer: bytes))
+            }
+            guard let value else { throw LedgerError(.storage, "PostgreSQL: column \(cell.columnName) is not binary \(cell.dataType)") }
+            return value
+        })
+    }
+
+    private static func data(_ value: SQLValue) -> PostgresData {
+        switch value {
+        case .null: PostgresData(type: .text, value: nil)
+        case .int(let number): PostgresData(int64: number)
+        case .text(let text): PostgresData(string: text)
+        }
+    }
+
+    static func ledgerError(_ error: any Error) -> any Error {
+        if let error = error as? PSQLError, PostgresFunctions.retriedStates.contains(error.serverInfo?[.sqlState] ?? "") { return LedgerRace() }
+        if let error = error as? LedgerError { return error }
+        return LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
     }
 
     static func bindings(_ binds: [SQLValue]) -> PostgresBindings {
