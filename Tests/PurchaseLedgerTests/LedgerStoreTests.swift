@@ -178,6 +178,28 @@ struct LedgerStoreTests {
         #expect(try await ledger.entitlements(accountId: account, now: now + 86_400).entitlements.contains { $0.productId == Demo.monthly })
     }
 
+    @Test("PostgreSQL: a worker's prepared statements dropped under it (DEALLOCATE ALL, a pooler) are prepared again, not an outage; their integers read as sent")
+    func postgresPreparedStatementsRecover() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+        let store = try await PostgresLedgerStore(url: url, connections: 4)  // one worker connection
+        let ledger = Ledger(store: store, catalog: .demo)
+        try await ledger.migrate()
+        // Eight digits: read as text they would be eight bytes too.
+        let signed = Date(timeIntervalSince1970: 12_345.678)
+        let first = transaction(Demo.premium, type: .nonConsumable, purchased: signed, signed: signed)
+        #expect(try await ledger.apply(notification(.oneTimeCharge, first, at: Date())) == .applied)
+        let row = try await store.write { sql in
+            try sql.first(LedgerSession.preconditionsQuery, [.text(first.originalTransactionId!), .text(first.transactionId!), .text("")])
+        }
+        #expect(row?.values[2] == .int(0))
+        #expect(row?.values[3] == .int(12_345_678))
+        _ = try await store.write { sql in try sql.rows("DEALLOCATE ALL", []) }
+        let second = transaction(Demo.premium, type: .nonConsumable)
+        #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)
+        #expect(try await ledger.notifications(originalTransactionId: second.originalTransactionId!).count == 1)
+        try await store.close()
+    }
+
     @Test("PostgreSQL: a settle another replica commits while the payment waits for the order's row is seen, and audited")
     func settleCommittedDuringPayment() async throws {
         let ledger = try await makeLedger(.postgres)

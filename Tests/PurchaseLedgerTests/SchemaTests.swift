@@ -168,6 +168,46 @@ struct SchemaTests {
         #expect(stored == payload)
     }
 
+    @Test("On PostgreSQL a start waits at most a second for the lock that changes how signed payloads are stored, goes on without it, and a later start makes the change")
+    func signedPayloadStorageWaitsBriefly() async throws {
+        let admin = try await makeLedger(.postgres)
+        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+        let database = "iapkit_" + uniqueId("storage_")
+        _ = try await admin.store.read { sql in try sql.rows("CREATE DATABASE \(database)", []) }
+        var components = try #require(URLComponents(string: url))
+        components.path = "/" + database
+        let store = try await PostgresLedgerStore(url: try #require(components.string))
+        let reader = try await PostgresLedgerStore(url: try #require(components.string))
+        try await applyFirst(Schema.migrations.count, to: store)
+        func storage() async throws -> String? {
+            try await store.read { sql in
+                try sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
+                    .first?.text(0)
+            }
+        }
+        // A long read of the notifications (a dump, a report) holds its lock meanwhile.
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let longRead = Task {
+            try await reader.write { sql in
+                _ = try sql.rows("SELECT 1 FROM notifications LIMIT 1", [])
+                held.signal()
+                release.wait()
+            }
+        }
+        while held.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(10)) }
+        let started = ContinuousClock.now
+        try await Schema.migrate(store)
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(try await storage() == "x")
+        release.signal()
+        try await longRead.value
+        try await Schema.migrate(store)
+        #expect(try await storage() == "e")
+        try await store.close()
+        try await reader.close()
+        _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
+    }
+
     func indexes(of table: String, in store: any LedgerStore) async throws -> [(name: String, valid: Bool, definition: String)] {
         try await store.read { sql in
             try sql.rows("""

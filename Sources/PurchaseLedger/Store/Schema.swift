@@ -172,17 +172,6 @@ enum Schema {
             "CREATE INDEX IF NOT EXISTS webhook_events_due_order ON webhook_events (state, next_attempt_at, created_at, event_id)",
             "DROP INDEX IF EXISTS webhook_events_due",
         ],
-        // 14: PostgreSQL only (``postgresStatements``).
-        [],
-    ]
-
-    /// Statements run on PostgreSQL only, after a migration's shared ones (by its number). 14: a notification's signed
-    /// payload (~8 KB of base64 wrapping base64) is stored as it is. PostgreSQL tried to compress every one before
-    /// moving it out of line, saved nothing (pglz gives up below 25 %), and that attempt was most of the cost of
-    /// storing a notification: 180–240 µs of 240 µs an insert, against 70–100 µs without it (BENCHMARKS.md). A catalog
-    /// change only: rows stored before stay as they are and read the same.
-    static let postgresStatements: [Int: [String]] = [
-        14: ["ALTER TABLE notifications ALTER COLUMN signed_payload SET STORAGE EXTERNAL"],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began
@@ -226,12 +215,41 @@ enum Schema {
             let applied = Set(try sql.rows("SELECT version FROM ledger_migrations", []).map { try $0.int(0) })
             for (index, statements) in migrations.enumerated() where !applied.contains(Int64(index + 1)) {
                 if postgres, let preparation = postgresPreparations[index + 1] { _ = try sql.rows(preparation, []) }
-                for statement in statements + (postgres ? postgresStatements[index + 1] ?? [] : []) { _ = try sql.rows(statement, []) }
+                for statement in statements { _ = try sql.rows(statement, []) }
                 _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(Int64(index + 1)), .int(Millis.now)])
             }
             // The effect interpreter is code, not schema: each version installs its own body under its own name
             // (``PostgresFunctions/applyFunction``) on every start, and calls only that one.
-            if postgres { _ = try sql.rows(PostgresFunctions.applyEffects, []) }
+            if postgres {
+                _ = try sql.rows(PostgresFunctions.applyEffects, [])
+                try storeSignedPayloadsAsTheyAre(sql)
+            }
+        }
+    }
+
+    /// A notification's signed payload (~8 KB of base64 wrapping base64) is stored on PostgreSQL as it is, out of line
+    /// (`EXTERNAL`). By default PostgreSQL tried to compress every one first, saved nothing (pglz gives up below 25 %),
+    /// and that attempt was most of the cost of storing a notification: 180–240 µs an insert, against 70–100 µs without
+    /// it (docs/LEDGER.md). A catalog change, but one that waits for an exclusive lock on `notifications`, and every
+    /// webhook delivery queues behind the wait: it is tried on each start for at most a second, in a savepoint, and a
+    /// start that cannot have the lock goes on without it (it saves time and nothing rests on it). Rows stored before
+    /// stay as they are and read the same.
+    static func storeSignedPayloadsAsTheyAre(_ sql: any SQLExecutor) throws {
+        _ = try sql.rows("SAVEPOINT iapkit_signed_payload_storage", [])
+        do {
+            _ = try sql.rows("""
+                DO $$
+                BEGIN
+                  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload') <> 'e' THEN
+                    PERFORM set_config('lock_timeout', '1s', true);
+                    ALTER TABLE notifications ALTER COLUMN signed_payload SET STORAGE EXTERNAL;
+                  END IF;
+                END
+                $$
+                """, [])
+            _ = try sql.rows("RELEASE SAVEPOINT iapkit_signed_payload_storage", [])
+        } catch {
+            _ = try sql.rows("ROLLBACK TO SAVEPOINT iapkit_signed_payload_storage", [])
         }
     }
 }

@@ -154,6 +154,7 @@ public struct ProofVerifier: Sendable {
         let enclosed = try await signedData.verifyEnclosed(in: verified)
         try enclosed.transaction.map(Self.fromTheAppStore)
         try enclosed.renewal.map(Self.fromTheAppStore)
+        try enclosed.appTransaction.map(Self.fromTheAppStore)
         let transaction = enclosed.transaction?.payload
         let renewal = enclosed.renewal?.payload
         // RESCIND_CONSENT names its customer by the app transaction it carries (appData), signed like the rest.

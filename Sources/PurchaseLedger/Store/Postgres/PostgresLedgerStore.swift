@@ -280,6 +280,16 @@ final class PreparedStatements {
             throw PostgresExecutor.ledgerError(error)
         }
     }
+
+    /// A kept statement the server no longer runs as prepared: its result type changed under it (another replica's
+    /// migration: 0A000) or it is gone while the connection stays (`DEALLOCATE ALL`, a pooler: 26000). It is prepared
+    /// again by the operation's next attempt instead of failing every operation of this worker until a restart.
+    static let stale: Set<String> = ["0A000", "26000"]
+
+    func forget(_ sql: String) {
+        guard let index = Self.kept.firstIndex(of: sql), let statement = statements.removeValue(forKey: index) else { return }
+        _ = statement.deallocate()
+    }
 }
 
 /// Statements on one connection, each waited for on the worker's own thread.
@@ -292,6 +302,9 @@ struct PostgresExecutor: SQLExecutor {
         if let statement = try prepared?.statement(for: sql, binds: binds, on: connection) {
             do {
                 return try statement.execute(binds.map(Self.data)).wait().map(Self.convertBinary)
+            } catch where PreparedStatements.stale.contains(Self.sqlState(error) ?? "") {
+                prepared?.forget(sql)
+                throw LedgerRace()
             } catch {
                 throw Self.ledgerError(error)
             }
@@ -331,8 +344,16 @@ struct PostgresExecutor: SQLExecutor {
         }
     }
 
+    /// The SQLSTATE of a server error, as PostgresNIO reports it: `PSQLError` from its current API, `PostgresError`
+    /// from the one prepared statements of worker connections go through.
+    static func sqlState(_ error: any Error) -> String? {
+        if let error = error as? PSQLError { return error.serverInfo?[.sqlState] }
+        if case .server(let message) = error as? PostgresError { return message.fields[.sqlState] }
+        return nil
+    }
+
     static func ledgerError(_ error: any Error) -> any Error {
-        if let error = error as? PSQLError, PostgresFunctions.retriedStates.contains(error.serverInfo?[.sqlState] ?? "") { return LedgerRace() }
+        if PostgresFunctions.retriedStates.contains(sqlState(error) ?? "") { return LedgerRace() }
         if let error = error as? LedgerError { return error }
         return LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
     }
