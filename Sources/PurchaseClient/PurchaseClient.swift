@@ -58,6 +58,9 @@ public actor PurchaseClient {
     /// Paid transactions the journal refused to take: kept here, uploaded by the retrier, written again when the
     /// journal recovers. The store's unfinished queue holds them across launches.
     private var unjournaled: [String: JournalEntry] = [:]
+    /// Settled transactions whose `finish` the store refused: finished again by the retrier, with backoff, rather than
+    /// left in the store's queue until the next launch (where a consumable's payment sheet would show it still pending).
+    private var unfinishedSettled: [String: (transaction: StoreTransaction, attempts: Int, next: Date)] = [:]
     private var waitingReported: Set<String> = []
     private var promoted: [String] = []
     private var readyForPromoted = false
@@ -462,7 +465,11 @@ public actor PurchaseClient {
     /// (a purchase), else the journal's intent for its token says it, else it is unknown.
     package func deliver(_ transaction: StoreTransaction, orderId: String?, accountId owner: String?) async -> PurchaseOutcome {
         let id = transaction.transactionId
-        if let result = settled[id] { return outcome(result, id) }
+        if let result = settled[id] {
+            // The store handed over again a transaction this process settled but could not finish: finish it now.
+            if unfinishedSettled[id] != nil { await finish(transaction) }
+            return outcome(result, id)
+        }
         var entries: [JournalEntry] = []
         var unreadable: (any Error)?
         do { entries = try journal.entries() } catch {
@@ -649,20 +656,34 @@ public actor PurchaseClient {
     }
 
     private func finish(_ entry: JournalEntry) async {
-        guard let transactionId = entry.transactionId, let signed = entry.signedTransaction,
-              let transaction = try? StoreTransaction(signedTransaction: signed) else { return }
-        // A failed finish leaves the transaction in the store's queue: the next launch adopts it, the server answers
-        // that it is already granted, and it is finished then.
-        if (try? await store.finish(transaction)) != nil {
-            eventBroadcast.send(.finished(transactionId: transactionId))
+        guard let signed = entry.signedTransaction, let transaction = try? StoreTransaction(signedTransaction: signed) else { return }
+        await finish(transaction)
+    }
+
+    /// Finishes a settled transaction. A failed finish leaves it in the store's queue (a relaunch would adopt it and
+    /// hear that it is already granted); this process tries again with backoff (``retryDue(owner:)``), and at once when
+    /// the store hands it over again.
+    private func finish(_ transaction: StoreTransaction) async {
+        let id = transaction.transactionId
+        do {
+            try await store.finish(transaction)
+            unfinishedSettled[id] = nil
+            eventBroadcast.send(.finished(transactionId: id))
+        } catch {
+            let attempts = (unfinishedSettled[id]?.attempts ?? 0) + 1
+            unfinishedSettled[id] = (transaction, attempts, Date().addingTimeInterval(seconds(retryDelays[min(attempts, retryDelays.count) - 1])))
+            eventBroadcast.send(.finishFailed(transactionId: id, reason: "\(error)"))
         }
+    }
+
+    private func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func reschedule(_ entry: JournalEntry, reason: String) {
         guard let transactionId = entry.transactionId, settled[transactionId] == nil else { return }
         let attempts = max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1
-        let delay = retryDelays[min(attempts, retryDelays.count) - 1]
-        let next = Date().addingTimeInterval(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+        let next = Date().addingTimeInterval(seconds(retryDelays[min(attempts, retryDelays.count) - 1]))
         backoff[transactionId] = (attempts, next)
         var updated = entry
         updated.attempts = attempts
@@ -693,6 +714,7 @@ public actor PurchaseClient {
     /// the journal cannot be read — the store's unfinished queue.
     package func retryDue(owner: String? = nil) async {
         let now = Date()
+        for (_, pending) in unfinishedSettled where pending.next <= now { await finish(pending.transaction) }
         func due(_ entry: JournalEntry) -> Bool { (owner != nil && entry.accountId == owner) || isDue(entry, at: now) }
         let entries: [JournalEntry]
         do { entries = try journal.entries() } catch {

@@ -11,7 +11,13 @@ import Testing
 actor MemoryStore: StoreAdapter {
     private(set) var unfinishedQueue: [StoreTransaction] = []
     private(set) var finished: [String] = []
+    private(set) var finishAttempts = 0
+    /// How many of the next finishes fail (the store's own error, as StoreKit can throw).
+    private var failingFinishes = 0
     private var next = 1000
+
+    struct FinishRefused: Error {}
+    func failNextFinishes(_ count: Int) { failingFinishes = count }
 
     /// A transaction as the store signs it; the SDK reads its ids without verifying (the server verifies).
     static func transaction(id: String, productId: String, appAccountToken: UUID?) throws -> StoreTransaction {
@@ -35,6 +41,11 @@ actor MemoryStore: StoreAdapter {
     func add(_ transaction: StoreTransaction) { unfinishedQueue.append(transaction) }
     func unfinished() async throws -> [StoreTransaction] { unfinishedQueue }
     func finish(_ transaction: StoreTransaction) async throws {
+        finishAttempts += 1
+        if failingFinishes > 0 {
+            failingFinishes -= 1
+            throw FinishRefused()
+        }
         unfinishedQueue.removeAll { $0.transactionId == transaction.transactionId }
         finished.append(transaction.transactionId)
     }
@@ -104,6 +115,49 @@ struct ScriptedServerTests {
         #expect(await store.finished == ["9"], "finished: it reached its owner")
         #expect(try journal.entries().isEmpty)
         #expect(await client.currentEntitlements?.has("premium") != true)
+    }
+
+    @Test("A granted transaction whose finish the store refused is finished again by this process, with backoff, not left in the queue until the next launch")
+    func failedFinishIsRetried() async throws {
+        let server = ScriptedServer { request in
+            request.url?.path.hasSuffix("v1/orders") == true
+                ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                : (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
+                         "entitlements": ScriptedServer.entitlements("ann", coins: 10)])
+        }
+        // Backoff long enough that no machine outruns it: a retry before it would be the client's doing.
+        let store = MemoryStore()
+        await store.failNextFinishes(1)
+        let journal = try Self.journal()
+        let patient = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "ann", retryDelays: [.seconds(3600)])
+        guard case .granted = await patient.purchase("p.coins") else { Issue.record("not granted"); return }
+        #expect(await store.finished.isEmpty, "the first finish failed")
+        #expect(try journal.entries().filter { $0.kind == .paid }.isEmpty, "granted: settled, nothing left to upload")
+        await patient.retryDue()
+        #expect(await store.finishAttempts == 1, "not again before its backoff")
+        // The store handing it over again (its updates stream, a resume) finishes it at once, whatever the backoff.
+        _ = await patient.resume()
+        #expect(await store.finished == ["1001"])
+        #expect(try await store.unfinished().isEmpty)
+        #expect(server.uploads == 1, "finishing is not uploading again")
+
+        // Backoff that has surely passed: the retrier finishes it by itself, and stops once it is finished.
+        let other = MemoryStore()
+        await other.failNextFinishes(2)
+        let quick = PurchaseClient(store: other, server: server.client(), journal: try Self.journal(), accountId: "ann",
+                                   retryDelays: [.milliseconds(1)])
+        guard case .granted = await quick.purchase("p.coins") else { Issue.record("not granted"); return }
+        try await Task.sleep(for: .milliseconds(20))
+        await quick.retryDue()
+        #expect(await other.finishAttempts == 2, "tried again")
+        #expect(await other.finished.isEmpty, "and failed again")
+        try await Task.sleep(for: .milliseconds(20))
+        await quick.retryDue()
+        #expect(await other.finished == ["1001"], "finished by the retrier")
+        try await Task.sleep(for: .milliseconds(20))
+        await quick.retryDue()
+        #expect(await other.finishAttempts == 3, "not tried again once finished")
+        #expect(server.uploads == 2, "one upload per purchase")
     }
 
     @Test("Refusal classes: final finishes; operator and retry keep the transaction unfinished; an old server without a class is read conservatively")

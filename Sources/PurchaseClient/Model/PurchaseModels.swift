@@ -115,6 +115,9 @@ public enum PurchaseEvent: Sendable, Hashable {
     case uploading(transactionId: String, attempt: Int)
     case granted(transactionId: String)
     case finished(transactionId: String)
+    /// The store refused to finish a delivered transaction: it stays in the store's queue (nothing is lost) and the
+    /// client finishes it again with backoff.
+    case finishFailed(transactionId: String, reason: String)
     case uploadFailed(transactionId: String, reason: String)
     case rejected(transactionId: String, reason: String)
     case pendingApproval(productId: String)
