@@ -3,7 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PurchaseLedger
-import PurchaseServer
+@testable import PurchaseServer
 import StoreSimulator
 import Testing
 
@@ -201,6 +201,53 @@ struct AskingAppleTests {
             let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
             #expect(granted.contains { $0["orderId"] as? String == orderId })
         }
+    }
+
+    @Test("A held receipt synced without an order (StoreKit 1) whose one line is refused for a while stays pending, though its other line is granted; a line of another account's does not reject it")
+    func heldReceiptWaitsForEveryLine() async throws {
+        try await System.run(.init(deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-pia"])
+            // Another account of the app bought without an order on this Apple ID first, and presented it: it is theirs.
+            let bare = try await system.device(.post, "/sim/purchases", ["account": "store-pia", "device": "phone", "productId": Self.monthly])
+            #expect(try await system.call(.post, "/v1/purchases", as: "pia-brother",
+                                          ["signedTransaction": try #require(bare["signedTransaction"] as? String)]).0 == .ok)
+            let (_, purchase, _) = try await system.buy(Self.premium, account: "pia", storeAccount: "store-pia", submit: false)
+            let receipt = try #require(purchase["receipt"] as? String)
+            _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
+                                                                                      ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
+            #expect(try await system.call(.post, "/v1/purchases", as: "pia", ["receipt": receipt]).0 == .accepted)
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            try await system.engine.advanceClock(by: 60)
+            // A deploy whose catalog lacks the premium product: that line is the operator's to fix, the other line is
+            // another account's (final). The proof is neither rejected nor taken as done.
+            var products = system.services.ledger.catalog.products
+            products[Self.premium] = nil
+            var misconfigured = system.services
+            misconfigured.ledger = Ledger(store: system.services.ledger.store, catalog: LedgerCatalog(products: products))
+            let report = try await Reconciler(services: misconfigured).runOnce()
+            #expect(report.proofsGranted == 0 && report.proofsRejected == 0 && report.proofsPostponed == 1, "\(report)")
+            #expect((try await system.admin(.get, "/admin/proofs?state=pending").1["proofs"] as? [[String: Any]] ?? []).count == 1)
+            // The catalog is back: the next pass (after the backoff) grants the premium line.
+            let later = system.services.now().addingTimeInterval(120)
+            var fixed = system.services
+            fixed.now = { later }
+            #expect(try await Reconciler(services: fixed).runOnce().proofsGranted == 1)
+            #expect(try await system.entitlements("pia").entitlementNames == ["premium"])
+            #expect(try await system.entitlements("pia-brother").entitlementNames == ["pro"])
+        }
+    }
+
+    @Test("Of a proof's refused lines, one that can still change decides: a final refusal of one line never stands for the proof while another waits for the operator or a retry")
+    func decidingRefusal() {
+        let final = LedgerError(.transactionBoundElsewhere, "another account's")
+        let fixable = LedgerError(.unknownProduct, "not in the catalog")
+        let transient = LedgerError(.storage, "database restarting")
+        typealias Line = Result<SubmissionResult, LedgerError>
+        #expect(Reconciler.decidingRefusal([Line.failure(final), .failure(fixable)])?.code == .unknownProduct)
+        #expect(Reconciler.decidingRefusal([Line.failure(final), .failure(transient), .failure(fixable)])?.code == .storage)
+        #expect(Reconciler.decidingRefusal([Line.failure(final), .failure(final)])?.code == .transactionBoundElsewhere)
+        #expect(Reconciler.decidingRefusal([Line]()) == nil)
+        #expect(Reconciler.nothingGranted([Line.failure(final)]) && Reconciler.nothingGranted([Line]()))
     }
 
     @Test("A missed renewal notification is repaired from the Server API by reconciliation")

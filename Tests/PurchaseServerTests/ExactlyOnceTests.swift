@@ -84,6 +84,35 @@ struct ExactlyOnceTests {
         }
     }
 
+    @Test("A receipt whose lines are granted but one, another account's: 200, and the refused line is listed with its code and class, so that a StoreKit 1 client finishing on a 200 does not take it as delivered")
+    func receiptWithARefusedLine() async throws {
+        try await System.run(.init(deliver: false)) { system in
+            let premium = "com.example.iapkit.premium"
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-family"])
+            // Ann bought without an order on the family's Apple ID, and presented it first: it is hers.
+            let bare = try await system.device(.post, "/sim/purchases", ["account": "store-family", "device": "phone", "productId": premium])
+            let bareId = try #require(bare["transactionId"] as? String)
+            #expect(try await system.call(.post, "/v1/purchases", as: "ann", ["signedTransaction": try #require(bare["signedTransaction"] as? String)]).0 == .ok)
+            // Bob, signed in to the app on the same Apple ID, buys a subscription; the device's receipt lists both.
+            let (order, purchase, _) = try await system.buy("com.example.iapkit.pro.monthly", account: "bob", storeAccount: "store-family", submit: false)
+            let receipt = try #require(purchase["receipt"] as? String)
+            let (status, reply) = try await system.call(.post, "/v1/purchases", as: "bob", ["receipt": receipt, "orderId": try #require(order["orderId"] as? String)])
+            #expect(status == .ok)
+            let granted = (reply["transactions"] as? [[String: Any]] ?? []).compactMap { $0["transactionId"] as? String }
+            #expect(granted == [try #require(purchase["transactionId"] as? String)], "only Bob's own line is granted: \(reply)")
+            let refused = reply["refused"] as? [[String: Any]] ?? []
+            #expect(refused.count == 1, "\(reply)")
+            #expect(refused.first?["transactionId"] as? String == bareId)
+            #expect(refused.first?["code"] as? String == "transaction_bound_elsewhere")
+            #expect(refused.first?["class"] as? String == "final", "another account's: the device may finish it")
+            #expect(try await system.entitlements("bob").entitlementNames == ["pro"])
+            #expect(try await system.entitlements("ann").entitlementNames == ["premium"])
+            // A receipt all of whose lines are granted lists no refusal.
+            let (_, again) = try await system.call(.post, "/v1/purchases", as: "ann", ["signedTransaction": try #require(bare["signedTransaction"] as? String)])
+            #expect((again["refused"] as? [Any])?.isEmpty == true, "\(again)")
+        }
+    }
+
     @Test("Bad input: no token 401, forged or foreign signatures 422, oversize 413, wrong shapes 400 — nothing recorded")
     func badInput() async throws {
         try await System.run { system in

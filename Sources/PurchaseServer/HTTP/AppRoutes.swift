@@ -52,11 +52,16 @@ struct AppRoutes {
 
     struct PurchaseReply: Encodable {
         struct Item: Encodable { var transactionId: String; var outcome: SubmissionResult.Outcome; var orderId: String? }
+        /// A line of the proof that was not granted, with the class that says whether the device may finish it.
+        struct Refused: Encodable { var transactionId: String; var code: String; var message: String; var `class`: RefusalClass }
         /// The outcome of the transaction the request was about (the first, for a receipt).
         var outcome: SubmissionResult.Outcome?
         var transactionId: String?
         var orderId: String?
         var transactions: [Item]
+        /// The lines refused while others were granted (a receipt's): a StoreKit 1 client that finishes on a 200 must
+        /// finish only what `transactions` lists, and of these only the `final` ones.
+        var refused: [Refused]
         var entitlements: AccountEntitlements
         var signedEntitlements: String?
     }
@@ -222,7 +227,9 @@ struct AppRoutes {
 
     /// Submits verified transactions as one ledger transaction (with the device report, when there is one); a signed
     /// transaction or a looked-up id carries the order id, a receipt's purchases bind through their tokens and series.
-    /// When every transaction is refused the first refusal is the answer; otherwise the granted ones are.
+    /// When every transaction is refused, the refusal that decides is the answer (one that can still change before a
+    /// final one: a client that finishes on a final refusal must not finish a line waiting for a fix); otherwise the
+    /// granted ones are, with the refused ones listed.
     func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: PurchaseSource,
                 signals: [String]? = nil) async throws -> PurchaseReply {
         let orderIds = try await ledgerCall {
@@ -233,7 +240,7 @@ struct AppRoutes {
                 PurchaseSubmission(accountId: account, orderId: $1, transaction: $0, source: source, deviceSignals: signals)
             }, now: services.now())
         }
-        if let refusal = Reconciler.onlyRefusal(results) { throw APIError(refusal) }
+        if Reconciler.nothingGranted(results), let refusal = Reconciler.decidingRefusal(results) { throw APIError(refusal) }
         let granted = results.compactMap { try? $0.get() }
         // What this request delivered, once: a receipt synced again (alreadyGranted) calls Apple for nothing.
         services.finishWithApple(granted.filter { $0.outcome != .alreadyGranted }.map(\.transactionId))
@@ -243,12 +250,17 @@ struct AppRoutes {
             services.setAppAccountTokensWithApple(transactions.filter { delivered.contains($0.transactionId ?? "") }, account: account)
         }
         let items = granted.map { PurchaseReply.Item(transactionId: $0.transactionId, outcome: $0.outcome, orderId: $0.orderId) }
+        let refused = zip(transactions, results).compactMap { transaction, result -> PurchaseReply.Refused? in
+            guard case .failure(let error) = result else { return nil }
+            let answer = APIError(error)
+            return .init(transactionId: transaction.transactionId ?? "", code: answer.code, message: answer.message, class: answer.refusalClass)
+        }
         let owned: AccountEntitlements
         if let last = granted.last { owned = last.entitlements } else {
             owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
         }
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
-                             transactions: items, entitlements: owned)
+                             transactions: items, refused: refused, entitlements: owned)
     }
 
     func authenticate(_ request: Request) async throws -> String {

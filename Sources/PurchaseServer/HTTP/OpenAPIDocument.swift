@@ -177,7 +177,7 @@ enum OpenAPIDocument {
       "type": "string"
      },
      "nextAttemptAt": {
-      "description": "when the event falls due for its next attempt, milliseconds since 1970 by the senders' wall clock (kept as it was once delivered)",
+      "description": "milliseconds since 1970",
       "type": "integer"
      },
      "state": {
@@ -1450,10 +1450,6 @@ enum OpenAPIDocument {
        "schema": {
         "additionalProperties": true,
         "properties": {
-         "expectedAccountId": {
-          "description": "the account the app orders for; a bearer token of another account is refused (409 account_mismatch) and no order is made",
-          "type": "string"
-         },
          "productId": {
           "maxLength": 200,
           "minLength": 1,
@@ -1581,6 +1577,37 @@ enum OpenAPIDocument {
           "outcome": {
            "type": "string"
           },
+          "refused": {
+           "description": "lines refused while others were granted: finish only the final ones",
+           "items": {
+            "additionalProperties": true,
+            "properties": {
+             "class": {
+              "enum": [
+               "final",
+               "operator",
+               "retry"
+              ]
+             },
+             "code": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "transactionId": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "transactionId",
+             "code",
+             "class"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
           "signedEntitlements": {
            "type": "string"
           },
@@ -1593,6 +1620,7 @@ enum OpenAPIDocument {
          },
          "required": [
           "transactions",
+          "refused",
           "entitlements"
          ],
          "type": "object"

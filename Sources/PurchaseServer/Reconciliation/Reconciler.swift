@@ -45,16 +45,21 @@ public struct Reconciler: Sendable {
         }
     }
 
-    /// The refusal to report when every transaction of a proof was refused; nil when any was granted.
-    static func onlyRefusal(_ results: [Result<SubmissionResult, LedgerError>]) -> LedgerError? {
-        var refusal: LedgerError?
-        for result in results {
-            switch result {
-            case .success: return nil
-            case .failure(let error): refusal = refusal ?? error
-            }
+    /// Of a proof's refused lines, the refusal that decides what may be done with the proof: one that can still change
+    /// (transient, or the operator's to fix) before a final one. A receipt's line of another account (final) must not
+    /// let a client finish, or the reconciler drop, the proof while another of its paid lines waits for a fix. Nil when
+    /// no line was refused.
+    static func decidingRefusal(_ results: [Result<SubmissionResult, LedgerError>]) -> LedgerError? {
+        let refusals = results.compactMap { result -> LedgerError? in
+            if case .failure(let error) = result { return error }
+            return nil
         }
-        return refusal
+        return refusals.first { !isFinal($0) } ?? refusals.first
+    }
+
+    /// Whether no line of a proof was granted (an empty proof grants nothing either).
+    static func nothingGranted(_ results: [Result<SubmissionResult, LedgerError>]) -> Bool {
+        !results.contains { if case .success = $0 { true } else { false } }
     }
 
     /// One pass over what is due now.
@@ -71,14 +76,10 @@ public struct Reconciler: Sendable {
                     // Judged as the proof it was: a held id binds no more than an id answered at once would.
                     PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: kind.source)
                 }, now: now)
-                // The line the held order was paid by: a refusal of it that a later pass can undo (its product missing
-                // from the catalog for an hour) keeps the proof pending and listed, though the receipt's older lines
-                // came back already granted. Granted, it was never tried again and the order looked abandoned.
-                if let orderId = proof.orderId, let line = orderIds.firstIndex(of: orderId), case .failure(let refusal) = results[line],
-                   !Self.isFinal(refusal) {
-                    throw refusal
-                }
-                if let refusal = Self.onlyRefusal(results) { throw refusal }
+                // A line refused for a reason a later pass can undo (its product missing from the catalog for an hour)
+                // keeps the proof pending and listed, though the receipt's other lines came back granted: marked
+                // granted, it was never tried again, and its payment (the held order's, or any other line's) was lost.
+                if let refusal = Self.decidingRefusal(results), !Self.isFinal(refusal) || Self.nothingGranted(results) { throw refusal }
                 let granted = results.filter { if case .success = $0 { true } else { false } }.count
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(
                     actor: "reconciler", action: "proof-granted", subject: proof.proofId,
