@@ -2,6 +2,7 @@ import AppStoreFormats
 import Crypto
 import Foundation
 import IAPTestSupport
+import StoreSimulator
 import SwiftASN1
 import Testing
 import X509
@@ -73,6 +74,44 @@ struct XcodeForgeryTests {
             let stored = try await system.admin(.get, "/admin/transactions/\(id)").1
             #expect(stored["revocationDate"] == nil && stored["environment"] as? String == "Sandbox", "\(stored)")
             #expect(try await system.entitlements(victim).entitlementNames.contains("premium"))
+        }
+    }
+
+    @Test("An App Store notification carrying an Xcode-signed app transaction (RESCIND_CONSENT's appData) is refused, as a nested transaction would be, though the server accepts Xcode purchases")
+    func xcodeAppTransactionInsideANotification() async throws {
+        try await System.run(.init(deliver: false, environments: ["Production", "Sandbox", "Xcode"])) { system in
+            func appTransaction(_ environment: AppStoreEnvironment) -> AppTransactionDecodedPayload {
+                var payload = AppTransactionDecodedPayload()
+                payload.appTransactionId = "704\(Int.random(in: 100_000...999_999))"
+                payload.bundleId = System.bundleId
+                payload.receiptType = environment
+                payload.applicationVersion = "3"
+                payload.originalApplicationVersion = "1"
+                payload.originalPurchaseDate = Date(timeIntervalSince1970: 1_700_000_000)
+                payload.receiptCreationDate = Date()
+                payload.originalPlatform = .iOS
+                return payload
+            }
+            func rescindConsent(carrying signedAppTransaction: String) throws -> String {
+                var appData = NotificationAppData()
+                appData.bundleId = System.bundleId
+                appData.environment = .sandbox
+                appData.signedAppTransactionInfo = signedAppTransaction
+                var notification = ResponseBodyV2DecodedPayload()
+                notification.notificationType = .rescindConsent
+                notification.notificationUUID = UUID().uuidString.lowercased()
+                notification.version = "2.0"
+                notification.signedDate = Date()
+                notification.appData = appData
+                return try Minter(authority: simulatorAuthority).sign(notification)
+            }
+            let forged = try rescindConsent(carrying: XcodeForger().sign(appTransaction(.xcode)))
+            let (status, body) = try await system.call(.post, "/v1/notifications/appstore", as: nil, ["signedPayload": forged])
+            #expect(status.code >= 400 && status.code < 500, "\(status) \(body)")
+            #expect((body["error"] as? [String: Any])?["code"] as? String == "wrong_environment", "\(body)")
+            // The same notice with the App Store's own app transaction is taken.
+            let genuine = try rescindConsent(carrying: Minter(authority: simulatorAuthority).sign(appTransaction(.sandbox)))
+            #expect(try await system.call(.post, "/v1/notifications/appstore", as: nil, ["signedPayload": genuine]).0 == .ok)
         }
     }
 }

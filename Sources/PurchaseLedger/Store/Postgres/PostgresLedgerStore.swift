@@ -282,9 +282,17 @@ final class PreparedStatements {
     }
 
     /// A kept statement the server no longer runs as prepared: its result type changed under it (another replica's
-    /// migration: 0A000) or it is gone while the connection stays (`DEALLOCATE ALL`, a pooler: 26000). It is prepared
-    /// again by the operation's next attempt instead of failing every operation of this worker until a restart.
-    static let stale: Set<String> = ["0A000", "26000"]
+    /// migration: 0A000 "cached plan must not change result type") or it is gone while the connection stays
+    /// (`DEALLOCATE ALL`, a pooler: 26000). It is prepared again by the operation's next attempt instead of failing
+    /// every operation of this worker until a restart. Any other 0A000 (feature not supported) is a real error, kept
+    /// with its message rather than retried into an anonymous race.
+    static func isStale(_ error: any Error) -> Bool {
+        switch PostgresExecutor.sqlState(error) {
+        case "26000": true
+        case "0A000": PostgresExecutor.serverMessage(error)?.contains("cached plan must not change result type") == true
+        default: false
+        }
+    }
 
     func forget(_ sql: String) {
         guard let index = Self.kept.firstIndex(of: sql), let statement = statements.removeValue(forKey: index) else { return }
@@ -302,7 +310,9 @@ struct PostgresExecutor: SQLExecutor {
         if let statement = try prepared?.statement(for: sql, binds: binds, on: connection) {
             do {
                 return try statement.execute(binds.map(Self.data)).wait().map(Self.convertBinary)
-            } catch where PreparedStatements.stale.contains(Self.sqlState(error) ?? "") {
+            } catch where PreparedStatements.isStale(error) {
+                logger.notice("a kept statement is prepared again", metadata: ["sqlState": "\(Self.sqlState(error) ?? "")",
+                                                                             "message": "\(Self.serverMessage(error) ?? "")"])
                 prepared?.forget(sql)
                 throw LedgerRace()
             } catch {
@@ -349,6 +359,12 @@ struct PostgresExecutor: SQLExecutor {
     static func sqlState(_ error: any Error) -> String? {
         if let error = error as? PSQLError { return error.serverInfo?[.sqlState] }
         if case .server(let message) = error as? PostgresError { return message.fields[.sqlState] }
+        return nil
+    }
+
+    static func serverMessage(_ error: any Error) -> String? {
+        if let error = error as? PSQLError { return error.serverInfo?[.message] }
+        if case .server(let message) = error as? PostgresError { return message.fields[.message] }
         return nil
     }
 
