@@ -247,6 +247,15 @@ struct AskingAppleTests {
         #expect(Reconciler.decidingRefusal([Line.failure(final), .failure(transient), .failure(fixable)])?.code == .storage)
         #expect(Reconciler.decidingRefusal([Line.failure(final), .failure(final)])?.code == .transactionBoundElsewhere)
         #expect(Reconciler.decidingRefusal([Line]()) == nil)
+        // A held proof nothing can change any more is rejected, not retried for ever: there a final refusal answers.
+        #expect(Reconciler.decidingRefusal([Line.failure(fixable), .failure(final)], final: true)?.code == .transactionBoundElsewhere)
+        let malformed = LedgerError(.invalidInput, "held from Sandbox; this one says Production")
+        #expect(Reconciler.mayStillBeGranted(transient, orderLine: false, taken: false))
+        #expect(Reconciler.mayStillBeGranted(fixable, orderLine: false, taken: false), "a purchase of a product the catalog lacks, never taken")
+        #expect(!Reconciler.mayStillBeGranted(fixable, orderLine: false, taken: true), "a retired product's purchase taken long ago")
+        #expect(!Reconciler.mayStillBeGranted(malformed, orderLine: false, taken: false))
+        #expect(Reconciler.mayStillBeGranted(malformed, orderLine: true, taken: false), "the held order's own line waits for the operator")
+        #expect(!Reconciler.mayStillBeGranted(final, orderLine: true, taken: false))
         #expect(Reconciler.nothingGranted([Line.failure(final)]) && Reconciler.nothingGranted([Line]()))
     }
 

@@ -177,7 +177,7 @@ enum OpenAPIDocument {
       "type": "string"
      },
      "nextAttemptAt": {
-      "description": "milliseconds since 1970",
+      "description": "when the event falls due for its next attempt, milliseconds since 1970 by the senders' wall clock (kept as it was once delivered)",
       "type": "integer"
      },
      "state": {
@@ -1450,6 +1450,10 @@ enum OpenAPIDocument {
        "schema": {
         "additionalProperties": true,
         "properties": {
+         "expectedAccountId": {
+          "description": "the account the app orders for; a bearer token of another account is refused (409 account_mismatch) and no order is made",
+          "type": "string"
+         },
          "productId": {
           "maxLength": 200,
           "minLength": 1,
@@ -1602,6 +1606,7 @@ enum OpenAPIDocument {
             "required": [
              "transactionId",
              "code",
+             "message",
              "class"
             ],
             "type": "object"

@@ -45,16 +45,27 @@ public struct Reconciler: Sendable {
         }
     }
 
-    /// Of a proof's refused lines, the refusal that decides what may be done with the proof: one that can still change
-    /// (transient, or the operator's to fix) before a final one. A receipt's line of another account (final) must not
-    /// let a client finish, or the reconciler drop, the proof while another of its paid lines waits for a fix. Nil when
-    /// no line was refused.
-    static func decidingRefusal(_ results: [Result<SubmissionResult, LedgerError>]) -> LedgerError? {
+    /// Of a proof's refused lines, the refusal that answers for the proof when nothing was granted. Answering a device
+    /// live (`final: false`): one that can still change (transient, or the operator's to fix) before a final one — a
+    /// receipt's line of another account must not let a client finish the receipt's other paid lines. Judging a held
+    /// proof (`final: true`): a final one first, so that a proof nothing can change is rejected, not retried for ever
+    /// (what can change holds it already: ``mayStillBeGranted(_:orderLine:taken:)``). Nil when no line was refused.
+    static func decidingRefusal(_ results: [Result<SubmissionResult, LedgerError>], final: Bool = false) -> LedgerError? {
         let refusals = results.compactMap { result -> LedgerError? in
             if case .failure(let error) = result { return error }
             return nil
         }
-        return refusals.first { !isFinal($0) } ?? refusals.first
+        return refusals.first { isFinal($0) == final } ?? refusals.first
+    }
+
+    /// Whether a held proof's refused line may be granted by a later pass, which keeps the proof pending: the database
+    /// failing; the line the held order was paid by, refused for anything but a final reason; a purchase of a product
+    /// the catalog lacks that the ledger never took (a catalog behind App Store Connect for an hour — a retired
+    /// product's purchase the ledger took long ago is not waiting for anything).
+    static func mayStillBeGranted(_ refusal: LedgerError, orderLine: Bool, taken: Bool) -> Bool {
+        if refusal.code == .storage { return true }
+        if orderLine { return !isFinal(refusal) }
+        return refusal.code == .unknownProduct && !taken
     }
 
     /// Whether no line of a proof was granted (an empty proof grants nothing either).
@@ -76,10 +87,23 @@ public struct Reconciler: Sendable {
                     // Judged as the proof it was: a held id binds no more than an id answered at once would.
                     PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: kind.source)
                 }, now: now)
-                // A line refused for a reason a later pass can undo (its product missing from the catalog for an hour)
-                // keeps the proof pending and listed, though the receipt's other lines came back granted: marked
-                // granted, it was never tried again, and its payment (the held order's, or any other line's) was lost.
-                if let refusal = Self.decidingRefusal(results), !Self.isFinal(refusal) || Self.nothingGranted(results) { throw refusal }
+                // A line refused for a reason a later pass can undo keeps the proof pending and listed, though the
+                // receipt's other lines came back granted: marked granted, it was never tried again and its payment was
+                // lost. Only a reason that can change holds it (a malformed line, or a retired product's purchase the
+                // ledger took long ago, would hold it for ever).
+                let unknown = zip(transactions, results).compactMap { transaction, result -> String? in
+                    guard case .failure(let refusal) = result, refusal.code == .unknownProduct else { return nil }
+                    return transaction.transactionId
+                }
+                let taken = unknown.isEmpty ? [:] : try await services.ledger.transactions(ids: unknown)
+                for (index, result) in results.enumerated() {
+                    guard case .failure(let refusal) = result else { continue }
+                    let orderLine = proof.orderId != nil && orderIds[index] == proof.orderId
+                    if Self.mayStillBeGranted(refusal, orderLine: orderLine, taken: taken[transactions[index].transactionId ?? ""] != nil) {
+                        throw refusal
+                    }
+                }
+                if Self.nothingGranted(results), let refusal = Self.decidingRefusal(results, final: true) { throw refusal }
                 let granted = results.filter { if case .success = $0 { true } else { false } }.count
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(
                     actor: "reconciler", action: "proof-granted", subject: proof.proofId,
