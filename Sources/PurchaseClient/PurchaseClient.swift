@@ -61,6 +61,9 @@ public actor PurchaseClient {
     /// Settled transactions whose `finish` the store refused: finished again by the retrier, with backoff, rather than
     /// left in the store's queue until the next launch (where a consumable's payment sheet would show it still pending).
     private var unfinishedSettled: [String: (transaction: StoreTransaction, attempts: Int, next: Date)] = [:]
+    /// Finishes in flight: a second caller (the retrier beside the store handing the transaction over again) does not
+    /// finish it again, and so never hears the store say that nothing is left to finish.
+    private var finishing: Set<String> = []
     private var waitingReported: Set<String> = []
     private var promoted: [String] = []
     private var readyForPromoted = false
@@ -393,11 +396,19 @@ public actor PurchaseClient {
     /// Sends the app receipt to the server: for purchases made with StoreKit 1 or before the app adopted this flow.
     /// Without a receipt on the device it sends the signed app transaction instead (no sign-in prompt). Returns what
     /// the account owns afterwards, or nil when the store has neither or the server is holding the receipt for Apple.
+    ///
+    /// A receipt names no app account (it carries no `appAccountToken`): a server without the App Store Server API binds
+    /// what it does not hold yet to whoever sends it. So while this device holds another account's paid transaction not
+    /// yet delivered, the receipt — which lists it — is not sent under this account: that account's payment would be
+    /// granted here, then refused to it as another account's, and finished. The call throws `.accountMismatch` then.
     public func syncReceipt() async throws -> Entitlements? {
         let asked = accountId
         let submission: PurchaseServerClient.Submission
         if let receipt = try await store.receipt() {
-            submission = try await server.submit(receipt: receipt)
+            if let waiting = try await otherAccountsPayment(than: asked) {
+                throw PurchaseFailure(.accountMismatch, "the receipt lists transaction \(waiting.transactionId), paid by account \(waiting.accountId) and not delivered yet: it is synced once that account has it")
+            }
+            submission = try await server.submit(receipt: receipt, expectedAccountId: asked)
         } else if let appTransaction = try await store.appTransaction() {
             // No receipt on the device: the signed app transaction instead, never a store refresh (it prompts for a
             // sign-in; Apple asks for that only behind the user's button).
@@ -414,6 +425,22 @@ public actor PurchaseClient {
         case .rejected(let code, let message, _):
             throw PurchaseFailure(.rejectedByServer, "\(code): \(message)")
         }
+    }
+
+    /// A paid transaction of another account than `account` that this device holds undelivered (journaled, or kept in
+    /// memory while the journal refuses), if any. A journal that cannot be read may hold one: the store's unfinished
+    /// queue then stands for it, each one unsettled counted as another account's.
+    private func otherAccountsPayment(than account: String?) async throws -> (transactionId: String, accountId: String)? {
+        let entries: [JournalEntry]
+        do { entries = try journal.entries() } catch {
+            let unsettled = ((try? await store.unfinished()) ?? []).first { settled[$0.transactionId] == nil }
+            return unsettled.map { ($0.transactionId, "unknown (the journal cannot be read)") }
+        }
+        for entry in entries + Array(unjournaled.values) where entry.kind == .paid {
+            guard let id = entry.transactionId, settled[id] == nil, let owner = entry.accountId, owner != account else { continue }
+            return (id, owner)
+        }
+        return nil
     }
 
     /// What the server says the signed-in account owns now; while the server is unreachable, the offline copy
@@ -450,8 +477,10 @@ public actor PurchaseClient {
         for item in base.entitlements { if let original = item.originalTransactionId { series[original] = item } }
         for transaction in (try? await store.currentEntitlements()) ?? []
         where transaction.revocationDate == nil && (transaction.expiresDate ?? .distantFuture) > now {
+            // And only of the product the server granted: a downgrade (same series, same token) renews into a product
+            // whose entitlement the device cannot name, and must not carry the old tier's.
             guard let original = transaction.originalTransactionId, let item = series[original], transaction.appAccountToken == item.appAccountToken,
-                  !result.has(item.name) else { continue }
+                  transaction.productId == item.productId, !result.has(item.name) else { continue }
             result.entitlements.append(.init(name: item.name, productId: transaction.productId, transactionId: transaction.transactionId,
                                              originalTransactionId: original, appAccountToken: item.appAccountToken,
                                              expiresAt: transaction.expiresDate, state: "active"))
@@ -468,7 +497,7 @@ public actor PurchaseClient {
         if let result = settled[id] {
             // The store handed over again a transaction this process settled but could not finish: finish it now.
             if unfinishedSettled[id] != nil { await finish(transaction) }
-            return outcome(result, id)
+            return outcome(result, id, askedAs: accountId)
         }
         var entries: [JournalEntry] = []
         var unreadable: (any Error)?
@@ -509,8 +538,12 @@ public actor PurchaseClient {
         return outcome(await upload(entry), id)
     }
 
-    private func outcome(_ result: UploadResult, _ transactionId: String) -> PurchaseOutcome {
+    /// `askedAs`: for a transaction this process settled earlier, the account asking now. StoreKit answers a purchase of
+    /// what the Apple ID already owns with the transaction that bought it: granted to another account of the app, it
+    /// is that account's (delivered to its owner), not a grant to show here.
+    private func outcome(_ result: UploadResult, _ transactionId: String, askedAs asking: String? = nil) -> PurchaseOutcome {
         switch result {
+        case .granted(let entitlements) where asking != nil && entitlements.accountId != asking: .deliveredToOwner(transactionId: transactionId)
         case .granted(let entitlements): .granted(entitlements)
         case .deliveredToOwner: .deliveredToOwner(transactionId: transactionId)
         case .rejected(let reason): .failed(PurchaseFailure(.rejectedByServer, reason))
@@ -665,6 +698,8 @@ public actor PurchaseClient {
     /// the store hands it over again.
     private func finish(_ transaction: StoreTransaction) async {
         let id = transaction.transactionId
+        guard finishing.insert(id).inserted else { return }
+        defer { finishing.remove(id) }
         do {
             try await store.finish(transaction)
             unfinishedSettled[id] = nil
@@ -714,7 +749,11 @@ public actor PurchaseClient {
     /// the journal cannot be read — the store's unfinished queue.
     package func retryDue(owner: String? = nil) async {
         let now = Date()
-        for (_, pending) in unfinishedSettled where pending.next <= now { await finish(pending.transaction) }
+        // Read again before each: a finish awaited here lets another task finish (and forget) the next one meanwhile.
+        for id in Array(unfinishedSettled.keys) {
+            guard let pending = unfinishedSettled[id], pending.next <= now else { continue }
+            await finish(pending.transaction)
+        }
         func due(_ entry: JournalEntry) -> Bool { (owner != nil && entry.accountId == owner) || isDue(entry, at: now) }
         let entries: [JournalEntry]
         do { entries = try journal.entries() } catch {

@@ -18,6 +18,13 @@ actor MemoryStore: StoreAdapter {
 
     struct FinishRefused: Error {}
     func failNextFinishes(_ count: Int) { failingFinishes = count }
+    /// The device's app receipt (nil: none).
+    private var receiptText: String?
+    func setReceipt(_ text: String?) { receiptText = text }
+    /// What a purchase answers instead of a new payment: StoreKit answers a purchase of what the Apple ID owns already
+    /// with the transaction that bought it.
+    private var alreadyOwned: StoreTransaction?
+    func setAlreadyOwned(_ transaction: StoreTransaction?) { alreadyOwned = transaction }
 
     /// A transaction as the store signs it; the SDK reads its ids without verifying (the server verifies).
     static func transaction(id: String, productId: String, appAccountToken: UUID?) throws -> StoreTransaction {
@@ -33,6 +40,7 @@ actor MemoryStore: StoreAdapter {
     }
     func canMakePayments() async -> Bool { true }
     func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
+        if let alreadyOwned { return .purchased(alreadyOwned) }
         next += 1
         let transaction = try Self.transaction(id: String(next), productId: productId, appAccountToken: appAccountToken)
         unfinishedQueue.append(transaction)
@@ -51,7 +59,18 @@ actor MemoryStore: StoreAdapter {
     }
     func restore() async throws -> [StoreTransaction] { [] }
     nonisolated func updates() -> AsyncStream<StoreTransaction> { AsyncStream { _ in } }
-    func receipt() async throws -> String? { nil }
+    func receipt() async throws -> String? { receiptText }
+}
+
+/// A value the scripted server's closure reads while the test changes it.
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Bool
+    init(_ value: Bool) { stored = value }
+    var value: Bool {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
 }
 
 /// A purchase server answering from a script: each request gets the reply the script gives for its method and path.
@@ -158,6 +177,62 @@ struct ScriptedServerTests {
         await quick.retryDue()
         #expect(await other.finishAttempts == 3, "not tried again once finished")
         #expect(server.uploads == 2, "one upload per purchase")
+    }
+
+    @Test("A receipt is not synced under another account while this device holds a payment of the first not delivered yet: the receipt lists it, and a server without the Server API would grant it to the sender")
+    func receiptWaitsForAnotherAccountsPayment() async throws {
+        let down = Flag(true)
+        let server = ScriptedServer { request in
+            if request.url?.path.hasSuffix("v1/orders") == true { return (201, ["orderId": "o1", "productId": "p.premium", "appAccountToken": UUID().uuidString]) }
+            if down.value { return (503, ["error": ["code": "storage", "message": "restarting", "class": "retry"]]) }
+            let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
+            let account = body["expectedAccountId"] as? String ?? "?"
+            return (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
+                          "entitlements": ScriptedServer.entitlements(account, account == "ann" ? ["premium"] : [])])
+        }
+        let store = MemoryStore()
+        await store.setReceipt("MIIreceipt")
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "ann", retryDelays: [.seconds(3600)])
+        guard case .paidPendingDelivery = await client.purchase("p.premium") else { Issue.record("expected a pending delivery"); return }
+        await client.logIn("bea")
+        await client.waitForBackgroundWork()
+        let receipts = { server.requests.filter { (String(data: $0.httpBody ?? Data(), encoding: .utf8) ?? "").contains("MIIreceipt") }.count }
+        do {
+            _ = try await client.syncReceipt()
+            Issue.record("synced under Bea while Ann's payment waits")
+        } catch let failure as PurchaseFailure {
+            #expect(failure.code == .accountMismatch, "\(failure)")
+        }
+        #expect(receipts() == 0, "the receipt was not sent")
+        // Ann is back and her payment is delivered: Bea's receipt goes, and says whose it is meant to be.
+        down.value = false
+        await client.logIn("ann")
+        await client.waitForBackgroundWork()
+        #expect(await store.finished == ["1001"])
+        await client.logIn("bea")
+        _ = try await client.syncReceipt()
+        let sent = try #require(server.requests.last { (String(data: $0.httpBody ?? Data(), encoding: .utf8) ?? "").contains("MIIreceipt") })
+        #expect((try JSONSerialization.jsonObject(with: sent.httpBody ?? Data()) as? [String: Any])?["expectedAccountId"] as? String == "bea")
+    }
+
+    @Test("A purchase StoreKit answers with what the Apple ID already owns, granted to another account of the app in this process, is that account's: delivered to its owner, not shown as this account's grant")
+    func alreadyOwnedByAnotherAccount() async throws {
+        let server = ScriptedServer { request in
+            request.url?.path.hasSuffix("v1/orders") == true
+                ? (201, ["orderId": UUID().uuidString, "productId": "p.premium", "appAccountToken": UUID().uuidString])
+                : (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
+                         "entitlements": ScriptedServer.entitlements("ann", ["premium"])])
+        }
+        let store = MemoryStore()
+        let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "ann")
+        guard case .granted = await client.purchase("p.premium") else { Issue.record("not granted"); return }
+        await store.setAlreadyOwned(try #require(await store.finished.first.map { try MemoryStore.transaction(id: $0, productId: "p.premium", appAccountToken: nil) }))
+        await client.logIn("bea")
+        let outcome = await client.purchase("p.premium")
+        guard case .deliveredToOwner(let transactionId) = outcome else { Issue.record("Bea was shown Ann's grant: \(outcome)"); return }
+        #expect(transactionId == "1001")
+        #expect(await client.currentEntitlements?.has("premium") != true)
     }
 
     @Test("Refusal classes: final finishes; operator and retry keep the transaction unfinished; an old server without a class is read conservatively")

@@ -554,8 +554,8 @@ struct PurchaseClientPathTests {
             // through his own order once; and then the same copy as if it were Tom's own series and token.
             let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("cache-\(UUID().uuidString)")
             let cache = try FileEntitlementsCache(directory: cacheDirectory)
-            func served(token: UUID?) async throws -> Entitlements? {
-                let expired = Entitlements.Item(name: "pro", productId: Self.monthly, transactionId: "1", originalTransactionId: series,
+            func served(token: UUID?, productId: String = Self.monthly) async throws -> Entitlements? {
+                let expired = Entitlements.Item(name: "pro", productId: productId, transactionId: "1", originalTransactionId: series,
                                                 appAccountToken: token, expiresAt: Date().addingTimeInterval(-60), state: "active")
                 try cache.save(Entitlements(accountId: "sam", entitlements: [expired], cachedAt: Date().addingTimeInterval(-120)))
                 let sam = try App.launch(system, account: "sam", storeAccount: "store-home2", cache: cache)
@@ -564,6 +564,8 @@ struct PurchaseClientPathTests {
             }
             #expect(try await served(token: UUID())?.has("pro") == false, "Tom's period does not extend Sam's expired copy")
             #expect(try await served(token: toms.appAccountToken)?.has("pro") == true, "a renewal of the account's own series does")
+            #expect(try await served(token: toms.appAccountToken, productId: "com.example.iapkit.pro.yearly")?.has("pro") == false,
+                    "a renewal into another product of the group (a downgrade) does not carry the entitlement granted for the old one")
         }
     }
 

@@ -86,9 +86,11 @@ public struct PurchaseServerClient: Sendable {
     }
 
     /// Uploads the app receipt (StoreKit 1 apps, or purchases made before the app used StoreKit 2).
-    public func submit(receipt: String) async throws -> Submission {
+    public func submit(receipt: String, expectedAccountId: String? = nil) async throws -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
-        let (status, data) = try await send("POST", "v1/purchases", body: ["receipt": receipt], nonce: nonce)
+        var body = ["receipt": receipt]
+        if let expectedAccountId { body["expectedAccountId"] = expectedAccountId }
+        let (status, data) = try await send("POST", "v1/purchases", body: body, nonce: nonce)
         return try submission(status, data, nonce: nonce)
     }
 
