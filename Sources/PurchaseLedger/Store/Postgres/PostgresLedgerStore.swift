@@ -289,7 +289,9 @@ final class PreparedStatements {
     static func isStale(_ error: any Error) -> Bool {
         switch PostgresExecutor.sqlState(error) {
         case "26000": true
-        case "0A000": PostgresExecutor.serverMessage(error)?.contains("cached plan must not change result type") == true
+        // The routine is not translated (a server with another lc_messages words the message in its language).
+        case "0A000": PostgresExecutor.serverField(error, .routine, .routine) == "RevalidateCachedQuery"
+            || PostgresExecutor.serverField(error, .message, .message)?.contains("cached plan must not change result type") == true
         default: false
         }
     }
@@ -312,7 +314,7 @@ struct PostgresExecutor: SQLExecutor {
                 return try statement.execute(binds.map(Self.data)).wait().map(Self.convertBinary)
             } catch where PreparedStatements.isStale(error) {
                 logger.notice("a kept statement is prepared again", metadata: ["sqlState": "\(Self.sqlState(error) ?? "")",
-                                                                             "message": "\(Self.serverMessage(error) ?? "")"])
+                                                                             "message": "\(Self.serverField(error, .message, .message) ?? "")"])
                 prepared?.forget(sql)
                 throw LedgerRace()
             } catch {
@@ -362,9 +364,10 @@ struct PostgresExecutor: SQLExecutor {
         return nil
     }
 
-    static func serverMessage(_ error: any Error) -> String? {
-        if let error = error as? PSQLError { return error.serverInfo?[.message] }
-        if case .server(let message) = error as? PostgresError { return message.fields[.message] }
+    /// A field of the server's error, from either of PostgresNIO's error types.
+    static func serverField(_ error: any Error, _ field: PSQLError.ServerInfo.Field, _ legacy: PostgresMessage.Error.Field) -> String? {
+        if let error = error as? PSQLError { return error.serverInfo?[field] }
+        if case .server(let message) = error as? PostgresError { return message.fields[legacy] }
         return nil
     }
 
