@@ -202,24 +202,19 @@ struct LedgerStoreTests {
 
     @Test("PostgreSQL: a worker's prepared statement whose result type another replica's migration changed (0A000, cached plan must not change result type) is prepared again, not an outage")
     func postgresPreparedStatementResultTypeChanged() async throws {
-        let admin = try await makeLedger(.postgres)
-        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
-        let database = "iapkit_" + uniqueId("retyped_")
-        _ = try await admin.store.read { sql in try sql.rows("CREATE DATABASE \(database)", []) }
-        var components = try #require(URLComponents(string: url))
-        components.path = "/" + database
-        let store = try await PostgresLedgerStore(url: try #require(components.string), connections: 4)  // one worker connection
-        let ledger = Ledger(store: store, catalog: .demo)
-        try await ledger.migrate()
-        let first = transaction(Demo.premium, type: .nonConsumable)
-        #expect(try await ledger.apply(notification(.oneTimeCharge, first, at: Date())) == .applied)
-        // A column the kept facts statement returns changes type under it (text to varchar reads the same).
-        _ = try await store.write { sql in try sql.rows("ALTER TABLE orders ALTER COLUMN state TYPE varchar(64)", []) }
-        let second = transaction(Demo.premium, type: .nonConsumable)
-        #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)
-        #expect(try await ledger.notifications(originalTransactionId: second.originalTransactionId!).count == 1)
-        try await store.close()
-        _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
+        try await withOwnPostgresDatabase("retyped_") { url in
+            let store = try await PostgresLedgerStore(url: url, connections: 4)  // one worker connection
+            let ledger = Ledger(store: store, catalog: .demo)
+            try await ledger.migrate()
+            let first = transaction(Demo.premium, type: .nonConsumable)
+            #expect(try await ledger.apply(notification(.oneTimeCharge, first, at: Date())) == .applied)
+            // A column the kept facts statement returns changes type under it (text to varchar reads the same).
+            _ = try await store.write { sql in try sql.rows("ALTER TABLE orders ALTER COLUMN state TYPE varchar(64)", []) }
+            let second = transaction(Demo.premium, type: .nonConsumable)
+            #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)
+            #expect(try await ledger.notifications(originalTransactionId: second.originalTransactionId!).count == 1)
+            try await store.close()
+        }
     }
 
     @Test("PostgreSQL: a settle another replica commits while the payment waits for the order's row is seen, and audited")

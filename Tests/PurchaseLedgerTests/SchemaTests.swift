@@ -126,28 +126,23 @@ struct SchemaTests {
     @Test("On PostgreSQL, an index an operator began CONCURRENTLY and cancelled (left invalid under its name) is built again, not taken",
           arguments: prebuiltIndexCases)
     func invalidPrebuiltIndexIsRebuilt(_ prebuilt: PrebuiltIndexCase) async throws {
-        let admin = try await makeLedger(.postgres)
-        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
-        let database = "iapkit_" + uniqueId("migration_")
-        _ = try await admin.store.read { sql in try sql.rows("CREATE DATABASE \(database)", []) }
-        var components = try #require(URLComponents(string: url))
-        components.path = "/" + database
-        let store = try await PostgresLedgerStore(url: try #require(components.string))
-        try await applyFirst(prebuilt.migration, to: store)
-        _ = try await store.write { sql in try sql.rows(prebuilt.duplicates, []) }
-        await #expect(throws: (any Error).self) {
-            try await store.read { sql in try sql.rows("CREATE UNIQUE INDEX CONCURRENTLY \(prebuilt.index) ON \(prebuilt.table) (\(prebuilt.uniqueColumn))", []) }
+        try await withOwnPostgresDatabase("migration_") { url in
+            let store = try await PostgresLedgerStore(url: url)
+            try await applyFirst(prebuilt.migration, to: store)
+            _ = try await store.write { sql in try sql.rows(prebuilt.duplicates, []) }
+            await #expect(throws: (any Error).self) {
+                try await store.read { sql in try sql.rows("CREATE UNIQUE INDEX CONCURRENTLY \(prebuilt.index) ON \(prebuilt.table) (\(prebuilt.uniqueColumn))", []) }
+            }
+            let before = try await indexes(of: prebuilt.table, in: store)
+            #expect(before.contains { $0.name == prebuilt.index && !$0.valid }, "the failed build left no invalid index: \(before)")
+            try await Schema.migrate(store)
+            let after = try await indexes(of: prebuilt.table, in: store)
+            let rebuilt = try #require(after.first { $0.name == prebuilt.index }, "\(after)")
+            #expect(rebuilt.valid && rebuilt.definition.contains(prebuilt.columns), "\(rebuilt)")
+            #expect(after.allSatisfy { $0.valid }, "\(after)")
+            #expect(!after.contains { $0.name == prebuilt.replaced }, "\(after)")
+            try await store.close()
         }
-        let before = try await indexes(of: prebuilt.table, in: store)
-        #expect(before.contains { $0.name == prebuilt.index && !$0.valid }, "the failed build left no invalid index: \(before)")
-        try await Schema.migrate(store)
-        let after = try await indexes(of: prebuilt.table, in: store)
-        let rebuilt = try #require(after.first { $0.name == prebuilt.index }, "\(after)")
-        #expect(rebuilt.valid && rebuilt.definition.contains(prebuilt.columns), "\(rebuilt)")
-        #expect(after.allSatisfy { $0.valid }, "\(after)")
-        #expect(!after.contains { $0.name == prebuilt.replaced }, "\(after)")
-        try await store.close()
-        _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
     }
 
     @Test("On PostgreSQL a notification's signed payload is stored as it is: never put through a compression it cannot pass")
@@ -170,42 +165,37 @@ struct SchemaTests {
 
     @Test("On PostgreSQL a start waits at most a second for the lock that changes how signed payloads are stored, goes on without it, and a later start makes the change")
     func signedPayloadStorageWaitsBriefly() async throws {
-        let admin = try await makeLedger(.postgres)
-        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
-        let database = "iapkit_" + uniqueId("storage_")
-        _ = try await admin.store.read { sql in try sql.rows("CREATE DATABASE \(database)", []) }
-        var components = try #require(URLComponents(string: url))
-        components.path = "/" + database
-        let store = try await PostgresLedgerStore(url: try #require(components.string))
-        let reader = try await PostgresLedgerStore(url: try #require(components.string))
-        try await applyFirst(Schema.migrations.count, to: store)
-        func storage() async throws -> String? {
-            try await store.read { sql in
-                try sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
-                    .first?.text(0)
+        try await withOwnPostgresDatabase("storage_") { url in
+            let store = try await PostgresLedgerStore(url: url)
+            let reader = try await PostgresLedgerStore(url: url)
+            try await applyFirst(Schema.migrations.count, to: store)
+            func storage() async throws -> String? {
+                try await store.read { sql in
+                    try sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
+                        .first?.text(0)
+                }
             }
-        }
-        // A long read of the notifications (a dump, a report) holds its lock meanwhile.
-        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        let longRead = Task {
-            try await reader.write { sql in
-                _ = try sql.rows("SELECT 1 FROM notifications LIMIT 1", [])
-                held.signal()
-                release.wait()
+            // A long read of the notifications (a dump, a report) holds its lock meanwhile.
+            let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            let longRead = Task {
+                try await reader.write { sql in
+                    _ = try sql.rows("SELECT 1 FROM notifications LIMIT 1", [])
+                    held.signal()
+                    release.wait()
+                }
             }
+            while held.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(10)) }
+            let started = ContinuousClock.now
+            try await Schema.migrate(store)
+            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(try await storage() == "x")
+            release.signal()
+            try await longRead.value
+            try await Schema.migrate(store)
+            #expect(try await storage() == "e")
+            try await store.close()
+            try await reader.close()
         }
-        while held.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(10)) }
-        let started = ContinuousClock.now
-        try await Schema.migrate(store)
-        #expect(ContinuousClock.now - started < .seconds(5))
-        #expect(try await storage() == "x")
-        release.signal()
-        try await longRead.value
-        try await Schema.migrate(store)
-        #expect(try await storage() == "e")
-        try await store.close()
-        try await reader.close()
-        _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
     }
 
     func indexes(of table: String, in store: any LedgerStore) async throws -> [(name: String, valid: Bool, definition: String)] {

@@ -12,6 +12,23 @@ struct AskingAppleTests {
     static let premium = "com.example.iapkit.premium"
     static let monthly = "com.example.iapkit.pro.monthly"
 
+    /// The server's services after a deploy whose catalog lacks `productId`.
+    static func selling(_ services: PurchaseServer.Services, without productId: String) -> PurchaseServer.Services {
+        var products = services.ledger.catalog.products
+        products[productId] = nil
+        var misconfigured = services
+        misconfigured.ledger = Ledger(store: services.ledger.store, catalog: LedgerCatalog(products: products))
+        return misconfigured
+    }
+
+    /// The server's services on a clock `seconds` later (a reconciler's pass after its backoff).
+    static func later(_ services: PurchaseServer.Services, by seconds: TimeInterval) -> PurchaseServer.Services {
+        let later = services.now().addingTimeInterval(seconds)
+        var moved = services
+        moved.now = { later }
+        return moved
+    }
+
     @Test("A receipt the server cannot verify locally goes to verifyReceipt: production answers 21007, sandbox grants")
     func receiptThroughVerifyReceipt() async throws {
         try await System.run(.init(deliver: false, trustReceiptRoot: false)) { system in
@@ -184,18 +201,12 @@ struct AskingAppleTests {
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             try await system.engine.advanceClock(by: 60)
             // A deploy with a catalog that lacks the product runs the reconciler.
-            var products = system.services.ledger.catalog.products
-            products[Self.premium] = nil
-            var misconfigured = system.services
-            misconfigured.ledger = Ledger(store: system.services.ledger.store, catalog: LedgerCatalog(products: products))
-            let report = try await Reconciler(services: misconfigured).runOnce()
+            let report = try await Reconciler(services: Self.selling(system.services, without: Self.premium)).runOnce()
             #expect(report.proofsGranted == 0 && report.proofsPostponed == 1, "\(report)")
             let pending = try await system.admin(.get, "/admin/proofs?state=pending").1["proofs"] as? [[String: Any]] ?? []
             #expect(pending.count == 1, "listed for the operator: \(pending)")
             // The catalog is back: the next pass (after the backoff) grants the purchase and fulfils the order.
-            let later = system.services.now().addingTimeInterval(120)
-            var fixed = system.services
-            fixed.now = { later }
+            let fixed = Self.later(system.services, by: 120)
             #expect(try await Reconciler(services: fixed).runOnce().proofsGranted == 1)
             #expect(try await system.entitlements("ona").entitlementNames.contains("premium"))
             let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
@@ -220,17 +231,11 @@ struct AskingAppleTests {
             try await system.engine.advanceClock(by: 60)
             // A deploy whose catalog lacks the premium product: that line is the operator's to fix, the other line is
             // another account's (final). The proof is neither rejected nor taken as done.
-            var products = system.services.ledger.catalog.products
-            products[Self.premium] = nil
-            var misconfigured = system.services
-            misconfigured.ledger = Ledger(store: system.services.ledger.store, catalog: LedgerCatalog(products: products))
-            let report = try await Reconciler(services: misconfigured).runOnce()
+            let report = try await Reconciler(services: Self.selling(system.services, without: Self.premium)).runOnce()
             #expect(report.proofsGranted == 0 && report.proofsRejected == 0 && report.proofsPostponed == 1, "\(report)")
             #expect((try await system.admin(.get, "/admin/proofs?state=pending").1["proofs"] as? [[String: Any]] ?? []).count == 1)
             // The catalog is back: the next pass (after the backoff) grants the premium line.
-            let later = system.services.now().addingTimeInterval(120)
-            var fixed = system.services
-            fixed.now = { later }
+            let fixed = Self.later(system.services, by: 120)
             #expect(try await Reconciler(services: fixed).runOnce().proofsGranted == 1)
             #expect(try await system.entitlements("pia").entitlementNames == ["premium"])
             #expect(try await system.entitlements("pia-brother").entitlementNames == ["pro"])

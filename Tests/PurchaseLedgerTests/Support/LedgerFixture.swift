@@ -29,6 +29,19 @@ func makeLedger(_ kind: StoreKind, catalog: LedgerCatalog = .demo) async throws 
     return ledger
 }
 
+/// A database of its own on the PostgreSQL server `IAPKIT_POSTGRES_URL` names, for a test that changes the schema:
+/// `body` gets its URL; the database is dropped afterwards.
+func withOwnPostgresDatabase(_ prefix: String, _ body: (String) async throws -> Void) async throws {
+    let admin = try await makeLedger(.postgres)
+    let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+    let database = "iapkit_" + uniqueId(prefix)
+    _ = try await admin.store.read { sql in try sql.rows("CREATE DATABASE \(database)", []) }
+    var components = try #require(URLComponents(string: url))
+    components.path = "/" + database
+    try await body(try #require(components.string))
+    _ = try await admin.store.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
+}
+
 /// Product ids of the demo catalog.
 enum Demo {
     static let coins = "com.example.iapkit.coins.100"
