@@ -427,18 +427,20 @@ public actor PurchaseClient {
         }
     }
 
-    /// A paid transaction of another account than `account` that this device holds undelivered (journaled, or kept in
-    /// memory while the journal refuses), if any. A journal that cannot be read may hold one: the store's unfinished
-    /// queue then stands for it, each one unsettled counted as another account's.
+    /// A paid transaction of another account than `account` that this device holds undelivered, if any: one still in
+    /// the store's unfinished queue (nothing finishes one before it is settled) that this process has not settled, whose
+    /// journal entry — or, after a crash before that was written, the intent its token matches — names another account.
+    /// A journal that cannot be read may name one: each such transaction counts then. A store that cannot list its queue
+    /// is answered with its error (the receipt is not sent on a guess).
     private func otherAccountsPayment(than account: String?) async throws -> (transactionId: String, accountId: String)? {
-        let entries: [JournalEntry]
-        do { entries = try journal.entries() } catch {
-            let unsettled = ((try? await store.unfinished()) ?? []).first { settled[$0.transactionId] == nil }
-            return unsettled.map { ($0.transactionId, "unknown (the journal cannot be read)") }
-        }
-        for entry in entries + Array(unjournaled.values) where entry.kind == .paid {
-            guard let id = entry.transactionId, settled[id] == nil, let owner = entry.accountId, owner != account else { continue }
-            return (id, owner)
+        let unfinished = try await store.unfinished()
+        let entries = try? journal.entries()
+        for transaction in unfinished where settled[transaction.transactionId] == nil {
+            let id = transaction.transactionId
+            guard let entries else { return (id, "unknown (the journal cannot be read)") }
+            let paid = entries.first { $0.key == "paid-" + id } ?? unjournaled[id]
+            let intent = entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
+            if let owner = paid?.accountId ?? intent?.accountId, owner != account { return (id, owner) }
         }
         return nil
     }

@@ -86,7 +86,16 @@ extension Ledger {
             }.mapError { $0 as? LedgerError ?? LedgerError(.invalidInput, "\($0)") }
         }
         if let fast = store.fastPath, submissions.count == 1 {
-            return [try await submitInAutocommit(submissions[0], record: try records[0].get(), through: fast, now: now)]
+            // A refusal is the line's answer here too, as in a transaction of several; only storage failures throw.
+            switch records[0] {
+            case .failure(let refusal): return [.failure(refusal)]
+            case .success(let record):
+                do {
+                    return [try await submitInAutocommit(submissions[0], record: record, through: fast, now: now)]
+                } catch let refusal as LedgerError where refusal.code != .storage {
+                    return [.failure(refusal)]
+                }
+            }
         }
         let results = try await write { session in
             try zip(submissions, records).map { submission, checked -> Result<SubmissionResult, LedgerError> in

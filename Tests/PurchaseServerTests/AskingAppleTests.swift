@@ -242,6 +242,41 @@ struct AskingAppleTests {
         }
     }
 
+    @Test("A held receipt whose order is refused (another account's order named) goes again without the order and is granted by its payment's token; one nothing can change is rejected, not retried for ever",
+          arguments: LedgerKind.allCases)
+    func heldReceiptWithAnotherAccountsOrder(_ kind: LedgerKind) async throws {
+        try await System.run(.init(kind: kind, deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
+            let (ora, oraStore) = try await system.customer("ora")
+            let (_, purchase, _) = try await system.buy(Self.premium, account: ora, storeAccount: oraStore, submit: false)
+            let receipt = try #require(purchase["receipt"] as? String)
+            // An order of another account's, named by a client that mixed up its sign-ins.
+            let zed = "zed-\(UUID().uuidString.prefix(8))"
+            let (_, other) = try await system.call(.post, "/v1/orders", as: zed, ["productId": Self.premium])
+            let othersOrder = try #require(other["orderId"] as? String)
+            let appleDown: [String: Any] = ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
+                                                                 ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]]
+            _ = try await system.device(.post, "/sim/faults", appleDown)
+            #expect(try await system.call(.post, "/v1/purchases", as: ora, ["receipt": receipt, "orderId": othersOrder]).0 == .accepted)
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            try await system.engine.advanceClock(by: 60)
+            let report = try await Reconciler(services: system.services).runOnce()
+            #expect(report.proofsGranted == 1 && report.proofsPostponed == 0, "\(report)")
+            #expect(try await system.entitlements(ora).entitlementNames == ["premium"])
+            #expect(try await system.entitlements(zed).entitlementNames.isEmpty)
+
+            // A receipt whose only line is of a product no longer sold, and long taken by its owner: nothing can change.
+            try await system.engine.advanceClock(by: 1)
+            let fresh = try #require(try await system.device(.get, "/sim/accounts/\(oraStore)/receipt")["receipt"] as? String)
+            #expect(fresh != receipt, "a receipt made later, so held as a proof of its own")
+            _ = try await system.device(.post, "/sim/faults", appleDown)
+            let (_, resent) = try await system.call(.post, "/v1/purchases", as: ora, ["receipt": fresh])
+            #expect(resent["status"] as? String == "pending", "\(resent)")
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            let retired = try await Reconciler(services: Self.later(Self.selling(system.services, without: Self.premium), by: 60)).runOnce()
+            #expect(retired.proofsRejected == 1 && retired.proofsPostponed == 0, "\(retired)")
+        }
+    }
+
     @Test("Of a proof's refused lines, one that can still change decides: a final refusal of one line never stands for the proof while another waits for the operator or a retry")
     func decidingRefusal() {
         let final = LedgerError(.transactionBoundElsewhere, "another account's")
@@ -255,12 +290,11 @@ struct AskingAppleTests {
         // A held proof nothing can change any more is rejected, not retried for ever: there a final refusal answers.
         #expect(Reconciler.decidingRefusal([Line.failure(fixable), .failure(final)], final: true)?.code == .transactionBoundElsewhere)
         let malformed = LedgerError(.invalidInput, "held from Sandbox; this one says Production")
-        #expect(Reconciler.mayStillBeGranted(transient, orderLine: false, taken: false))
-        #expect(Reconciler.mayStillBeGranted(fixable, orderLine: false, taken: false), "a purchase of a product the catalog lacks, never taken")
-        #expect(!Reconciler.mayStillBeGranted(fixable, orderLine: false, taken: true), "a retired product's purchase taken long ago")
-        #expect(!Reconciler.mayStillBeGranted(malformed, orderLine: false, taken: false))
-        #expect(Reconciler.mayStillBeGranted(malformed, orderLine: true, taken: false), "the held order's own line waits for the operator")
-        #expect(!Reconciler.mayStillBeGranted(final, orderLine: true, taken: false))
+        #expect(Reconciler.mayStillBeGranted(transient, bound: false))
+        #expect(Reconciler.mayStillBeGranted(fixable, bound: false), "a purchase of a product the catalog lacks that no account holds (stored unbound by a notification, or not at all)")
+        #expect(!Reconciler.mayStillBeGranted(fixable, bound: true), "a retired product's purchase an account took long ago")
+        #expect(!Reconciler.mayStillBeGranted(malformed, bound: false))
+        #expect(!Reconciler.mayStillBeGranted(final, bound: false))
         #expect(Reconciler.nothingGranted([Line.failure(final)]) && Reconciler.nothingGranted([Line]()))
     }
 

@@ -59,14 +59,15 @@ public struct Reconciler: Sendable {
     }
 
     /// Whether a held proof's refused line may be granted by a later pass, which keeps the proof pending: the database
-    /// failing; the line the held order was paid by, refused for anything but a final reason; a purchase of a product
-    /// the catalog lacks that the ledger never took (a catalog behind App Store Connect for an hour — a retired
-    /// product's purchase the ledger took long ago is not waiting for anything).
-    static func mayStillBeGranted(_ refusal: LedgerError, orderLine: Bool, taken: Bool) -> Bool {
-        if refusal.code == .storage { return true }
-        if orderLine { return !isFinal(refusal) }
-        return refusal.code == .unknownProduct && !taken
+    /// failing, or a purchase of a product the catalog lacks that no account holds (a catalog behind App Store Connect
+    /// for an hour; a notification may have stored it unbound meanwhile). A retired product's purchase an account took
+    /// long ago is not waiting for anything.
+    static func mayStillBeGranted(_ refusal: LedgerError, bound: Bool) -> Bool {
+        refusal.code == .storage || (refusal.code == .unknownProduct && !bound)
     }
+
+    /// Refusals of the order a line names, not of its payment.
+    static let orderCodes: Set<LedgerError.Code> = [.orderNotFound, .orderProductMismatch, .orderAccountMismatch]
 
     /// Whether no line of a proof was granted (an empty proof grants nothing either).
     static func nothingGranted(_ results: [Result<SubmissionResult, LedgerError>]) -> Bool {
@@ -83,27 +84,43 @@ public struct Reconciler: Sendable {
                 let transactions = try await ProofIntake.verify(kind, with: services)
                 let orderIds = try await ProofIntake.orderIds(for: transactions, orderId: proof.orderId, fromReceipt: proof.kind == .receipt,
                                                               ledger: services.ledger)
-                let results = try await services.ledger.submitAll(zip(transactions, orderIds).map {
+                var results = try await services.ledger.submitAll(zip(transactions, orderIds).map {
                     // Judged as the proof it was: a held id binds no more than an id answered at once would.
                     PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: kind.source)
                 }, now: now)
+                // A refusal of the order, not the payment (gone, another product's, another account's): the line goes
+                // again without it and binds by its token and account, as the SDK's retry does — the order never
+                // changes, and the proof would wait for it for ever.
+                let orderRefused = results.indices.filter { line in
+                    guard orderIds[line] != nil, case .failure(let refusal) = results[line] else { return false }
+                    return Self.orderCodes.contains(refusal.code)
+                }
+                if !orderRefused.isEmpty {
+                    let again = try await services.ledger.submitAll(orderRefused.map {
+                        PurchaseSubmission(accountId: proof.accountId, orderId: nil, transaction: transactions[$0], source: kind.source)
+                    }, now: now)
+                    for (line, result) in zip(orderRefused, again) { results[line] = result }
+                }
                 // A line refused for a reason a later pass can undo keeps the proof pending and listed, though the
                 // receipt's other lines came back granted: marked granted, it was never tried again and its payment was
-                // lost. Only a reason that can change holds it (a malformed line, or a retired product's purchase the
-                // ledger took long ago, would hold it for ever).
+                // lost. Only a reason that can change holds it.
                 let unknown = zip(transactions, results).compactMap { transaction, result -> String? in
                     guard case .failure(let refusal) = result, refusal.code == .unknownProduct else { return nil }
                     return transaction.transactionId
                 }
-                let taken = unknown.isEmpty ? [:] : try await services.ledger.transactions(ids: unknown)
+                let stored = unknown.isEmpty ? [:] : try await services.ledger.transactions(ids: unknown)
                 for (index, result) in results.enumerated() {
                     guard case .failure(let refusal) = result else { continue }
-                    let orderLine = proof.orderId != nil && orderIds[index] == proof.orderId
-                    if Self.mayStillBeGranted(refusal, orderLine: orderLine, taken: taken[transactions[index].transactionId ?? ""] != nil) {
-                        throw refusal
-                    }
+                    if Self.mayStillBeGranted(refusal, bound: stored[transactions[index].transactionId ?? ""]?.accountId != nil) { throw refusal }
                 }
-                if Self.nothingGranted(results), let refusal = Self.decidingRefusal(results, final: true) { throw refusal }
+                // Nothing of it was granted and nothing can be: rejected, whatever the refusal's class (a retired product's
+                // purchase, a malformed line, another account's), rather than retried every hour for ever.
+                if Self.nothingGranted(results), let refusal = Self.decidingRefusal(results, final: true) {
+                    try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(refusal)", audit: .init(
+                        actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(refusal)"), now: now)
+                    report.proofsRejected += 1
+                    continue
+                }
                 let granted = results.filter { if case .success = $0 { true } else { false } }.count
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(
                     actor: "reconciler", action: "proof-granted", subject: proof.proofId,
