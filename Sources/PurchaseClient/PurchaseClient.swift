@@ -405,6 +405,9 @@ public actor PurchaseClient {
         let asked = accountId
         let submission: PurchaseServerClient.Submission
         if let receipt = try await store.receipt() {
+            // The store's unfinished transactions go first, signed (they carry their tokens): what they settle no longer
+            // waits, and the receipt is then judged against what is still undelivered.
+            _ = await resume()
             if let waiting = try await otherAccountsPayment(than: asked) {
                 throw PurchaseFailure(.accountMismatch, "the receipt lists transaction \(waiting.transactionId), paid by account \(waiting.accountId) and not delivered yet: it is synced once that account has it")
             }
@@ -429,7 +432,8 @@ public actor PurchaseClient {
 
     /// A paid transaction of another account than `account` that this device holds undelivered, if any: one still in
     /// the store's unfinished queue (nothing finishes one before it is settled) that this process has not settled, whose
-    /// journal entry — or, after a crash before that was written, the intent its token matches — names another account.
+    /// journal entry — or, after a crash before that was written, the intent its token matches — names another account,
+    /// or that nothing here names the payer of while its token names an order.
     /// A journal that cannot be read may name one: each such transaction counts then. A store that cannot list its queue
     /// is answered with its error (the receipt is not sent on a guess).
     private func otherAccountsPayment(than account: String?) async throws -> (transactionId: String, accountId: String)? {
@@ -441,6 +445,11 @@ public actor PurchaseClient {
             let paid = entries.first { $0.key == "paid-" + id } ?? unjournaled[id]
             let intent = entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
             if let owner = paid?.accountId ?? intent?.accountId, owner != account { return (id, owner) }
+            // Nothing on this device names its payer (a reinstall, another device's order), but its token names an order:
+            // whose is for the server to say, once its signed upload goes through.
+            if paid?.accountId == nil, intent?.accountId == nil, transaction.appAccountToken != nil {
+                return (id, "the account whose order its token names (not delivered yet)")
+            }
         }
         return nil
     }

@@ -216,6 +216,30 @@ struct ScriptedServerTests {
         #expect((try JSONSerialization.jsonObject(with: sent.httpBody ?? Data()) as? [String: Any])?["expectedAccountId"] as? String == "bea")
     }
 
+    @Test("A receipt waits for an unfinished payment nothing on the device names the payer of but whose token names an order (a reinstall, another device's order): its signed upload goes first and settles it")
+    func receiptWaitsForATokenedPaymentOfUnknownPayer() async throws {
+        let down = Flag(true)
+        let server = ScriptedServer { request in
+            if down.value { return (503, ["error": ["code": "storage", "message": "restarting", "class": "retry"]]) }
+            let body = String(data: request.httpBody ?? Data(), encoding: .utf8) ?? ""
+            return body.contains("MIIreceipt")
+                ? (200, ["outcome": "alreadyGranted", "transactions": [], "entitlements": ScriptedServer.entitlements("bea")])
+                : (200, ["outcome": "deliveredToOwner", "transactions": [["transactionId": "77", "outcome": "deliveredToOwner"]],
+                         "entitlements": ScriptedServer.entitlements("bea")])
+        }
+        let store = MemoryStore()
+        await store.setReceipt("MIIreceipt")
+        await store.add(try MemoryStore.transaction(id: "77", productId: "p.premium", appAccountToken: UUID()))
+        let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "bea", retryDelays: [.seconds(3600)])
+        let receipts = { server.requests.filter { (String(data: $0.httpBody ?? Data(), encoding: .utf8) ?? "").contains("MIIreceipt") }.count }
+        await #expect(throws: PurchaseFailure.self) { try await client.syncReceipt() }
+        #expect(receipts() == 0, "not sent while the payment's owner is unknown")
+        down.value = false
+        _ = try await client.syncReceipt()
+        #expect(await store.finished == ["77"], "delivered to its order's account through its signed upload first")
+        #expect(receipts() == 1)
+    }
+
     @Test("A purchase StoreKit answers with what the Apple ID already owns, granted to another account of the app in this process, is that account's: delivered to its owner, not shown as this account's grant")
     func alreadyOwnedByAnotherAccount() async throws {
         let server = ScriptedServer { request in

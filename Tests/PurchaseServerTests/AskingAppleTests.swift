@@ -1,4 +1,5 @@
 import AppStoreFormats
+import AppStoreTrust
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -274,6 +275,33 @@ struct AskingAppleTests {
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             let retired = try await Reconciler(services: Self.later(Self.selling(system.services, without: Self.premium), by: 60)).runOnce()
             #expect(retired.proofsRejected == 1 && retired.proofsPostponed == 0, "\(retired)")
+        }
+    }
+
+    @Test("Without the Server API a held receipt's line names no token: refused for another account's order, it is not bound to the uploader without it, and the payer's own upload then gets it")
+    func heldReceiptWithoutTokensKeepsTheOrdersOwner() async throws {
+        try await System.run(.init(deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
+            // Bo orders and pays on the family's Apple ID; the app has not uploaded it yet when Al signs in and a StoreKit 1
+            // client sends the receipt with the order it still holds (Bo's).
+            let (bo, family) = try await system.customer("bo")
+            let al = "al-\(UUID().uuidString.prefix(8))"
+            let (order, purchase, _) = try await system.buy(Self.premium, account: bo, storeAccount: family, submit: false)
+            let receipt = try #require(purchase["receipt"] as? String)
+            _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
+                                                                                      ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
+            #expect(try await system.call(.post, "/v1/purchases", as: al, ["receipt": receipt, "orderId": try #require(order["orderId"] as? String)]).0 == .accepted)
+            _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
+            try await system.engine.advanceClock(by: 60)
+            // A server without the Server API: the receipt's lines carry no token.
+            var configuration = system.configuration
+            configuration.appStore.serverAPIBaseURL = nil
+            var services = system.services
+            services.verifier = ProofVerifier(roots: system.roots, configuration: configuration, apple: try AppleAccess(configuration))
+            let report = try await Reconciler(services: services).runOnce()
+            #expect(report.proofsGranted == 0, "\(report)")
+            #expect(try await system.entitlements(al).entitlementNames.isEmpty, "Al did not pay for it")
+            let (status, answer) = try await system.call(.post, "/v1/purchases", as: bo, ["signedTransaction": try #require(purchase["signedTransaction"] as? String)])
+            #expect(status == .ok && answer["outcome"] as? String == "granted", "\(status) \(answer)")
         }
     }
 

@@ -88,11 +88,13 @@ public struct Reconciler: Sendable {
                     // Judged as the proof it was: a held id binds no more than an id answered at once would.
                     PurchaseSubmission(accountId: proof.accountId, orderId: $1, transaction: $0, source: kind.source)
                 }, now: now)
-                // A refusal of the order, not the payment (gone, another product's, another account's): the line goes
-                // again without it and binds by its token and account, as the SDK's retry does — the order never
-                // changes, and the proof would wait for it for ever.
+                // A refusal of the order, not the payment (gone, another product's, another account's): a line that
+                // carries its payment's token goes again without the order and binds by that token, as the SDK's retry
+                // does — the order never changes, and the proof would wait for it for ever. A line without one (a
+                // receipt without the Server API) would bind to the uploader, and the order named was the only sign of
+                // whose it is: it stays refused.
                 let orderRefused = results.indices.filter { line in
-                    guard orderIds[line] != nil, case .failure(let refusal) = results[line] else { return false }
+                    guard orderIds[line] != nil, transactions[line].appAccountToken != nil, case .failure(let refusal) = results[line] else { return false }
                     return Self.orderCodes.contains(refusal.code)
                 }
                 if !orderRefused.isEmpty {
