@@ -443,7 +443,7 @@ public actor PurchaseClient {
             let id = transaction.transactionId
             guard let entries else { return (id, "unknown (the journal cannot be read)") }
             let paid = entries.first { $0.key == "paid-" + id } ?? unjournaled[id]
-            let intent = entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
+            let intent = Self.intent(for: transaction, in: entries)
             if let owner = paid?.accountId ?? intent?.accountId, owner != account { return (id, owner) }
             // Nothing on this device names its payer (a reinstall, another device's order), but its token names an order:
             // whose is for the server to say, once its signed upload goes through.
@@ -452,6 +452,11 @@ public actor PurchaseClient {
             }
         }
         return nil
+    }
+
+    /// The journal's intent written before the payment `transaction` carries the token of, if any.
+    private static func intent(for transaction: StoreTransaction, in entries: [JournalEntry]) -> JournalEntry? {
+        entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
     }
 
     /// What the server says the signed-in account owns now; while the server is unreachable, the offline copy
@@ -522,7 +527,7 @@ public actor PurchaseClient {
             return outcome(await upload(existing), id)
         }
         // The order id comes from this call or the journal's intent for the payment's token — never from the token alone.
-        let intent = entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
+        let intent = Self.intent(for: transaction, in: entries)
         let entry = JournalEntry(kind: .paid, orderId: orderId ?? intent?.orderId, productId: transaction.productId,
                                  appAccountToken: transaction.appAccountToken, transactionId: id,
                                  signedTransaction: transaction.signedTransaction, accountId: owner ?? intent?.accountId)

@@ -107,7 +107,7 @@ struct ExactlyOnceTests {
             #expect(refused.first?["class"] as? String == "final", "another account's: the device may finish it")
             #expect(try await system.entitlements("bob").entitlementNames == ["pro"])
             #expect(try await system.entitlements("ann").entitlementNames == ["premium"])
-            // A receipt all of whose lines are granted lists no refusal.
+            // An upload granted whole (here Ann's signed transaction, again) lists no refusal.
             let (_, again) = try await system.call(.post, "/v1/purchases", as: "ann", ["signedTransaction": try #require(bare["signedTransaction"] as? String)])
             #expect((again["refused"] as? [Any])?.isEmpty == true, "\(again)")
         }

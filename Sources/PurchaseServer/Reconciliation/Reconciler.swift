@@ -47,9 +47,9 @@ public struct Reconciler: Sendable {
 
     /// Of a proof's refused lines, the refusal that answers for the proof when nothing was granted. Answering a device
     /// live (`final: false`): one that can still change (transient, or the operator's to fix) before a final one — a
-    /// receipt's line of another account must not let a client finish the receipt's other paid lines. Judging a held
-    /// proof (`final: true`): a final one first, so that a proof nothing can change is rejected, not retried for ever
-    /// (what can change holds it already: ``mayStillBeGranted(_:orderLine:taken:)``). Nil when no line was refused.
+    /// receipt's line of another account must not let a client finish the receipt's other paid lines. Rejecting a held
+    /// proof nothing of which can change any more (``mayStillBeGranted(_:bound:)`` holds the others): a final one
+    /// first, so that the audit names the reason that is final. Nil when no line was refused.
     static func decidingRefusal(_ results: [Result<SubmissionResult, LedgerError>], final: Bool = false) -> LedgerError? {
         let refusals = results.compactMap { result -> LedgerError? in
             if case .failure(let error) = result { return error }

@@ -313,7 +313,7 @@ struct PostgresExecutor: SQLExecutor {
             do {
                 return try statement.execute(binds.map(Self.data)).wait().map(Self.convertBinary)
             } catch where PreparedStatements.isStale(error) {
-                logger.notice("a kept statement is prepared again", metadata: ["sqlState": "\(Self.sqlState(error) ?? "")",
+                logger.warning("a kept statement is prepared again", metadata: ["sqlState": "\(Self.sqlState(error) ?? "")",
                                                                              "message": "\(Self.serverField(error, .message, .message) ?? "")"])
                 prepared?.forget(sql)
                 throw LedgerRace()
@@ -358,11 +358,7 @@ struct PostgresExecutor: SQLExecutor {
 
     /// The SQLSTATE of a server error, as PostgresNIO reports it: `PSQLError` from its current API, `PostgresError`
     /// from the one prepared statements of worker connections go through.
-    static func sqlState(_ error: any Error) -> String? {
-        if let error = error as? PSQLError { return error.serverInfo?[.sqlState] }
-        if case .server(let message) = error as? PostgresError { return message.fields[.sqlState] }
-        return nil
-    }
+    static func sqlState(_ error: any Error) -> String? { serverField(error, .sqlState, .sqlState) }
 
     /// A field of the server's error, from either of PostgresNIO's error types.
     static func serverField(_ error: any Error, _ field: PSQLError.ServerInfo.Field, _ legacy: PostgresMessage.Error.Field) -> String? {
