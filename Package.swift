@@ -50,7 +50,10 @@ let package = Package(
             name: "AppStoreTrust",
             dependencies: [
                 "AppStoreFormats",
-            ] + certificatesAndCrypto
+            ] + certificatesAndCrypto,
+            // Apple's two roots, byte for byte as Apple publishes them, trusted by default (TrustRoots.apple()).
+            // Copied, not processed: their bytes are checked against the pinned fingerprints.
+            resources: [.copy("Resources/AppleRootCA-G3.pem"), .copy("Resources/AppleIncRootCertificate.cer")]
         ),
         .target(
             name: "StoreSimulator",
@@ -98,6 +101,11 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Configuration", package: "swift-configuration"),
+                // The connection limits' channel handlers (ConnectionLimits.swift).
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         // The app-side SDK: Foundation (URLSession) and StoreKit only, so it builds for iOS; no NIO, no server code.
@@ -131,9 +139,12 @@ let package = Package(
             dependencies: ["AppStoreFormats"]
         ),
         .target(name: "IAPTestSupport", dependencies: [
+            "AppStoreFormats",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
         ], path: "Tests/Support"),
         // The seeded history explorer: the real simulator, server, ledger and SDK in one process (docs/EXPLORER.md).
         .target(

@@ -48,7 +48,9 @@ adminKey = [{"adminKey": []}]
 none = []
 paths = {
     "/health": {"get": op("Liveness: the ledger answered a read begun after the request arrived (concurrent checks share one)", ok(obj({"status": text, "store": text}, ["status", "store"])), ["ops"], security=none)},
-    "/metrics": {"get": op("Prometheus metrics", {"200": {"description": "text exposition", "content": {"text/plain": {"schema": text}}}}, ["ops"], security=none)},
+    "/metrics": {"get": op("Prometheus metrics: the metrics key or the admin key as a bearer token, unless the server sets publicMetrics",
+                           {"200": {"description": "text exposition", "content": {"text/plain": {"schema": text}}}, "default": {"$ref": "#/components/responses/Refusal"}},
+                           ["ops"], security=[{"metricsKey": []}, {"adminKey": []}])},
     "/openapi.json": {"get": op("This document", ok({"type": "object"}), ["ops"], security=none)},
     "/v1/orders": {"post": op("Create an order for a product; pay with its appAccountToken",
                               ok(obj({"orderId": text, "productId": text, "appAccountToken": text, "expiresAt": ms}, ["orderId", "productId", "appAccountToken", "expiresAt"]), "201", "Created"),
@@ -56,7 +58,12 @@ paths = {
                                              "expectedAccountId": {"type": "string", "description": "the account the app orders for; a bearer token of another account is refused (409 account_mismatch) and no order is made"}},
                                             ["productId"])), security=bearer)},
     "/v1/purchases": {"post": op("Submit what the App Store signed: verified, bound to its order and account, granted once",
-                                 {**ok(obj({"outcome": text, "transactionId": text, "orderId": text, "transactions": {"type": "array"},
+                                 {**ok(obj({"outcome": text, "transactionId": text, "orderId": text,
+                                            "orderRefusal": obj({"orderId": text, "code": text, "message": text}, ["orderId", "code", "message"])
+                                                            | {"description": "the transaction was granted (outcome) by its appAccountToken, but not as the order "
+                                                                              "the request named: a payment for another product (order_product_mismatch); "
+                                                                              "that order stays open. Also on each item of transactions"},
+                                            "transactions": {"type": "array"},
                                             "refused": {"type": "array", "description": "lines refused while others were granted: finish only the final ones",
                                                         "items": obj({"transactionId": text, "code": text, "message": text,
                                                                       "class": {"enum": ["final", "operator", "retry"]}},
@@ -64,7 +71,8 @@ paths = {
                                             "entitlements": ref("Entitlements"),
                                             "signedEntitlements": text}, ["transactions", "refused", "entitlements"])),
                                   "202": {"description": "Apple could not be asked now: the proof is kept and granted later",
-                                          "content": {"application/json": {"schema": obj({"status": text, "proofId": text, "retryAt": ms}, ["status", "proofId"])}}}},
+                                          "content": {"application/json": {"schema": obj({"status": text, "proofId": text, "retryAt": ms}, ["status", "proofId"])}}},
+                                  "429": {"$ref": "#/components/responses/RateLimited"}},
                                  app, body(obj({"signedTransaction": text, "receipt": text, "transactionId": text, "appTransaction": text, "orderId": text,
                                                 "expectedAccountId": text,
                                                 "deviceIntegrity": obj({"signals": {"type": "array", "items": text}, "applicable": {"type": "boolean"}})})), security=bearer)},
@@ -72,8 +80,9 @@ paths = {
     "/v1/consumables/{currency}/spend": {"post": op("Spend a balance once per idempotency key", ok(obj({"currency": text, "balance": {"type": "integer"}}, ["currency", "balance"])),
                                                     app, body(obj({"amount": {"type": "integer"}, "idempotencyKey": text}, ["amount"])), [path_param("currency")], security=bearer)},
     "/v1/restore": {"post": op("Bind what the store restored; answer what the account owns",
-                               ok(obj({"restored": {"type": "integer"}, "refused": {"type": "array", "items": text}, "entitlements": ref("Entitlements"), "signedEntitlements": text},
-                                      ["restored", "refused", "entitlements"])),
+                               {**ok(obj({"restored": {"type": "integer"}, "refused": {"type": "array", "items": text}, "entitlements": ref("Entitlements"), "signedEntitlements": text},
+                                         ["restored", "refused", "entitlements"])),
+                                "429": {"$ref": "#/components/responses/RateLimited"}},
                                app, body(obj({"signedTransactions": {"type": "array", "items": text}, "receipt": {"type": ["string", "null"]}})), security=bearer)},
     "/v1/offers/sign": {"post": op("Signatures StoreKit needs from the app's server (promotional offers, introductory-offer eligibility)",
                                    ok(obj({"kind": text, "productId": text, "offerIdentifier": text, "signature": text, "legacySignature": {"type": "object"},
@@ -127,9 +136,15 @@ document = {
     "paths": paths,
     "components": {"schemas": schemas,
                    "responses": {"Refusal": {"description": "A refusal: `error.code` is stable",
-                                             "content": {"application/json": {"schema": ref("Error")}}}},
+                                             "content": {"application/json": {"schema": ref("Error")}}},
+                                 "RateLimited": {"description": "`rate_limited` (class `retry`): the request would make the server ask Apple more often than "
+                                                                "its limits allow (per account, overall, or proofs held per account while Apple is away); "
+                                                                "nothing was done, come back after `Retry-After` seconds",
+                                                 "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer", "minimum": 1}}},
+                                                 "content": {"application/json": {"schema": ref("Error")}}}},
                    "securitySchemes": {"accountToken": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
-                                       "adminKey": {"type": "http", "scheme": "bearer"}}},
+                                       "adminKey": {"type": "http", "scheme": "bearer"},
+                                       "metricsKey": {"type": "http", "scheme": "bearer"}}},
 }
 text_json = json.dumps(document, indent=1, sort_keys=True, separators=(",", ": "))
 with open(os.path.join(root, "docs/openapi.json"), "w") as f:

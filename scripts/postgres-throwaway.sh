@@ -25,7 +25,7 @@ start_throwaway_postgres() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   as_pg_owner "$bin/initdb" -D "$IAPKIT_PG_DIR/data" -A trust -U postgres >/dev/null
   as_pg_owner "$bin/pg_ctl" -D "$IAPKIT_PG_DIR/data" -l "$IAPKIT_PG_DIR/log" -w \
-    -o "-p $port -k $IAPKIT_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=300 ${IAPKIT_PG_OPTIONS:-}" start >/dev/null
+    -o "-p $port -k $IAPKIT_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=800 ${IAPKIT_PG_OPTIONS:-}" start >/dev/null
   export IAPKIT_PG_DIR IAPKIT_PG_BIN="$bin"
   export IAPKIT_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
   echo "throwaway PostgreSQL at $IAPKIT_POSTGRES_URL" >&2

@@ -28,12 +28,16 @@ public struct VerifyReceiptClient: Sendable {
 
     /// Verifies a base64 receipt. Returns Apple's answer when its status is 0; throws `rejected` with the status for
     /// a receipt Apple refuses, `unavailable` when Apple cannot answer.
-    public func verify(receiptData: String, excludeOldTransactions: Bool = false) async throws -> VerifyReceiptResponse {
+    /// `once`: the receipt is sent once (to each URL Apple's 21007/21008 name), nothing is retried, and 21002 is
+    /// taken at its word — for data that is likely junk (it did not even parse as a receipt), which must not cost
+    /// Apple a call per retry.
+    public func verify(receiptData: String, excludeOldTransactions: Bool = false, once: Bool = false) async throws -> VerifyReceiptResponse {
         let body = try JSONEncoder().encode(VerifyReceiptRequest(receiptData: receiptData, password: sharedSecret,
                                                                  excludeOldTransactions: excludeOldTransactions ? true : nil))
         var url = productionURL
         var hops = 0
         var temporaryFailures = 0
+        let transport = once ? Transport(client: self.transport.client, policy: RetryPolicy(attempts: 1, timeout: self.transport.policy.timeout)) : self.transport
         while true {
             let target = url
             let answer = try await transport.send {

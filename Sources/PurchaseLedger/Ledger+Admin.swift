@@ -42,7 +42,7 @@ extension Ledger {
     /// The settle and its audit entry are one transaction.
     public func settle(orderId: String, transaction: JWSTransactionDecodedPayload?, note: String, actor: String, now: Date = Date()) async throws -> Order {
         guard note.utf8.count <= 2000 else { throw LedgerError(.invalidInput, "the note is over 2000 bytes") }
-        let record = try transaction.map(PurchaseRecord.init)
+        let record = try transaction.map { try PurchaseRecord($0) }
         if let record, catalog.rule(for: record.productId) == nil { throw LedgerError(.unknownProduct, "no product \(record.productId) is sold here") }
         let catalog = catalog
         return try await write { session in

@@ -43,10 +43,11 @@ extension Ledger {
             for row in try sql.rows("""
                 SELECT p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date,
                        CAST(COALESCE(SUM(e.delta), 0) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN e.entry_key LIKE 'grant:%' THEN 1 ELSE 0 END), 0) AS BIGINT),
-                       p.revocation_type, p.revocation_percentage
+                       p.revocation_type, p.revocation_percentage, p.environment
                 FROM purchases p LEFT JOIN balance_entries e ON e.transaction_id = p.transaction_id
                 WHERE p.product_type = $1 AND p.account_id IS NOT NULL
-                GROUP BY p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date, p.revocation_type, p.revocation_percentage
+                GROUP BY p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date, p.revocation_type, p.revocation_percentage,
+                         p.environment
                 LIMIT $2
                 """, [.text(ProductType.consumable.rawValue), .int(Int64(limit * 100))]) {
                 let transactionId = try row.text(0)
@@ -57,7 +58,8 @@ extension Ledger {
                 payload.revocationDate = row.optionalInt(4).map(Millis.date)
                 payload.revocationType = row.optionalText(7).map(RevocationType.init(rawValue:))
                 payload.revocationPercentage = row.optionalInt(8).map { Int(clamping: $0) }
-                let expected = ConsumableRules.standingCredit(of: try PurchaseRecord(payload), amount: amount)
+                payload.environment = AppStoreEnvironment(rawValue: try row.text(9))
+                let expected = ConsumableRules.standingCredit(of: try PurchaseRecord(keyed: payload), amount: amount)
                 let (net, grants) = (row.optionalInt(5) ?? 0, row.optionalInt(6) ?? 0)
                 if net != expected || grants > 1 {
                     found.append(.init(check: "consumable-credited-once",

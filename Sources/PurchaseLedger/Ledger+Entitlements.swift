@@ -37,7 +37,8 @@ extension Ledger {
     /// - Returns: the balance after the spend.
     public func spend(accountId: String, currency: String, amount: Int64, idempotencyKey: String, now: Date = Date()) async throws -> Int64 {
         try Self.checkAccountId(accountId)
-        guard amount > 0, amount <= 1_000_000_000_000 else { throw LedgerError(.invalidInput, "amount must be positive") }
+        guard amount > 0 else { throw LedgerError(.invalidInput, "amount must be positive") }
+        guard amount <= Self.largestSpend else { throw LedgerError(.invalidInput, "amount is over the limit of \(Self.largestSpend) a spend") }
         guard !idempotencyKey.isEmpty, idempotencyKey.utf8.count <= 200 else { throw LedgerError(.invalidInput, "idempotency keys are 1 to 200 bytes") }
         guard !currency.isEmpty, currency.utf8.count <= 64 else { throw LedgerError(.invalidInput, "currency names are 1 to 64 bytes") }
         // The account's length first, so that no account and key can spell another's ("a" + "b:c" vs "a:b" + "c").
@@ -57,6 +58,11 @@ extension Ledger {
             return try session.balance(accountId: accountId, currency: currency)
         }
     }
+}
+
+extension Ledger {
+    /// The most one spend takes: far above any balance a purchase grants, far below where sums of movements overflow.
+    public static let largestSpend: Int64 = 1_000_000_000_000
 }
 
 extension LedgerSession {

@@ -47,7 +47,7 @@ extension Ledger {
         guard !event.notificationUUID.isEmpty, event.notificationUUID.utf8.count <= 64 else {
             throw LedgerError(.invalidInput, "notificationUUID must be 1 to 64 bytes")
         }
-        let record = try event.transaction.map(PurchaseRecord.init)
+        let record = try event.transaction.map { try PurchaseRecord($0) }
         let catalog = catalog
         return try await write { session in
             guard try session.insertNotification(event, record: record, at: now) else { return .duplicate }

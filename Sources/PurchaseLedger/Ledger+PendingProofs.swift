@@ -27,15 +27,33 @@ public struct PendingProof: Sendable, Hashable {
     public var attempts: Int
     public var nextAttemptAt: Date
     public var lastError: String?
+    /// When it was first held.
+    public var heldAt: Date
+    /// How many of its retries Apple answered that it does not know the transaction id (``Ledger/updateProof(_:state:error:retryAt:notFound:audit:now:)``).
+    public var notFoundAnswers: Int = 0
+}
+
+/// An account already has as many proofs held as the server keeps for one (``Ledger/holdProof(proofId:accountId:orderId:kind:proof:error:retryAt:now:perAccountLimit:)``).
+public struct HeldProofLimitReached: Error, Sendable {
+    public let accountId: String
+    public let limit: Int
 }
 
 extension Ledger {
     /// Keeps a proof for later (once per `proofId`; holding it again changes nothing). Returns it as stored.
+    /// `perAccountLimit`: a new proof of an account that already has this many pending is not kept
+    /// (``HeldProofLimitReached``); the same proof again still answers as stored. Concurrent holds of one account may
+    /// pass the limit by the few under way at once.
     @discardableResult
     public func holdProof(proofId: String, accountId: String, orderId: String?, kind: PendingProof.Kind, proof: String, error: String,
-                          retryAt: Date, now: Date = Date()) async throws -> PendingProof {
+                          retryAt: Date, now: Date = Date(), perAccountLimit: Int? = nil) async throws -> PendingProof {
         try Self.checkAccountId(accountId)
-        return try await write { session in
+        let stored: PendingProof? = try await write { session in
+            if let perAccountLimit, try session.pendingProof(proofId) == nil {
+                let waiting = try session.sql.first("SELECT COUNT(*) FROM pending_proofs WHERE state = 'pending' AND account_id = $1",
+                                                    [.text(accountId)])?.int(0) ?? 0
+                if waiting >= perAccountLimit { return nil }
+            }
             try session.sql.execute("""
                 INSERT INTO pending_proofs (proof_id, account_id, order_id, kind, proof, state, attempts, next_attempt_at, last_error, created_at, updated_at)
                 VALUES ($1, $2, $3, $4, $5, 'pending', 1, $6, $7, $8, $8) ON CONFLICT (proof_id) DO NOTHING
@@ -43,13 +61,22 @@ extension Ledger {
             guard let stored = try session.pendingProof(proofId) else { throw LedgerError(.storage, "the held proof was not stored") }
             return stored
         }
+        guard let stored else { throw HeldProofLimitReached(accountId: accountId, limit: perAccountLimit ?? 0) }
+        return stored
     }
 
     /// Claims up to `limit` proofs due at `now`, leasing each for `lease` seconds so that another replica does not
-    /// take the same one meanwhile.
+    /// take the same one meanwhile. Accounts take turns: each account's longest-due proof first, then each one's
+    /// second, and so on — one account's flood of held junk cannot keep another's real purchase waiting pass after pass.
     public func claimDueProofs(now: Date = Date(), limit: Int = 20, lease: TimeInterval = 60) async throws -> [PendingProof] {
         try await write { session in
-            let due = try session.pendingProofs(where: "state = 'pending' AND next_attempt_at <= $1", [.of(now)], order: "next_attempt_at", limit: limit)
+            let due = try session.sql.rows("""
+                SELECT \(LedgerSession.proofColumns) FROM (
+                    SELECT \(LedgerSession.proofColumns),
+                           ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY next_attempt_at, proof_id) AS turn
+                    FROM pending_proofs WHERE state = 'pending' AND next_attempt_at <= $1) due
+                ORDER BY turn, next_attempt_at, proof_id LIMIT \(max(1, min(limit, 10_000)))
+                """, [.of(now)]).map(LedgerSession.decodeProof)
             return try due.filter { proof in
                 try session.sql.first("""
                     UPDATE pending_proofs SET next_attempt_at = $1, updated_at = $2
@@ -60,14 +87,16 @@ extension Ledger {
     }
 
     /// Records how a retry went: `granted` or `rejected` end it; `pending` schedules the next attempt at `retryAt`.
+    /// `notFound`: Apple answered that it does not know the transaction id (counted in ``PendingProof/notFoundAnswers``).
     /// A proof already ended stays as it ended (a slow replica cannot reopen it). The audit entry commits with it.
-    public func updateProof(_ proofId: String, state: PendingProof.State, error: String?, retryAt: Date? = nil, audit: AuditEntry? = nil,
-                            now: Date = Date()) async throws {
+    public func updateProof(_ proofId: String, state: PendingProof.State, error: String?, retryAt: Date? = nil, notFound: Bool = false,
+                            audit: AuditEntry? = nil, now: Date = Date()) async throws {
         try await write { session in
             try session.sql.execute("""
-                UPDATE pending_proofs SET state = $1, attempts = attempts + 1, last_error = $2, next_attempt_at = $3, updated_at = $4
+                UPDATE pending_proofs SET state = $1, attempts = attempts + 1, last_error = $2, next_attempt_at = $3, updated_at = $4,
+                    not_found_answers = not_found_answers + $6
                 WHERE proof_id = $5 AND state = 'pending'
-                """, [.text(state.rawValue), .of(error), .of(retryAt ?? now), .of(now), .text(proofId)])
+                """, [.text(state.rawValue), .of(error), .of(retryAt ?? now), .of(now), .text(proofId), .int(notFound ? 1 : 0)])
             if let audit { try session.apply(.audit(actor: audit.actor, action: audit.action, subject: audit.subject, detail: audit.detail, at: now)) }
         }
     }

@@ -54,6 +54,7 @@ public struct SubmissionResult: Sendable, Hashable {
     }
 
     public var outcome: Outcome
+    /// As it was signed: what the app's StoreKit knows it by (not the ledger's key of a test environment's).
     public var transactionId: String
     /// The order it fulfils; nil when delivered to another account's order.
     public var orderId: String?
@@ -128,7 +129,7 @@ extension Ledger {
                     return .failure(LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account"))
                 }
                 let entitlements = try session.entitlements(accountId: submission.accountId, catalog: catalog, now: now)
-                return .success(SubmissionResult(outcome: outcome, transactionId: record.transactionId,
+                return .success(SubmissionResult(outcome: outcome, transactionId: record.signedTransactionId,
                                                  orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
             }
         }
@@ -178,7 +179,7 @@ extension Ledger {
                 case .deliveredToOwner: .deliveredToOwner
                 default: .alreadyGranted
                 }
-                return .success(SubmissionResult(outcome: outcome, transactionId: record.transactionId,
+                return .success(SubmissionResult(outcome: outcome, transactionId: record.signedTransactionId,
                                                  orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
             } catch is LedgerRace where guess != nil || attempt < 8 {
                 if guess != nil { guess = nil } else { attempt += 1 }

@@ -43,6 +43,15 @@ public enum PurchaseServer {
         }
         /// Answer the App Store's Get Retention Message requests (``RetentionRoutes``); nil: the endpoint answers 404.
         public var retention: RetentionSettings?
+        /// Proxies (addresses or networks) whose `X-Forwarded-For` names the client: the dashboard's sign-in throttle
+        /// counts wrong keys per client (``ClientAddress``).
+        public var trustedProxies: [String] = []
+        /// `/metrics` open to anyone; otherwise it answers only ``metricsKey`` or the admin key (``authorizeMetrics(_:)``).
+        public var publicMetrics = false
+        /// A bearer key for `/metrics` alone, so that a scraper needs no admin key.
+        public var metricsKey: String?
+        /// Timeouts and the cap on open connections, applied by ``PurchaseServer/application(_:host:port:reconcileEvery:logger:logRequests:onRunning:)``.
+        public var connectionLimits = ConnectionLimits()
 
         public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
                     refuseSuspiciousDevices: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -64,9 +73,9 @@ public enum PurchaseServer {
             metrics.appleClockLead(appleClock.observe(signedDate: signedDate, at: now()))
         }
 
-        /// Opens the ledger the configuration names (migrating it); loads the trusted roots unless given.
+        /// Opens the ledger the configuration names (migrating it); loads the trusted roots unless given (``ServerConfiguration/loadTrustRoots()``).
         public static func open(_ configuration: ServerConfiguration, roots: TrustRoots? = nil) async throws -> Services {
-            let roots = try roots ?? TrustRoots.load(configuration.trustedRoots)
+            let roots = try roots ?? configuration.loadTrustRoots()
             let store = try await Ledger.openStore(url: configuration.databaseURL)
             var ledger = Ledger(store: store, catalog: configuration.catalog)
             ledger.orderLifetime = configuration.orderLifetimeSeconds
@@ -83,6 +92,10 @@ public enum PurchaseServer {
             }
             services.retention = configuration.retentionMessaging.map { RetentionSettings(rules: $0.rules) }
             services.webhooks = configuration.webhooks.map { WebhookSettings(url: $0.url, secret: $0.secret, maxAttempts: $0.maxAttempts ?? 16) }
+            services.trustedProxies = configuration.trustedProxies
+            services.publicMetrics = configuration.publicMetrics
+            services.metricsKey = configuration.metricsKey
+            services.connectionLimits = configuration.connections
             return services
         }
 
@@ -133,8 +146,11 @@ public enum PurchaseServer {
     public static func router(_ services: Services, logger: Logger? = nil) -> Router<BasicRequestContext> {
         let router = Router()
         if let logger { router.add(middleware: RequestLogMiddleware(logger: logger)) }
-        router.get("metrics") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+        // A body declared larger than any route reads is refused before anything else, the bearer token included.
+        router.add(middleware: DeclaredBodyLimitMiddleware(limit: max(services.maxBodyBytes, NotificationRoutes.maxBody)))
+        router.get("metrics") { request, _ in
+            try services.authorizeMetrics(request)
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                      body: .init(byteBuffer: ByteBuffer(string: services.metrics.exposition())))
         }
         router.get("openapi.json") { _, _ in
@@ -168,7 +184,11 @@ public enum PurchaseServer {
             jobs.append(WebhookService(sender: WebhookSender(ledger: services.ledger, settings: webhooks, metrics: services.metrics),
                                        logger: log))
         }
-        return Application(router: router(services, logger: logRequests ? log : nil), configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),
+        if let warning = services.connectionLimits.descriptorWarning() { log.warning("\(warning)") }
+        return Application(responder: PeerAddressResponder(inner: router(services, logger: logRequests ? log : nil).buildResponder()),
+                           server: .guardedHTTP1(services.connectionLimits, trustedProxies: (try? TrustedProxies.parse(services.trustedProxies).get()) ?? .none,
+                                                 metrics: services.metrics),
+                           configuration: .init(address: .hostname(host, port: port), serverName: "iapkit"),
                            services: jobs, onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? port) }, logger: log)
     }
 }

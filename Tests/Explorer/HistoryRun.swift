@@ -212,7 +212,10 @@ final class HistoryRun: @unchecked Sendable {
         let apple = AppleAccess(serverAPI: ServerAPIClient(baseURL: appleURL, credentials: .init(keyId: "EXPLORER01", issuerId: "explorer", bundleId: bundleId,
                                                                                                  privateKey: environment.apiKey), policy: Self.applePolicy),
                                 verifyReceipt: VerifyReceiptClient(productionURL: appleURL + "/verifyReceipt", sandboxURL: appleURL + "/sandbox/verifyReceipt",
-                                                                   sharedSecret: nil, policy: Self.applePolicy))
+                                                                   sharedSecret: nil, policy: Self.applePolicy),
+                                // A history's few accounts sync receipts through Apple at machine speed: the limits on
+                                // look-ups (AppleLookupLimitsTests) are not what it explores.
+                                limits: AppleLookupLimits(.init(perAccount: 100_000, perSecond: 100_000)))
         let roots = receiptsByApple ? environment.jwsRoots : environment.roots
         return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: apple),
                                        authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })

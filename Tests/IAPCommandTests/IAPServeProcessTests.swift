@@ -350,7 +350,9 @@ struct IAPServeProcessTests {
         }
         // Kill once a good part of the stream was answered (the server's own counter says so), with requests in flight.
         for _ in 0..<1500 {
-            if let metrics = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!).0,
+            var scrape = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/metrics")!)
+            scrape.setValue("Bearer kill-load-admin-key-16", forHTTPHeaderField: "Authorization")
+            if let metrics = try? await URLSession.shared.data(for: scrape).0,
                let line = String(decoding: metrics, as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix(#"iapkit_purchases_total{outcome="granted"}"#) }),
                let count = Double(line.split(separator: " ").last ?? ""), count >= 150 { break }
             try await Task.sleep(for: .milliseconds(10))

@@ -296,7 +296,7 @@ struct LedgerConformanceTests {
         #expect(try await ledger.entitlements(accountId: account).balances["coins"] == 100)
     }
 
-    @Test("A period from another environment naming a series is refused (an Xcode payload reusing a real customer's originalTransactionId): the holder keeps access, an unbound series is not claimed", arguments: StoreKind.allCases)
+    @Test("A period from Apple's other environment naming a series is refused (Production news of a Sandbox series): the holder keeps access, an unbound series is not claimed; an Xcode one is a series of its own", arguments: StoreKind.allCases)
     func seriesOfOneEnvironment(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
         let now = Date()
@@ -306,7 +306,7 @@ struct LedgerConformanceTests {
         // A "period" that ended a moment ago, latest of the series: it would judge the holder's access by it.
         var forged = transaction(Demo.monthly, original: real.originalTransactionId, type: .autoRenewableSubscription, purchased: now - 1,
                                  expires: now - 0.5)
-        forged.environment = .xcode
+        forged.environment = .production
         await #expect(throws: LedgerError(.invalidInput, "")) { try await ledger.submit(.init(accountId: forger, transaction: forged)) }
         #expect(try await ledger.entitlements(accountId: holder).entitlement("pro") != nil)
         #expect(try await ledger.transaction(forged.transactionId!) == nil)
@@ -317,10 +317,15 @@ struct LedgerConformanceTests {
                                                      signedPayload: "x", transaction: notified))
         var claim = transaction(Demo.monthly, original: notified.originalTransactionId, type: .autoRenewableSubscription, purchased: now - 1,
                                 expires: now + 3000)
-        claim.environment = .xcode
+        claim.environment = .production
         await #expect(throws: LedgerError(.invalidInput, "")) { try await ledger.submit(.init(accountId: forger, transaction: claim)) }
         #expect(try await ledger.purchases(accountId: forger).isEmpty)
         #expect(try await ledger.entitlements(accountId: forger).entitlement("pro") == nil)
+        // The same claim signed as Xcode's (anyone can): a series of its own, under its own key; the notified one stays nobody's.
+        claim.environment = .xcode
+        #expect(try await ledger.submit(.init(accountId: forger, transaction: claim)).outcome == .granted)
+        #expect(try await ledger.transaction(notified.transactionId!)?.accountId == nil)
+        #expect(try await ledger.transaction("Xcode:\(claim.transactionId!)")?.originalTransactionId == "Xcode:\(notified.originalTransactionId!)")
     }
 
     @Test("An EXPIRED of an earlier period is not carried onto the resubscription by later news that states no status", arguments: StoreKind.allCases)

@@ -13,7 +13,7 @@ struct ServerClockTests {
 
     /// The server's `iapkit_apple_clock_lead_seconds`.
     static func lead(_ system: System) async throws -> Double? {
-        let response = try await system.server.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
+        let response = try await system.server.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer \(System.adminKey)"], body: nil)
         let text = String(decoding: response.body.readableBytesView, as: UTF8.self)
         let line = text.split(separator: "\n").first { $0.hasPrefix("iapkit_apple_clock_lead_seconds ") }
         return line.flatMap { Double($0.split(separator: " ").last ?? "") }

@@ -1,35 +1,9 @@
 import AppStoreFormats
-import Crypto
 import Foundation
 import IAPTestSupport
+import PurchaseServer
 import StoreSimulator
-import SwiftASN1
 import Testing
-import X509
-
-/// What anyone can make: a payload in Xcode's layout, signed with a self-signed certificate of their own.
-struct XcodeForger {
-    let key = P256.Signing.PrivateKey()
-    let certificate: [UInt8]
-
-    init() throws {
-        let name = try DistinguishedName { CommonName("StoreKit Testing in Xcode") }
-        let now = Date()
-        let made = try Certificate(version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey), notValidBefore: now - 86_400,
-                                   notValidAfter: now + 365 * 86_400, issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
-                                   extensions: Certificate.Extensions {}, issuerPrivateKey: .init(key))
-        var serializer = DER.Serializer()
-        try serializer.serialize(made)
-        certificate = serializer.serializedBytes
-    }
-
-    func sign(_ payload: some Encodable) throws -> String {
-        let header = #"{"alg":"ES256","x5c":["\#(Data(certificate).base64EncodedString())"]}"#
-        let input = Base64.urlEncode(Array(header.utf8)) + "." + Base64.urlEncode(Array(try AppStoreJSON.encoder().encode(payload)))
-        let signature = try key.signature(for: Data(input.utf8))
-        return input + "." + Base64.urlEncode(Array(signature.rawRepresentation))
-    }
-}
 
 @Suite("Xcode payloads anyone can sign: never a notification, never news of a real purchase")
 struct XcodeForgeryTests {
@@ -37,7 +11,7 @@ struct XcodeForgeryTests {
 
     @Test("A server that accepts its developers' Xcode purchases refuses an Xcode 'notification' and an Xcode upload that reuse a customer's transaction id: the purchase stays as Apple signed it")
     func forgedXcodePayloads() async throws {
-        try await System.run(.init(deliver: false, environments: ["Production", "Sandbox", "Xcode"])) { system in
+        try await System.run(.init(deliver: false, environments: ["Sandbox", "Xcode"])) { system in
             let (victim, store) = try await system.customer("vera")
             let (_, purchase, reply) = try await system.buy(Self.premium, account: victim, storeAccount: store)
             #expect(reply["outcome"] as? String == "granted")
@@ -68,18 +42,70 @@ struct XcodeForgeryTests {
             notification.data = data
             let (status, body) = try await system.call(.post, "/v1/notifications/appstore", as: nil, ["signedPayload": try forger.sign(notification)])
             #expect(status.code >= 400 && status.code < 500, "\(status) \(body)")
-            // The same forged transaction uploaded by an account of the forger's.
+            // The same forged transaction uploaded by an account of the forger's is an Xcode purchase of its own (the
+            // server takes its developers' Xcode purchases), kept apart from the customer's.
             let (uploaded, answer) = try await system.call(.post, "/v1/purchases", as: "forger", ["signedTransaction": data.signedTransactionInfo ?? ""])
-            #expect(uploaded == .unprocessableContent, "\(uploaded) \(answer)")
+            #expect(uploaded == .ok && answer["transactionId"] as? String == id, "\(uploaded) \(answer)")
+            #expect(try await system.admin(.get, "/admin/transactions/Xcode:\(id)").1["accountId"] as? String == "forger")
             let stored = try await system.admin(.get, "/admin/transactions/\(id)").1
             #expect(stored["revocationDate"] == nil && stored["environment"] as? String == "Sandbox", "\(stored)")
             #expect(try await system.entitlements(victim).entitlementNames.contains("premium"))
         }
     }
 
+    @Test("Five forged Xcode transactions under the ids the App Store gives next do not keep a customer's real purchases from them: upload and renewal granted to the customer")
+    func xcodeSquatsTheNextIds() async throws {
+        try await System.run(.init(environments: ["Sandbox", "Xcode"])) { system in
+            let (victim, store) = try await system.customer("vera")
+            let (forgerAccount, _) = try await system.customer("fred")
+            // The forger learns where the store's ids stand (its own purchase) and signs the next five as Xcode's.
+            let (_, own, _) = try await system.buy(Self.premium, account: forgerAccount, storeAccount: "store-\(forgerAccount)")
+            let last = try #require(Int(own["transactionId"] as? String ?? ""))
+            let forger = try XcodeForger()
+            for next in last + 1...last + 5 {
+                var squat = JWSTransactionDecodedPayload()
+                (squat.transactionId, squat.originalTransactionId) = ("\(next)", "\(next)")
+                (squat.bundleId, squat.productId, squat.type) = (System.bundleId, "com.example.iapkit.pro.monthly", .autoRenewableSubscription)
+                (squat.purchaseDate, squat.signedDate, squat.expiresDate) = (Date() - 60, Date(), Date() - 1)
+                (squat.quantity, squat.inAppOwnershipType, squat.environment) = (1, .purchased, .xcode)
+                let (status, body) = try await system.call(.post, "/v1/purchases", as: forgerAccount, ["signedTransaction": try forger.sign(squat)])
+                #expect(status == .ok, "\(status) \(body)")
+            }
+            // The customer's real purchases get those ids: a subscription (its first period) and a non-consumable.
+            // (The App Store's notification may have granted one before the app's upload: then it is alreadyGranted.)
+            let squatted = last + 1...last + 5
+            let (_, plan, planReply) = try await system.buy("com.example.iapkit.pro.monthly", account: victim, storeAccount: store)
+            #expect(Int(plan["transactionId"] as? String ?? "").map(squatted.contains) == true)
+            #expect(["granted", "alreadyGranted"].contains(planReply["outcome"] as? String), "\(planReply)")
+            let (_, lifetime, lifetimeReply) = try await system.buy(Self.premium, account: victim, storeAccount: store)
+            #expect(Int(lifetime["transactionId"] as? String ?? "").map(squatted.contains) == true)
+            #expect(["granted", "alreadyGranted"].contains(lifetimeReply["outcome"] as? String), "\(lifetimeReply)")
+            // Its renewal (a squatted id too), told by the App Store's notification, extends the customer's plan.
+            try await system.advance(by: 180 + 30)
+            let owned = try await system.entitlements(victim)
+            #expect(Set(owned.entitlementNames).isSuperset(of: ["premium", "pro"]), "\(owned)")
+            let pro = (owned["entitlements"] as? [[String: Any]])?.first { $0["name"] as? String == "pro" }
+            let renewal = try #require(Int(pro?["transactionId"] as? String ?? ""))
+            #expect(squatted.contains(renewal) && renewal != Int(plan["transactionId"] as? String ?? ""), "\(owned)")
+            for id in [plan["transactionId"], lifetime["transactionId"]].compactMap({ $0 as? String }) + ["\(renewal)"] {
+                let stored = try await system.admin(.get, "/admin/transactions/\(id)").1
+                #expect(stored["accountId"] as? String == victim && stored["environment"] as? String == "Sandbox", "\(stored)")
+            }
+        }
+    }
+
+    @Test("A server never takes Xcode's or local testing's self-signed purchases together with Production: the start is refused, naming why", arguments: ["Xcode", "LocalTesting"])
+    func productionWithXcodeRefused(_ test: String) throws {
+        var configuration = ServerConfiguration()
+        configuration.environments = ["Production", "Sandbox", test]
+        #expect(throws: ConfigurationError.self) { try configuration.validate() }
+        configuration.environments = ["Sandbox", test]
+        try configuration.validate()
+    }
+
     @Test("An App Store notification carrying an Xcode-signed app transaction (RESCIND_CONSENT's appData) is refused, as a nested transaction would be, though the server accepts Xcode purchases")
     func xcodeAppTransactionInsideANotification() async throws {
-        try await System.run(.init(deliver: false, environments: ["Production", "Sandbox", "Xcode"])) { system in
+        try await System.run(.init(deliver: false, environments: ["Sandbox", "Xcode"])) { system in
             func appTransaction(_ environment: AppStoreEnvironment) -> AppTransactionDecodedPayload {
                 var payload = AppTransactionDecodedPayload()
                 payload.appTransactionId = "704\(Int.random(in: 100_000...999_999))"

@@ -3,11 +3,12 @@ import Foundation
 import SwiftASN1
 import X509
 
-/// The set of roots a verifier trusts, loaded from certificate files the operator names.
+/// The set of roots a verifier trusts: certificate files the operator names, or Apple's own (``apple()``).
 ///
-/// IAPKit ships no certificates. It knows the SHA-256 fingerprints of Apple's roots, so an Apple root is recognised
-/// as such, and a file that calls itself Apple's but is not is refused. Apple publishes its roots at
-/// https://www.apple.com/certificateauthority/ ("Apple Root CA - G3 Root" for JWS, "Apple Inc. Root" for receipts).
+/// IAPKit ships Apple's two roots, checked against the SHA-256 fingerprints pinned here whenever they are loaded. The
+/// same fingerprints make any file of Apple's root recognised as such, and a file that calls itself Apple's but is not
+/// refused. Apple publishes its roots at https://www.apple.com/certificateauthority/ ("Apple Root CA - G3 Root" for
+/// JWS, "Apple Inc. Root" for receipts).
 public struct TrustRoots: Sendable {
     /// The roots, in the order added.
     public private(set) var anchors: [TrustAnchor] = []
@@ -73,7 +74,7 @@ public struct TrustRoots: Sendable {
     public var warnings: [String] {
         var warnings: [String] = []
         if !trustsApple {
-            warnings.append("no Apple root is trusted: nothing signed by the real App Store will verify (get Apple's roots from https://www.apple.com/certificateauthority/)")
+            warnings.append("no Apple root is trusted: nothing signed by the real App Store will verify (Apple's roots, which IAPKit ships, are trusted only when no root is named and they are not turned off; or name them: https://www.apple.com/certificateauthority/)")
         }
         for anchor in anchors where anchor.kind != .apple {
             warnings.append("trusting a non-Apple root: \(anchor)")

@@ -54,4 +54,21 @@ public struct Entitlement: Codable, Sendable, Hashable {
         self.state = state
         self.environment = environment
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case name, productId, transactionId, originalTransactionId, appAccountToken, expiresAt, state, environment
+    }
+
+    /// Apps are told the ids as they were signed (what their StoreKit knows), not the ledger's keys (``TransactionKey``).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(productId, forKey: .productId)
+        try container.encode(TransactionKey.signedId(transactionId, in: environment), forKey: .transactionId)
+        try container.encodeIfPresent(originalTransactionId.map { TransactionKey.signedId($0, in: environment) }, forKey: .originalTransactionId)
+        try container.encodeIfPresent(appAccountToken, forKey: .appAccountToken)
+        try container.encodeIfPresent(expiresAt, forKey: .expiresAt)
+        try container.encode(state, forKey: .state)
+        try container.encode(environment, forKey: .environment)
+    }
 }

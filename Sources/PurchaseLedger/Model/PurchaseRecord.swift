@@ -33,15 +33,33 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// transaction is bound (the migrated series goes to the old series' account), not stored.
     public var previousOriginalTransactionId: String?
 
-    /// Takes the fields the ledger needs from a verified payload; a payload lacking one is refused.
+    /// Takes the fields the ledger needs from a verified payload; a payload lacking one is refused. Its ids become the
+    /// ledger's keys: an environment other than Apple's two is kept apart (``TransactionKey``).
     public init(_ payload: JWSTransactionDecodedPayload) throws {
-        guard let transactionId = payload.transactionId, !transactionId.isEmpty, transactionId.utf8.count <= 64,
+        guard (payload.transactionId?.utf8.count ?? 0) <= 64 else {
+            throw LedgerError(.invalidInput, "the transaction's id is longer than 64 bytes")
+        }
+        // The limits are on the ids as signed: a key is longer by its prefix, and is read back as it was written.
+        var signed = payload
+        if (signed.originalTransactionId?.utf8.count ?? 0) > 64 { signed.originalTransactionId = nil }
+        if (signed.previousOriginalTransactionId?.utf8.count ?? 0) > 64 { signed.previousOriginalTransactionId = nil }
+        try self.init(keyed: signed)
+        let environment = environment
+        transactionId = TransactionKey.key(transactionId, in: environment)
+        originalTransactionId = TransactionKey.key(originalTransactionId, in: environment)
+        previousOriginalTransactionId = previousOriginalTransactionId.map { TransactionKey.key($0, in: environment) }
+    }
+
+    /// A payload whose ids are the ledger's keys already (a stored row read back).
+    init(keyed payload: JWSTransactionDecodedPayload) throws {
+        let idLimit = 64 + (payload.environment.map { TransactionKey.keptApart($0) ? $0.rawValue.utf8.count + 1 : 0 } ?? 0)
+        guard let transactionId = payload.transactionId, !transactionId.isEmpty, transactionId.utf8.count <= idLimit,
               let productId = payload.productId, !productId.isEmpty, productId.utf8.count <= 200,
               let purchaseDate = payload.purchaseDate, let type = payload.type else {
             throw LedgerError(.invalidInput, "the transaction lacks its id, product id, purchase date or type")
         }
         self.transactionId = transactionId
-        originalTransactionId = payload.originalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > 64 ? nil : $0 } ?? transactionId
+        originalTransactionId = payload.originalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > idLimit ? nil : $0 } ?? transactionId
         self.productId = productId
         productType = type
         environment = payload.environment ?? .production
@@ -61,8 +79,13 @@ public struct PurchaseRecord: Sendable, Hashable {
         appTransactionId = payload.appTransactionId.map { String($0.prefix(64)) }
         // A family member's copy would otherwise go to the purchaser's account, and end the purchaser's old series.
         previousOriginalTransactionId = payload.inAppOwnershipType == .familyShared ? nil
-            : payload.previousOriginalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > 64 || $0 == originalTransactionId ? nil : $0 }
+            : payload.previousOriginalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > idLimit || $0 == originalTransactionId ? nil : $0 }
     }
+
+    /// The transaction's id as it was signed: what the app's StoreKit knows it by.
+    public var signedTransactionId: String { TransactionKey.signedId(transactionId, in: environment) }
+    /// The series' original transaction id as it was signed.
+    public var signedOriginalTransactionId: String { TransactionKey.signedId(originalTransactionId, in: environment) }
 
     /// Whether Apple had revoked it (refund, family revocation) by `now`.
     public func isRevoked(at now: Date) -> Bool { revocationDate.map { Millis.of($0) <= Millis.of(now) } ?? false }

@@ -35,7 +35,7 @@ extension LedgerSession {
 
     // MARK: Held proofs
 
-    static let proofColumns = "proof_id, account_id, order_id, kind, proof, state, attempts, next_attempt_at, last_error"
+    static let proofColumns = "proof_id, account_id, order_id, kind, proof, state, attempts, next_attempt_at, last_error, created_at, not_found_answers"
 
     func pendingProof(_ id: String) throws -> PendingProof? {
         try sql.first("SELECT \(Self.proofColumns) FROM pending_proofs WHERE proof_id = $1", [.text(id)]).map(Self.decodeProof)
@@ -50,7 +50,8 @@ extension LedgerSession {
         PendingProof(proofId: try row.text(0), accountId: try row.text(1), orderId: row.optionalText(2),
                      kind: PendingProof.Kind(rawValue: try row.text(3)) ?? .receipt, proof: try row.text(4),
                      state: PendingProof.State(rawValue: try row.text(5)) ?? .pending, attempts: Int(try row.int(6)),
-                     nextAttemptAt: Millis.date(try row.int(7)), lastError: row.optionalText(8))
+                     nextAttemptAt: Millis.date(try row.int(7)), lastError: row.optionalText(8), heldAt: Millis.date(try row.int(9)),
+                     notFoundAnswers: Int(try row.int(10)))
     }
 
     // MARK: Device reports and audit

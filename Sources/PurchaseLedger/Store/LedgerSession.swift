@@ -121,7 +121,7 @@ struct LedgerSession {
         payload.revocationType = row.optionalText(16).map(RevocationType.init(rawValue:))
         payload.revocationPercentage = row.optionalInt(17).map { Int(clamping: $0) }
         payload.appTransactionId = row.optionalText(18)
-        var record = try PurchaseRecord(payload)
+        var record = try PurchaseRecord(keyed: payload)
         record.accountId = row.optionalText(2)
         record.orderId = row.optionalText(3)
         return record

@@ -63,3 +63,13 @@ extension SQLValue {
     static func of(_ date: Date?) -> SQLValue { date.map { .int(Millis.of($0)) } ?? .null }
     static func of(_ flag: Bool) -> SQLValue { .int(flag ? 1 : 0) }
 }
+
+extension SQLValue {
+    /// Refuses text holding a NUL before any statement runs, on both stores alike (``StorableText``): on PostgreSQL
+    /// it was a storage failure that named its SQL, on SQLite an id like any other. Every caller's input passes here.
+    static func refuseNUL(in binds: [SQLValue]) throws {
+        for case .text(let text) in binds where StorableText.holdsNUL(text) { throw nulRefused }
+    }
+
+    static let nulRefused = LedgerError(.invalidInput, "text with a NUL character cannot be stored")
+}

@@ -172,6 +172,14 @@ enum Schema {
             "CREATE INDEX IF NOT EXISTS webhook_events_due_order ON webhook_events (state, next_attempt_at, created_at, event_id)",
             "DROP INDEX IF EXISTS webhook_events_due",
         ],
+        keyTestEnvironmentsApart,
+        [
+            // A held transaction id is rejected as unknown to Apple only after several such answers (the reconciler),
+            // not one late answer. And an account's held proofs are counted on each hold (its limit) and taken in turns
+            // by the reconciler's claim: one index step into that account's pending proofs, not a read of all of them.
+            "ALTER TABLE pending_proofs ADD COLUMN not_found_answers INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX IF NOT EXISTS pending_proofs_account_waiting ON pending_proofs (account_id, next_attempt_at) WHERE state = 'pending'",
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began
@@ -180,6 +188,7 @@ enum Schema {
     static let postgresPreparations: [Int: String] = [
         12: dropInvalidIndexes(["purchases_entitling", "purchases_series", "purchases_expires", "orders_state_created", "webhook_events_delivered"]),
         13: dropInvalidIndexes(["webhook_events_due_order"]),
+        15: dropInvalidIndexes(["pending_proofs_account_waiting"]),
     ]
 
     private static func dropInvalidIndexes(_ names: [String]) -> String {

@@ -14,12 +14,15 @@ struct EnvironmentLayer {
         "IAPKIT_BUNDLE_ID", "IAPKIT_APP_APPLE_ID", "IAPKIT_ENVIRONMENTS", "IAPKIT_TRUSTED_ROOTS", "IAPKIT_DATABASE",
         "IAPKIT_DATA", "IAPKIT_HOST", "IAPKIT_PORT", "IAPKIT_AUTH_HS256_SECRET", "IAPKIT_ADMIN_KEY", "IAPKIT_STOREKIT_FILE",
         "IAPKIT_SHARED_SECRET", "IAPKIT_FINISH_TRANSACTIONS", "IAPKIT_SET_APP_ACCOUNT_TOKENS", "IAPKIT_WEBHOOK_URL",
-        "IAPKIT_WEBHOOK_SECRET", "IAPKIT_REFUND_POLICY",
+        "IAPKIT_WEBHOOK_SECRET", "IAPKIT_REFUND_POLICY", "IAPKIT_IDLE_TIMEOUT_SECONDS", "IAPKIT_HEADER_TIMEOUT_SECONDS",
+        "IAPKIT_BODY_TIMEOUT_SECONDS", "IAPKIT_BODY_PROGRESS_BYTES", "IAPKIT_BODY_MAX_SECONDS", "IAPKIT_MAX_CONNECTIONS",
+        "IAPKIT_MAX_CONNECTIONS_PER_CLIENT", "IAPKIT_TRUST_APPLE_ROOTS",
+        "IAPKIT_AUTH_AUDIENCE", "IAPKIT_AUTH_ISSUER", "IAPKIT_METRICS_KEY", "IAPKIT_PUBLIC_METRICS", "IAPKIT_TRUSTED_PROXIES",
     ]
     /// Kept out of access reports; the database and webhook URLs may carry a password.
     static let secrets: Set<String> = [
         "IAPKIT_AUTH_HS256_SECRET", "IAPKIT_ADMIN_KEY", "IAPKIT_SHARED_SECRET", "IAPKIT_WEBHOOK_SECRET", "IAPKIT_DATABASE",
-        "IAPKIT_WEBHOOK_URL",
+        "IAPKIT_WEBHOOK_URL", "IAPKIT_METRICS_KEY",
     ]
 
     private let reader: ConfigReader
@@ -34,12 +37,25 @@ struct EnvironmentLayer {
         if let value = reader.stringArray(forKey: "IAPKIT_ENVIRONMENTS") { configuration.environments = value }
         // Paths, so `:`-separated as PATH is, and added to the file's.
         if let value = string("IAPKIT_TRUSTED_ROOTS") { configuration.trustedRoots += value.split(separator: ":").map(String.init) }
+        if let value = try bool("IAPKIT_TRUST_APPLE_ROOTS") { configuration.trustAppleRoots = value }
         if let value = string("IAPKIT_DATABASE") { configuration.database = value }
         if let value = string("IAPKIT_DATA") { configuration.dataDirectory = value }
         if let value = string("IAPKIT_HOST") { configuration.host = value }
         if let value = try int("IAPKIT_PORT") { configuration.port = value }
+        if let value = try double("IAPKIT_IDLE_TIMEOUT_SECONDS") { configuration.connections.idleTimeoutSeconds = value }
+        if let value = try double("IAPKIT_HEADER_TIMEOUT_SECONDS") { configuration.connections.headerTimeoutSeconds = value }
+        if let value = try double("IAPKIT_BODY_TIMEOUT_SECONDS") { configuration.connections.bodyTimeoutSeconds = value }
+        if let value = try int("IAPKIT_BODY_PROGRESS_BYTES") { configuration.connections.bodyProgressBytes = value }
+        if let value = try double("IAPKIT_BODY_MAX_SECONDS") { configuration.connections.bodyMaxSeconds = value }
+        if let value = try int("IAPKIT_MAX_CONNECTIONS") { configuration.connections.maxConnections = value }
+        if let value = try int("IAPKIT_MAX_CONNECTIONS_PER_CLIENT") { configuration.connections.maxConnectionsPerClient = value }
         if let value = string("IAPKIT_AUTH_HS256_SECRET") { configuration.auth.hs256Secret = value }
         if let value = string("IAPKIT_ADMIN_KEY") { configuration.adminKey = value }
+        if let value = string("IAPKIT_AUTH_AUDIENCE") { configuration.auth.audience = value }
+        if let value = string("IAPKIT_AUTH_ISSUER") { configuration.auth.issuer = value }
+        if let value = string("IAPKIT_METRICS_KEY") { configuration.metricsKey = value }
+        if let value = try bool("IAPKIT_PUBLIC_METRICS") { configuration.publicMetrics = value }
+        if let value = reader.stringArray(forKey: "IAPKIT_TRUSTED_PROXIES") { configuration.trustedProxies = value }
         if let value = string("IAPKIT_STOREKIT_FILE") { configuration.storeKitFile = value }
         if let value = string("IAPKIT_SHARED_SECRET") { configuration.appStore.sharedSecret = value }
         if let value = try bool("IAPKIT_FINISH_TRANSACTIONS") { configuration.appStore.finishTransactions = value }
@@ -67,6 +83,11 @@ struct EnvironmentLayer {
     private func int(_ name: String) throws -> Int? {
         guard let text = string(name) else { return nil }
         do { return try reader.requiredInt(forKey: ConfigKey(name)) } catch { throw ConfigurationError("\(name) must be an integer, not \(text)") }
+    }
+
+    private func double(_ name: String) throws -> Double? {
+        guard let text = string(name) else { return nil }
+        do { return try reader.requiredDouble(forKey: ConfigKey(name)) } catch { throw ConfigurationError("\(name) must be a number, not \(text)") }
     }
 
     private func bool(_ name: String) throws -> Bool? {

@@ -80,6 +80,7 @@ extension ServerConfiguration {
         var shown = self
         func masked(_ value: String?) -> String? { value.map { $0.isEmpty ? "" : "<set>" } }
         shown.adminKey = masked(adminKey)
+        shown.metricsKey = masked(metricsKey)
         shown.auth.hs256Secret = masked(auth.hs256Secret)
         shown.appStore.sharedSecret = masked(appStore.sharedSecret)
         shown.webhooks?.secret = masked(webhooks?.secret) ?? ""

@@ -12,8 +12,12 @@ public struct ServerConfiguration: Codable, Sendable {
     public var appAppleId: Int64?
     /// `Production`, `Sandbox` (and `Xcode`, which proves nothing about a real payment, only when asked for).
     public var environments: [String] = ["Production", "Sandbox"]
-    /// Root certificates (DER or PEM) trusted for JWS and receipts: Apple's, or the simulator's for development.
+    /// Root certificates (DER or PEM) trusted for JWS and receipts: Apple's, or the simulator's for development. Named
+    /// roots replace Apple's bundled ones (``trustAppleRoots``); name Apple's files too to keep them.
     public var trustedRoots: [String] = []
+    /// With no ``trustedRoots``, trust Apple's two roots that IAPKit ships (checked against their pinned fingerprints
+    /// at start). `false` trusts nothing until roots are named.
+    public var trustAppleRoots: Bool = true
     /// What each product grants. With ``storeKitFile``, the products come from that file and this only says what
     /// they grant where the defaults do not fit (see ``LedgerCatalog/init(storeKit:grants:)``).
     public var catalog: LedgerCatalog = .demo
@@ -29,10 +33,19 @@ public struct ServerConfiguration: Codable, Sendable {
     public var auth: AuthConfiguration = .init()
     /// Needed on `/admin/...`; without one, admin endpoints are closed.
     public var adminKey: String?
+    /// `/metrics` needs a bearer key — this one or ``adminKey`` — unless ``publicMetrics`` is set.
+    public var metricsKey: String?
+    /// Serve `/metrics` to anyone (a port only the scraper reaches). Off by default: the counters are the business's.
+    public var publicMetrics: Bool = false
+    /// Proxies (addresses, or networks as `10.0.0.0/8`) whose `X-Forwarded-For` names the client. Without them the
+    /// connection's peer is the client; the dashboard's sign-in throttle counts wrong keys per client.
+    public var trustedProxies: [String] = []
     /// How long an unpaid order stays open, in seconds.
     public var orderLifetimeSeconds: Double = 86_400
     /// Largest request body read, in bytes (receipts are the largest input).
     public var maxBodyBytes: Int = 1 << 20
+    /// Idle, header and body timeouts, and the cap on open connections.
+    public var connections: ConnectionLimits = .init()
     /// Where Apple (or the simulator) is, and the credentials to ask it.
     public var appStore: AppStoreConfiguration = .init()
     /// What to do when an app reports device-integrity signals with a purchase: `record` (default) keeps them beside
@@ -106,6 +119,9 @@ public struct ServerConfiguration: Codable, Sendable {
         /// Attempts per call (with backoff) and seconds before one attempt times out.
         public var attempts: Int?
         public var timeoutSeconds: Double?
+        /// How often app requests may make the server call Apple, per account and overall, how long Apple's "not
+        /// found" is believed, and how many proofs an account may have held (``AppleLookupLimitSettings``).
+        public var lookupLimits: AppleLookupLimitSettings?
         public init() {}
     }
 
@@ -115,10 +131,16 @@ public struct ServerConfiguration: Codable, Sendable {
         public var publicKeyPEMFile: String?
         /// `ES256` or `RS256` for ``publicKeyPEMFile``.
         public var algorithm: String?
-        public init(hs256Secret: String? = nil, publicKeyPEMFile: String? = nil, algorithm: String? = nil) {
+        /// Required in every token's `aud` when set: a token the sign-in issued for another service is refused here.
+        public var audience: String?
+        /// Required as every token's `iss` when set.
+        public var issuer: String?
+        public init(hs256Secret: String? = nil, publicKeyPEMFile: String? = nil, algorithm: String? = nil, audience: String? = nil, issuer: String? = nil) {
             self.hs256Secret = hs256Secret
             self.publicKeyPEMFile = publicKeyPEMFile
             self.algorithm = algorithm
+            self.audience = audience
+            self.issuer = issuer
         }
     }
 
@@ -175,15 +197,27 @@ public struct ServerConfiguration: Codable, Sendable {
         for name in environments where !["Production", "Sandbox", "Xcode", "LocalTesting"].contains(name) {
             throw ConfigurationError("unknown environment \(name)")
         }
+        // Anyone can sign an Xcode or local-testing purchase (a self-signed certificate made on any Mac): a production
+        // server that took them would give every product away to whoever asks. They stay on a server for development
+        // (with Sandbox at most), and are kept apart from Apple's transactions there (TransactionKey).
+        if environments.contains("Production"), let test = environments.first(where: { $0 == "Xcode" || $0 == "LocalTesting" }) {
+            throw ConfigurationError("environments: \(test) with Production would let anyone grant themselves any product (\(test) payloads are self-signed on a developer's Mac); accept \(test) only on a development server, with Sandbox at most")
+        }
         if auth.publicKeyPEMFile != nil, !["ES256", "RS256"].contains(auth.algorithm ?? "") {
             throw ConfigurationError("auth.algorithm must be ES256 or RS256 with auth.publicKeyPEMFile")
         }
+        if let metricsKey, metricsKey.count < 16 {
+            // Not throttled either, for the same reason as the admin key.
+            throw ConfigurationError("metricsKey must be at least 16 characters")
+        }
+        if case .failure(let error) = TrustedProxies.parse(trustedProxies) { throw error }
         if let adminKey, adminKey.count < 16 {
             // The admin API is not throttled (a lock-out would let anyone lock the operators out): the key's length is
             // what makes guessing it hopeless.
             throw ConfigurationError("adminKey must be at least 16 characters")
         }
         guard maxBodyBytes >= 1024, maxBodyBytes <= 16 << 20 else { throw ConfigurationError("maxBodyBytes must be 1 KiB to 16 MiB") }
+        try connections.validate()
         for (offer, rule) in promotionalOffers {
             for productId in rule.productIds where catalog.rule(for: productId)?.type != .autoRenewableSubscription {
                 throw ConfigurationError("promotionalOffers.\(offer): \(productId) is not an auto-renewable subscription the catalog sells")
@@ -221,6 +255,7 @@ public struct ServerConfiguration: Codable, Sendable {
         appAppleId = try c.decodeIfPresent(Int64.self, forKey: .appAppleId)
         environments = try c.decodeIfPresent([String].self, forKey: .environments) ?? d.environments
         trustedRoots = try c.decodeIfPresent([String].self, forKey: .trustedRoots) ?? d.trustedRoots
+        trustAppleRoots = try c.decodeIfPresent(Bool.self, forKey: .trustAppleRoots) ?? d.trustAppleRoots
         catalog = try c.decodeIfPresent(LedgerCatalog.self, forKey: .catalog) ?? d.catalog
         storeKitFile = try c.decodeIfPresent(String.self, forKey: .storeKitFile)
         database = try c.decodeIfPresent(String.self, forKey: .database)
@@ -229,8 +264,12 @@ public struct ServerConfiguration: Codable, Sendable {
         port = try c.decodeIfPresent(Int.self, forKey: .port) ?? d.port
         auth = try c.decodeIfPresent(AuthConfiguration.self, forKey: .auth) ?? d.auth
         adminKey = try c.decodeIfPresent(String.self, forKey: .adminKey)
+        metricsKey = try c.decodeIfPresent(String.self, forKey: .metricsKey)
+        publicMetrics = try c.decodeIfPresent(Bool.self, forKey: .publicMetrics) ?? d.publicMetrics
+        trustedProxies = try c.decodeIfPresent([String].self, forKey: .trustedProxies) ?? d.trustedProxies
         orderLifetimeSeconds = try c.decodeIfPresent(Double.self, forKey: .orderLifetimeSeconds) ?? d.orderLifetimeSeconds
         maxBodyBytes = try c.decodeIfPresent(Int.self, forKey: .maxBodyBytes) ?? d.maxBodyBytes
+        connections = try c.decodeIfPresent(ConnectionLimits.self, forKey: .connections) ?? d.connections
         appStore = try c.decodeIfPresent(AppStoreConfiguration.self, forKey: .appStore) ?? d.appStore
         reconcileIntervalSeconds = try c.decodeIfPresent(Double.self, forKey: .reconcileIntervalSeconds) ?? d.reconcileIntervalSeconds
         if let policy = try c.decodeIfPresent(String.self, forKey: .deviceIntegrityPolicy) {

@@ -10,11 +10,22 @@ import PurchaseLedger
 ///
 /// Sign-in takes the admin key once and sets a session cookie (`HttpOnly`, `SameSite=Strict`, `Path=/dashboard`,
 /// `Secure` behind HTTPS); every action is a POST carrying the session's CSRF token; every page forbids framing,
-/// scripts and caching. Closed (404) when no admin key is configured.
+/// scripts and caching; signing out ends the session on every replica (``DashboardSession``). Wrong keys are throttled
+/// per client and their audit rows capped server-wide; the right key is never refused (``SignInThrottle``). Closed
+/// (404) when no admin key is configured.
 struct DashboardRoutes {
     let services: PurchaseServer.Services
     let throttle = SignInThrottle()
+    /// Whose `X-Forwarded-For` names the client the throttle counts (the configuration was checked at start).
+    let proxies: TrustedProxies
     static let formLimit = 16 * 1024
+    /// The audit action that ends a session.
+    static let signOut = "sign-out"
+
+    init(services: PurchaseServer.Services) {
+        self.services = services
+        proxies = (try? TrustedProxies.parse(services.trustedProxies).get()) ?? .none
+    }
 
     func add(to router: Router<BasicRequestContext>) {
         let dashboard = router.group("dashboard")
@@ -64,23 +75,40 @@ struct DashboardRoutes {
             return loginForm(request, problem: "The sign-in form expired: sign in again.", status: .forbidden)
         }
         let now = Date()
+        // The key first, in constant time: the right one is never throttled (``SignInThrottle``).
         let correct = services.adminKey.map { DashboardSession.equal(DashboardSession.digest(form["key"] ?? ""), DashboardSession.digest($0)) } ?? false
-        guard throttle.admit(correct: correct, now: now) else {
+        let client = ClientAddress.bucket(of: request, trusting: proxies)
+        guard throttle.admit(client: client, correct: correct, now: now) else {
+            services.metrics.dashboardSignInRefused("throttled")
             return loginForm(request, problem: "Too many wrong keys: wait a minute.", status: .tooManyRequests)
         }
         guard correct else {
-            try? await services.ledger.audit(actor: "dashboard", action: "sign-in-refused", subject: "-", detail: "", now: services.now())
+            if let unaudited = throttle.auditRefusal(now: now) {
+                services.metrics.dashboardSignInRefused("audited")
+                let detail = "from \(client)" + (unaudited > 0 ? "; \(unaudited) more refused unaudited before this one" : "")
+                try? await services.ledger.audit(actor: "dashboard", action: "sign-in-refused", subject: "-", detail: detail, now: services.now())
+            } else {
+                services.metrics.dashboardSignInRefused("unaudited")
+            }
             return loginForm(request, problem: "That is not the admin key.", status: .unauthorized)
         }
-        try await services.ledger.audit(actor: "dashboard", action: "sign-in", subject: "-", detail: "", now: services.now())
+        let issued = session.issue(now: now)
+        let nonce = session.verify(issued, now: now) ?? ""
+        try await services.ledger.audit(actor: "dashboard", action: "sign-in", subject: DashboardSession.sessionId(nonce: nonce), detail: "from \(client)",
+                                        now: services.now())
         var response = Self.redirect("/dashboard")
-        response.setCookie(cookie(DashboardSession.cookie, session.issue(now: now), request: request, maxAge: Int(DashboardSession.lifetime)))
+        response.setCookie(cookie(DashboardSession.cookie, issued, request: request, maxAge: Int(DashboardSession.lifetime)))
         response.setCookie(cookie(DashboardSession.loginCookie, "", request: request, maxAge: 0))
         return response
     }
 
+    /// Ends the session for every replica (the cookie alone would stay valid until its expiry wherever it was copied).
     @Sendable func logout(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        _ = try await action(request)
+        let (_, nonce) = try await actionSession(request)
+        try await ledgerCall {
+            try await services.ledger.audit(actor: "dashboard", action: Self.signOut, subject: DashboardSession.sessionId(nonce: nonce), detail: "",
+                                            now: services.now())
+        }
         var response = Self.redirect("/dashboard/login")
         response.setCookie(cookie(DashboardSession.cookie, "", request: request, maxAge: 0))
         return response
@@ -89,7 +117,7 @@ struct DashboardRoutes {
     // MARK: Pages
 
     @Sendable func overview(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        guard let frame = try signedIn(request, title: "Overview") else { return Self.redirect("/dashboard/login") }
+        guard let frame = try await signedIn(request, title: "Overview") else { return Self.redirect("/dashboard/login") }
         let overview = try await ledgerCall { try await services.ledger.overview(now: services.now(), days: 30) }
         struct Chart { var title: String; var total: Int; var svg: String }
         func chart(_ title: String, _ value: (LedgerOverview.Day) -> Int) -> Chart {
@@ -120,7 +148,7 @@ struct DashboardRoutes {
     @Sendable func search(_ request: Request, context: BasicRequestContext) async throws -> Response {
         // A GET form writes a space as `+`, which Hummingbird's query decoding leaves as it is.
         let query = String((request.uri.queryParameters["q"].map { $0.replacingOccurrences(of: "+", with: " ") } ?? "").prefix(200))
-        guard var frame = try signedIn(request, title: "Search") else { return Self.redirect("/dashboard/login") }
+        guard var frame = try await signedIn(request, title: "Search") else { return Self.redirect("/dashboard/login") }
         frame.query = query
         let matches = query.isEmpty ? [] : try await ledgerCall { try await services.ledger.search(query) }
         let accounts = Set(matches.compactMap(\.accountId))
@@ -151,7 +179,7 @@ struct DashboardRoutes {
     }
 
     private func accountPage(_ request: Request, accountId: String) async throws -> Response {
-        guard let frame = try signedIn(request, title: "Account \(accountId)") else { return Self.redirect("/dashboard/login") }
+        guard let frame = try await signedIn(request, title: "Account \(accountId)") else { return Self.redirect("/dashboard/login") }
         let now = services.now()
         let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: accountId, now: now) }
         let timeline = try await ledgerCall { try await services.ledger.timeline(accountId: accountId) }
@@ -173,7 +201,7 @@ struct DashboardRoutes {
 
     @Sendable func orders(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let name = request.uri.queryParameters["state"].map(String.init) ?? Ledger.OrderFilter.paidUnfulfilled.rawValue
-        guard var frame = try signedIn(request, title: "Orders") else { return Self.redirect("/dashboard/login") }
+        guard var frame = try await signedIn(request, title: "Orders") else { return Self.redirect("/dashboard/login") }
         let filter = Ledger.OrderFilter(rawValue: name) ?? .paidUnfulfilled
         frame.flash = request.uri.queryParameters["done"].map { String($0.prefix(300)) }
         frame.problem = request.uri.queryParameters["problem"].map { String($0.prefix(300)) }
@@ -226,7 +254,7 @@ struct DashboardRoutes {
     }
 
     @Sendable func notifications(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        guard let frame = try signedIn(request, title: "Notifications") else { return Self.redirect("/dashboard/login") }
+        guard let frame = try await signedIn(request, title: "Notifications") else { return Self.redirect("/dashboard/login") }
         let logged = try await ledgerCall { try await services.ledger.notifications(limit: 100, withPayload: true) }
         struct Item { var signedDate, type, uuid, payload: String; var transactionId: String?; var transactionQuery: String }
         struct Page { var frame: Frame; var notifications: [Item] }
@@ -237,7 +265,7 @@ struct DashboardRoutes {
     }
 
     @Sendable func webhooks(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        guard var frame = try signedIn(request, title: "Webhooks") else { return Self.redirect("/dashboard/login") }
+        guard var frame = try await signedIn(request, title: "Webhooks") else { return Self.redirect("/dashboard/login") }
         frame.flash = request.uri.queryParameters["done"].map { String($0.prefix(300)) }
         let state = request.uri.queryParameters["state"].flatMap { StoredWebhookEvent.State(rawValue: String($0)) }
         let events = try await ledgerCall { try await services.ledger.webhookEvents(state: state, limit: 200) }
@@ -267,24 +295,36 @@ struct DashboardRoutes {
         return DashboardSession(adminKey: key)
     }
 
-    /// The page's frame when the request carries a live session; nil: sign in first.
-    func signedIn(_ request: Request, title: String) throws -> Frame? {
-        let session = try keys()
+    /// The nonce of the request's session when it is one this key issued, unexpired and not signed out.
+    func liveSession(_ request: Request, _ session: DashboardSession) async throws -> String? {
         guard let value = request.cookies[DashboardSession.cookie]?.value, let nonce = session.verify(value, now: Date()) else { return nil }
+        let ended = try await ledgerCall { try await services.ledger.auditEntries(subject: DashboardSession.sessionId(nonce: nonce), action: Self.signOut) }
+        return ended.isEmpty ? nonce : nil
+    }
+
+    /// The page's frame when the request carries a live session; nil: sign in first.
+    func signedIn(_ request: Request, title: String) async throws -> Frame? {
+        let session = try keys()
+        guard let nonce = try await liveSession(request, session) else { return nil }
         return Frame(title: title, csrf: session.csrfToken(nonce: nonce))
     }
 
     /// An action's form, once its session and CSRF token hold; otherwise 403 and nothing done.
     func action(_ request: Request) async throws -> [String: String] {
+        try await actionSession(request).form
+    }
+
+    /// An action's form and its session's nonce.
+    func actionSession(_ request: Request) async throws -> (form: [String: String], nonce: String) {
         let session = try keys()
         let form = try await Self.form(request)
-        guard let value = request.cookies[DashboardSession.cookie]?.value, let nonce = session.verify(value, now: Date()) else {
+        guard let nonce = try await liveSession(request, session) else {
             throw APIError(.forbidden, code: "dashboard_signed_out", "sign in to the dashboard first")
         }
         guard DashboardSession.equal(form["csrf"] ?? "", session.csrfToken(nonce: nonce)) else {
             throw APIError(.forbidden, code: "csrf_token_invalid", "the form's CSRF token does not match this session")
         }
-        return form
+        return (form, nonce)
     }
 
     func loginForm(_ request: Request, problem: String?, status: HTTPResponse.Status) -> Response {

@@ -1,9 +1,11 @@
 import Crypto
 import Foundation
 
-/// The dashboard's sign-in, without server-side state: a session is `expiry.nonce.mac`, the MAC keyed by a key derived
-/// from the admin key. Every replica with the same admin key accepts it, a restart keeps it, and changing the admin key
-/// signs every operator out. Each session has its own CSRF token, derived the same way, which every action must carry.
+/// The dashboard's sign-in: a session is `expiry.nonce.mac`, the MAC keyed by a key derived from the admin key. Every
+/// replica with the same admin key accepts it, a restart keeps it, and changing the admin key signs every operator out.
+/// Signing out writes the session's end in the ledger's audit log (`sign-out`, ``sessionId(nonce:)``), which every
+/// replica reads before it accepts the cookie. Each session has its own CSRF token, derived the same way, which every
+/// action must carry.
 struct DashboardSession: Sendable {
     static let cookie = "iapkit_dashboard"
     /// The sign-in form's own token (double-submitted: cookie and field), so that another site cannot sign a browser in.
@@ -32,6 +34,10 @@ struct DashboardSession: Sendable {
         return String(parts[1])
     }
 
+    /// How the audit log names the session with `nonce` (its sign-in and sign-out): a digest, since the nonce is what
+    /// the session's CSRF token is made from.
+    static func sessionId(nonce: String) -> String { "dashboard-session:" + digest(nonce).prefix(32) }
+
     /// The CSRF token of the session with `nonce`.
     func csrfToken(nonce: String) -> String { mac("csrf\u{0}" + nonce) }
 
@@ -59,22 +65,72 @@ struct DashboardSession: Sendable {
     }
 }
 
-/// Refuses sign-in after too many wrong keys in a minute (all clients together: the admin key is one secret).
+/// Slows wrong keys at the dashboard's sign-in, per client (``ClientAddress/bucket(of:trusting:)``), and bounds what
+/// they cost: after `limit` wrong keys in a minute, a client's next wrong keys are refused unjudged and unaudited.
+///
+/// The right key is never refused. Refusing it to a throttled client would slow no guesser (the admin API takes the
+/// same key unthrottled: its length is its defence), and past `capacity` clients new ones share one count — kept so that
+/// an attacker with many addresses grows no table without bound — which that attacker could otherwise keep full to
+/// lock out every operator arriving from a new address. So the key is compared (in constant time, as digests) before
+/// the throttle is asked, and only wrong keys are counted or refused; a wrong key from a client in the shared count is
+/// refused once that count is spent, like any other.
+///
+/// Refusals are audited at most `auditLimit` a minute for the whole server (an attacker with many addresses would
+/// otherwise write `limit` rows a minute per address into the ledger, the purchases' writer): the rest are only
+/// counted (``ServerMetrics/dashboardSignInRefused(_:)``), and the next audited refusal says how many went unaudited.
 final class SignInThrottle: @unchecked Sendable {
     private let lock = NSLock()
-    private var failures: [Date] = []
+    private var failures: [String: [Date]] = [:]
+    private var auditWindowStart = Date.distantPast
+    private var auditedInWindow = 0
+    private var unaudited = 0
     let limit: Int
+    let capacity: Int
+    let auditLimit: Int
+    static let window: TimeInterval = 60
+    /// The count every client shares once `capacity` clients have one of their own.
+    static let shared = ""
 
-    init(limit: Int = 10) { self.limit = limit }
+    init(limit: Int = 10, capacity: Int = 10_000, auditLimit: Int = 10) {
+        self.limit = limit
+        self.capacity = capacity
+        self.auditLimit = auditLimit
+    }
 
-    /// Whether an attempt may be judged now; a wrong one (`correct` false) is counted in the same step, so that
-    /// concurrent attempts cannot all pass before the first failure is recorded.
-    func admit(correct: Bool, now: Date) -> Bool {
-        lock.withLock {
-            failures.removeAll { now.timeIntervalSince($0) > 60 }
-            guard failures.count < limit else { return false }
-            if !correct { failures.append(now) }
+    /// Whether `client`'s attempt may be judged now: always when the key is `correct`; a wrong one while its client's
+    /// count (or, past `capacity` clients, the shared one) has room, counted in the same step, so that concurrent
+    /// attempts cannot all pass before the first failure is recorded.
+    func admit(client: String, correct: Bool, now: Date) -> Bool {
+        if correct { return true }
+        return lock.withLock {
+            var key = client
+            if failures[key] == nil, failures.count >= capacity {
+                failures = failures.filter { $0.value.contains { now.timeIntervalSince($0) <= Self.window } }
+                if failures.count >= capacity { key = Self.shared }
+            }
+            var recent = (failures[key] ?? []).filter { now.timeIntervalSince($0) <= Self.window }
+            defer { failures[key] = recent.isEmpty ? nil : recent }
+            guard recent.count < limit else { return false }
+            recent.append(now)
             return true
+        }
+    }
+
+    /// Whether a judged wrong key is to be audited: nil once `auditLimit` were this minute (the refusal is then only
+    /// counted); otherwise how many refusals went unaudited since the last audited one.
+    func auditRefusal(now: Date) -> Int? {
+        lock.withLock {
+            if now.timeIntervalSince(auditWindowStart) >= Self.window || now < auditWindowStart {
+                auditWindowStart = now
+                auditedInWindow = 0
+            }
+            guard auditedInWindow < auditLimit else {
+                unaudited += 1
+                return nil
+            }
+            auditedInWindow += 1
+            defer { unaudited = 0 }
+            return unaudited
         }
     }
 }

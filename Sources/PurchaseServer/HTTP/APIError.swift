@@ -20,7 +20,7 @@ public enum RefusalClass: String, Sendable, Codable {
     /// does not expect, may be Apple's own after a change on Apple's side or a bug here: finishing on it would lose
     /// every purchase until the fix, so those are the operator's.
     static let finalCodes: Set<String> = ["bad_signature", "transaction_bound_elsewhere"]
-    static let retryCodes: Set<String> = ["storage", "apple_unavailable", "apple_invalid_response", "unauthorized"]
+    static let retryCodes: Set<String> = ["storage", "apple_unavailable", "apple_invalid_response", "unauthorized", "request_timeout"]
 
     /// The class of a refusal with this code and status; what is not known to be final or transient is the operator's.
     public static func of(code: String, status: HTTPResponse.Status) -> RefusalClass {
@@ -37,27 +37,50 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public let status: HTTPResponse.Status
     public let code: String
     public let message: String
+    /// What only the server's log may hold: a database's or driver's own words (SQL, table and column names, source
+    /// locations). Never in the body.
+    let detail: String?
+    /// Answered with `Connection: close`, and the connection closed once it is written (a body refused unread).
+    var closesConnection = false
     /// What the device may do about it (see ``RefusalClass``).
     public var refusalClass: RefusalClass { .of(code: code, status: status) }
 
     public init(_ status: HTTPResponse.Status, code: String, _ message: String) {
+        self.init(status, code: code, message, detail: nil)
+    }
+
+    init(_ status: HTTPResponse.Status, code: String, _ message: String, detail: String?) {
         self.status = status
         self.code = code
         self.message = message
+        self.detail = detail
     }
 
     public var description: String { "\(status.code) \(code): \(message)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
+        if let detail { context.logger.error("request failed", metadata: ["error": "\(code)", "detail": "\(detail)"]) }
         let data = try JSONEncoder().encode(ErrorBody(error: .init(code: code, message: message, class: refusalClass)))
-        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if closesConnection { headers[.connection] = "close" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     /// The JSON an error answers with.
     struct ErrorBody: Codable { struct Detail: Codable { var code: String; var message: String; var `class`: RefusalClass? }; var error: Detail }
 
     static func badRequest(_ message: String) -> Self { .init(.badRequest, code: "bad_request", message) }
+    /// Input no store can keep the same (``StorableText``): a NUL, or bytes that are not UTF-8.
+    static func invalidInput(_ what: String) -> Self {
+        .init(.badRequest, code: "invalid_input", "\(what) holds a NUL character or is not UTF-8")
+    }
     static let unauthorized = Self(.unauthorized, code: "unauthorized", "a valid bearer token is required")
+    /// A body over `limit` bytes: the connection is closed rather than the rest of it read.
+    static func tooLarge(_ limit: Int) -> Self {
+        var error = Self(.contentTooLarge, code: "too_large", "the request body is over \(limit) bytes")
+        error.closesConnection = true
+        return error
+    }
 
     /// The API's answer to a ledger refusal.
     init(_ error: LedgerError) {
@@ -69,7 +92,12 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
         case .storage: .serviceUnavailable
         default: .unprocessableContent
         }
-        self.init(status, code: error.code.rawValue, error.message)
+        if error.code == .storage {
+            // The database's own words name its SQL, tables and source lines: they are the operator's, logged.
+            self.init(status, code: error.code.rawValue, "the ledger's database failed; try again later", detail: error.message)
+        } else {
+            self.init(status, code: error.code.rawValue, error.message)
+        }
     }
 
     /// The API's answer to a proof that did not verify: 422 with the verifier's stable code.

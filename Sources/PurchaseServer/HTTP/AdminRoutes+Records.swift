@@ -110,7 +110,7 @@ extension AdminRoutes {
     /// `GET /admin/notifications?originalTransactionId=…&payload=true&limit=N`: newest first.
     func notifications(_ request: Request, context: BasicRequestContext) async throws -> Response {
         try authorize(request)
-        let original = request.uri.queryParameters["originalTransactionId"].map(String.init)
+        let original = try InputCheck.query(request, "originalTransactionId")
         let payload = ["true", "1"].contains(request.uri.queryParameters["payload"].map(String.init) ?? "")
         let logged = try await ledgerCall {
             try await services.ledger.notifications(originalTransactionId: original, limit: limit(request), withPayload: payload)

@@ -51,13 +51,34 @@ struct AppRoutes {
     }
 
     struct PurchaseReply: Encodable {
-        struct Item: Encodable { var transactionId: String; var outcome: SubmissionResult.Outcome; var orderId: String? }
+        struct Item: Encodable {
+            var transactionId: String
+            var outcome: SubmissionResult.Outcome
+            var orderId: String?
+            /// Set when the transaction was granted, but not as the order the request named (``OrderRefusal``).
+            var orderRefusal: OrderRefusal?
+        }
+        /// Why the order the request named is not the one a granted transaction fulfils: a payment for another product.
+        /// The purchase was granted to the account by its `appAccountToken` all the same (`outcome`); the order named
+        /// stays open, unpaid.
+        struct OrderRefusal: Encodable {
+            var orderId: String
+            var code: String
+            var message: String
+            init(orderId: String, refusal: LedgerError) {
+                self.orderId = orderId
+                code = refusal.code.rawValue
+                message = refusal.message + "; the purchase was granted by its appAccountToken, not as that order"
+            }
+        }
         /// A line of the proof that was not granted, with the class that says whether the device may finish it.
         struct Refused: Encodable { var transactionId: String; var code: String; var message: String; var `class`: RefusalClass }
         /// The outcome of the transaction the request was about (the first, for a receipt).
         var outcome: SubmissionResult.Outcome?
         var transactionId: String?
         var orderId: String?
+        /// Its ``Item/orderRefusal``.
+        var orderRefusal: OrderRefusal?
         var transactions: [Item]
         /// The lines refused while others were granted (a receipt's): a StoreKit 1 client that finishes on a 200 must
         /// finish only what `transactions` lists, and of these only the `final` ones.
@@ -133,9 +154,10 @@ struct AppRoutes {
         let account = try await authenticate(request)
         let currency = try context.parameters.decoded("currency")
         let body = try await request.decodeJSON(SpendRequest.self, limit: Self.smallBody)
-        guard let key = body.idempotencyKey ?? request.headers[.init("Idempotency-Key")!] else {
+        guard let given = body.idempotencyKey ?? request.headers[.init("Idempotency-Key")!] else {
             throw APIError.badRequest("an idempotencyKey (or Idempotency-Key header) is required")
         }
+        let key = try InputCheck.storable(given, "the idempotency key")
         let balance = try await ledgerCall {
             try await services.ledger.spend(accountId: account, currency: currency, amount: body.amount, idempotencyKey: key, now: services.now())
         }
@@ -153,7 +175,7 @@ struct AppRoutes {
                 transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services)
             }
             if let receipt = body.receipt {
-                transactions += try await ProofIntake.verify(.receipt(receipt), with: services)
+                transactions += try await ProofIntake.verify(.receipt(receipt), with: services, ticket: services.appleTicket(for: account))
             }
         } catch let error as AppStoreClientError {
             // Restore holds nothing: the app asks again.
@@ -208,12 +230,18 @@ struct AppRoutes {
         switch try await ProofIntake(services: services).take(proof, accountId: account, orderId: body.orderId) {
         case .held(let held):
             return (try JSONReply.encode(HeldReply(status: "pending", proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted), "held")
+        case .grantedEarlier(let held):
+            var reply = try await grantedEarlier(held, account: account)
+            reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
+            return (try JSONReply.encode(reply), reply.outcome?.rawValue ?? "empty")
         case .verified(let transactions):
             if let report = body.deviceIntegrity, services.refuseSuspiciousDevices, !report.signals.isEmpty {
                 // Refused by policy: the report is kept (for the operator), nothing is bound or granted.
                 for transaction in transactions {
                     try await ledgerCall {
-                        try await services.ledger.recordDeviceReport(transactionId: transaction.transactionId ?? "", accountId: account,
+                        // Under the ledger's key, as an accepted purchase's report is (an Xcode one's apart).
+                        let key = TransactionKey.key(transaction.transactionId ?? "", in: transaction.environment ?? .production)
+                        try await services.ledger.recordDeviceReport(transactionId: key, accountId: account,
                                                                      signals: report.signals, now: services.now())
                     }
                 }
@@ -235,10 +263,33 @@ struct AppRoutes {
         let orderIds = try await ledgerCall {
             try await ProofIntake.orderIds(for: transactions, orderId: orderId, fromReceipt: source == .receipt, ledger: services.ledger)
         }
-        let results = try await ledgerCall {
+        var results = try await ledgerCall {
             try await services.ledger.submitAll(zip(transactions, orderIds).map {
                 PurchaseSubmission(accountId: account, orderId: $1, transaction: $0, source: source, deviceSignals: signals)
             }, now: services.now())
+        }
+        // A payment for another product than the order named (coins ordered, a season pass paid): the payment is real
+        // and its appAccountToken says whose it is, so it goes again without the order and binds by that token, as the
+        // SDK's retry and the reconciler do. A 422 alone told the app nothing was granted while the pass was (by its
+        // token, or by Apple's notification first). The answer says so: granted, and `orderRefusal` why not as that order.
+        // A line without a token stays refused: the order named was the only sign of whose it is.
+        var orderRefusals: [Int: LedgerError] = [:]
+        for line in results.indices {
+            guard orderIds[line] != nil, transactions[line].appAccountToken != nil, case .failure(let refusal) = results[line],
+                  refusal.code == .orderProductMismatch else { continue }
+            orderRefusals[line] = refusal
+        }
+        if !orderRefusals.isEmpty {
+            let lines = orderRefusals.keys.sorted()
+            let again = try await ledgerCall {
+                try await services.ledger.submitAll(lines.map {
+                    PurchaseSubmission(accountId: account, orderId: nil, transaction: transactions[$0], source: source, deviceSignals: signals)
+                }, now: services.now())
+            }
+            for (line, result) in zip(lines, again) {
+                results[line] = result
+                if case .failure = result { orderRefusals[line] = nil }
+            }
         }
         if Reconciler.nothingGranted(results), let refusal = Reconciler.decidingRefusal(results) { throw APIError(refusal) }
         let granted = results.compactMap { try? $0.get() }
@@ -249,7 +300,11 @@ struct AppRoutes {
             let delivered = Set(granted.filter { $0.outcome != .deliveredToOwner }.map(\.transactionId))
             services.setAppAccountTokensWithApple(transactions.filter { delivered.contains($0.transactionId ?? "") }, account: account)
         }
-        let items = granted.map { PurchaseReply.Item(transactionId: $0.transactionId, outcome: $0.outcome, orderId: $0.orderId) }
+        let items = results.indices.compactMap { line -> PurchaseReply.Item? in
+            guard case .success(let result) = results[line] else { return nil }
+            return PurchaseReply.Item(transactionId: result.transactionId, outcome: result.outcome, orderId: result.orderId,
+                                      orderRefusal: orderRefusals[line].map { .init(orderId: orderIds[line] ?? "", refusal: $0) })
+        }
         let refused = zip(transactions, results).compactMap { transaction, result -> PurchaseReply.Refused? in
             guard case .failure(let error) = result else { return nil }
             let answer = APIError(error)
@@ -260,7 +315,24 @@ struct AppRoutes {
             owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
         }
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
-                             transactions: items, refused: refused, entitlements: owned)
+                             orderRefusal: items.first?.orderRefusal, transactions: items, refused: refused, entitlements: owned)
+    }
+
+    /// The answer to a proof held before and granted since, sent again while Apple cannot be asked: what the ledger
+    /// holds of it. A transaction id names its purchase (`alreadyGranted`, or `deliveredToOwner` when it went to another
+    /// account); a receipt's lines are not known without Apple, so none is listed (a client finishes none on it) and the
+    /// account's entitlements answer.
+    func grantedEarlier(_ held: PendingProof, account: String) async throws -> PurchaseReply {
+        let now = services.now()
+        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: now) }
+        var items: [PurchaseReply.Item] = []
+        if held.kind == .transactionId, let record = try await ledgerCall({ try await services.ledger.transactions(ids: [held.proof]) })[held.proof],
+           let owner = record.accountId {
+            items = [owner == account ? .init(transactionId: record.transactionId, outcome: .alreadyGranted, orderId: record.orderId, orderRefusal: nil)
+                                      : .init(transactionId: record.transactionId, outcome: .deliveredToOwner, orderId: nil, orderRefusal: nil)]
+        }
+        return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
+                             orderRefusal: nil, transactions: items, refused: [], entitlements: owned)
     }
 
     func authenticate(_ request: Request) async throws -> String {

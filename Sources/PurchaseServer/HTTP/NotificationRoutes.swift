@@ -9,13 +9,16 @@ import PurchaseLedger
 struct NotificationRoutes {
     let services: PurchaseServer.Services
 
+    /// The largest notification body read: Apple's are a few KiB.
+    static let maxBody = 256 * 1024
+
     func add(to router: Router<BasicRequestContext>) {
         router.post("v1/notifications/appstore", use: receive)
     }
 
     @Sendable func receive(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         do {
-            let body = try await request.decodeJSON(ResponseBodyV2.self, limit: 256 * 1024)
+            let body = try await request.decodeJSON(ResponseBodyV2.self, limit: Self.maxBody)
             let event = try await proof { try await services.verifier.notification(body.signedPayload) }
             services.observeAppleClock(event.signedDate, environment: event.transaction?.environment)
             let outcome = try await ledgerCall { try await services.ledger.apply(event, now: services.now()) }

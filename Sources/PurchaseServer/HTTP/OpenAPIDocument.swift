@@ -4,6 +4,25 @@ enum OpenAPIDocument {
 {
  "components": {
   "responses": {
+   "RateLimited": {
+    "content": {
+     "application/json": {
+      "schema": {
+       "$ref": "#/components/schemas/Error"
+      }
+     }
+    },
+    "description": "`rate_limited` (class `retry`): the request would make the server ask Apple more often than its limits allow (per account, overall, or proofs held per account while Apple is away); nothing was done, come back after `Retry-After` seconds",
+    "headers": {
+     "Retry-After": {
+      "description": "seconds to wait",
+      "schema": {
+       "minimum": 1,
+       "type": "integer"
+      }
+     }
+    }
+   },
    "Refusal": {
     "content": {
      "application/json": {
@@ -208,6 +227,10 @@ enum OpenAPIDocument {
     "type": "http"
    },
    "adminKey": {
+    "scheme": "bearer",
+    "type": "http"
+   },
+   "metricsKey": {
     "scheme": "bearer",
     "type": "http"
    }
@@ -1002,10 +1025,20 @@ enum OpenAPIDocument {
        }
       },
       "description": "text exposition"
+     },
+     "default": {
+      "$ref": "#/components/responses/Refusal"
      }
     },
-    "security": [],
-    "summary": "Prometheus metrics",
+    "security": [
+     {
+      "metricsKey": []
+     },
+     {
+      "adminKey": []
+     }
+    ],
+    "summary": "Prometheus metrics: the metrics key or the admin key as a bearer token, unless the server sets publicMetrics",
     "tags": [
      "ops"
     ]
@@ -1578,6 +1611,27 @@ enum OpenAPIDocument {
           "orderId": {
            "type": "string"
           },
+          "orderRefusal": {
+           "additionalProperties": true,
+           "description": "the transaction was granted (outcome) by its appAccountToken, but not as the order the request named: a payment for another product (order_product_mismatch); that order stays open. Also on each item of transactions",
+           "properties": {
+            "code": {
+             "type": "string"
+            },
+            "message": {
+             "type": "string"
+            },
+            "orderId": {
+             "type": "string"
+            }
+           },
+           "required": [
+            "orderId",
+            "code",
+            "message"
+           ],
+           "type": "object"
+          },
           "outcome": {
            "type": "string"
           },
@@ -1661,6 +1715,9 @@ enum OpenAPIDocument {
       },
       "description": "Apple could not be asked now: the proof is kept and granted later"
      },
+     "429": {
+      "$ref": "#/components/responses/RateLimited"
+     },
      "default": {
       "$ref": "#/components/responses/Refusal"
      }
@@ -1736,6 +1793,9 @@ enum OpenAPIDocument {
        }
       },
       "description": "OK"
+     },
+     "429": {
+      "$ref": "#/components/responses/RateLimited"
      },
      "default": {
       "$ref": "#/components/responses/Refusal"

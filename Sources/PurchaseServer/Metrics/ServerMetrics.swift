@@ -117,6 +117,16 @@ public struct ServerMetrics: Sendable {
         MetricNameDescriptor(namespace: "iapkit", metricName: "webhook_deliveries", unitName: "total", helpText: "Outgoing webhook delivery attempts by result")
     }
 
+    /// A refused dashboard sign-in: `audited` or `unaudited` (a wrong key, past the audit log's ceiling for the
+    /// minute, ``SignInThrottle``), or `throttled` (a wrong key not judged: its client sent too many).
+    func dashboardSignInRefused(_ result: String) {
+        registry.makeCounter(descriptor: Self.dashboardSignInRefusals, labels: [("result", result)]).increment()
+    }
+    static var dashboardSignInRefusals: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "iapkit", metricName: "dashboard_sign_in_refused", unitName: "total",
+                             helpText: "Wrong keys at the dashboard's sign-in, by whether they were audited or throttled")
+    }
+
     /// The text Prometheus scrapes.
     public func exposition() -> String { registry.emitToString() }
 

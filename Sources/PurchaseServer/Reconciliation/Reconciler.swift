@@ -66,6 +66,30 @@ public struct Reconciler: Sendable {
         refusal.code == .storage || (refusal.code == .unknownProduct && !bound)
     }
 
+    /// Seconds before a held proof tried `attempts` times is tried again: doubling from a minute, at most an hour.
+    static func backoff(attempts: Int) -> TimeInterval {
+        min(3600, 30 * pow(2, Double(min(attempts, 7))))
+    }
+
+    /// A held transaction id Apple does not know is rejected only once "not found" has lasted this long since it was
+    /// held (three days) and Apple has said so ``notFoundAnswersToReject`` times: the proof was held because Apple was
+    /// down, and Apple coming back behind (or in an incident of its own) answers a paid purchase "not found" for a while.
+    /// Rejected early, that purchase was lost. Until then it is retried with the usual backoff (at most hourly).
+    static let notFoundRejectAfter: TimeInterval = 72 * 3600
+    static let notFoundAnswersToReject = 3
+
+    /// The refusal a rejected held proof is stored with (`last_error`, "status code: message"), as the API would have
+    /// answered it then: the same proof uploaded again is answered with it (``ProofIntake/take(_:accountId:orderId:)``).
+    static func refusal(_ error: any Error) -> APIError {
+        switch error {
+        case let error as APIError: error
+        case let error as LedgerError: APIError(error)
+        case let error as AppStoreError: APIError(error)
+        case let error as AppStoreClientError: APIError(error)
+        default: APIError(.unprocessableContent, code: "proof_rejected", "\(error)")
+        }
+    }
+
     /// Refusals of the order a line names, not of its payment.
     static let orderCodes: Set<LedgerError.Code> = [.orderNotFound, .orderProductMismatch, .orderAccountMismatch]
 
@@ -118,8 +142,9 @@ public struct Reconciler: Sendable {
                 // Nothing of it was granted and nothing can be: rejected, whatever the refusal's class (a retired product's
                 // purchase, a malformed line, another account's), rather than retried every hour for ever.
                 if Self.nothingGranted(results), let refusal = Self.decidingRefusal(results, final: true) {
-                    try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(refusal)", audit: .init(
-                        actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(refusal)"), now: now)
+                    let answer = Self.refusal(refusal)
+                    try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(answer)", audit: .init(
+                        actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(answer)"), now: now)
                     report.proofsRejected += 1
                     continue
                 }
@@ -128,14 +153,28 @@ public struct Reconciler: Sendable {
                     actor: "reconciler", action: "proof-granted", subject: proof.proofId,
                     detail: "\(granted) of \(transactions.count) transaction(s) for \(proof.accountId)"), now: now)
                 report.proofsGranted += 1
+            } catch let error as APIError where error.code == ProofIntake.notFoundCode {
+                // Apple knows the id in no environment this server accepts. That may be Apple behind or in an incident
+                // of its own, the proof having been held because Apple was down: only an answer that lasts days, given
+                // several times, is taken as junk. Before that the proof is retried with the usual backoff.
+                if now.timeIntervalSince(proof.heldAt) >= Self.notFoundRejectAfter, proof.notFoundAnswers + 1 >= Self.notFoundAnswersToReject {
+                    try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", notFound: true, audit: .init(
+                        actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(error)"), now: now)
+                    report.proofsRejected += 1
+                } else {
+                    try await services.ledger.updateProof(proof.proofId, state: .pending, error: "\(error)",
+                                                          retryAt: now.addingTimeInterval(Self.backoff(attempts: proof.attempts)), notFound: true, now: now)
+                    report.proofsPostponed += 1
+                }
             } catch where Self.isFinal(error) {
-                try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", audit: .init(
-                    actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(error)"), now: now)
+                let answer = Self.refusal(error)
+                try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(answer)", audit: .init(
+                    actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(answer)"), now: now)
                 report.proofsRejected += 1
             } catch {
                 // Apple down, an expired API key, a database restarting: a paid purchase waits for the next attempt.
-                let wait = min(3600, 30 * pow(2, Double(min(proof.attempts, 7))))
-                try await services.ledger.updateProof(proof.proofId, state: .pending, error: "\(error)", retryAt: now.addingTimeInterval(wait), now: now)
+                try await services.ledger.updateProof(proof.proofId, state: .pending, error: "\(error)",
+                                                      retryAt: now.addingTimeInterval(Self.backoff(attempts: proof.attempts)), now: now)
                 report.proofsPostponed += 1
             }
         }

@@ -7,15 +7,19 @@ import Foundation
 public struct AppleAccess: Sendable {
     public var serverAPI: ServerAPIClient?
     public var verifyReceipt: VerifyReceiptClient?
+    /// How often app requests may make the server call them, and Apple's "not found" remembered.
+    public var limits: AppleLookupLimits
 
-    public init(serverAPI: ServerAPIClient? = nil, verifyReceipt: VerifyReceiptClient? = nil) {
+    public init(serverAPI: ServerAPIClient? = nil, verifyReceipt: VerifyReceiptClient? = nil, limits: AppleLookupLimits = AppleLookupLimits()) {
         self.serverAPI = serverAPI
         self.verifyReceipt = verifyReceipt
+        self.limits = limits
     }
 
     /// Builds what `configuration` names; an API whose settings are incomplete stays off.
     public init(_ configuration: ServerConfiguration) throws {
         let apple = configuration.appStore
+        limits = AppleLookupLimits(apple.lookupLimits ?? .init())
         var policy = RetryPolicy()
         if let attempts = apple.attempts { policy.attempts = max(1, min(attempts, 10)) }
         if let timeout = apple.timeoutSeconds { policy.timeout = .milliseconds(Int64(max(0.1, min(timeout, 120)) * 1000)) }

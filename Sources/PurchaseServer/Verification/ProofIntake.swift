@@ -12,6 +12,8 @@ struct ProofIntake: Sendable {
     enum Verdict: Sendable {
         case verified([JWSTransactionDecodedPayload])
         case held(PendingProof)
+        /// Held before, and granted by reconciliation since; Apple cannot be asked now to verify it again.
+        case grantedEarlier(PendingProof)
     }
 
     /// A proof as the app sent it.
@@ -31,7 +33,7 @@ struct ProofIntake: Sendable {
 
     func take(_ proof: Proof, accountId: String, orderId: String?) async throws -> Verdict {
         do {
-            return .verified(try await Self.verify(proof, with: services))
+            return .verified(try await Self.verify(proof, with: services, ticket: services.appleTicket(for: accountId)))
         } catch let error as AppStoreClientError where error.code == .unavailable {
             let (kind, text): (PendingProof.Kind, String)
             switch proof {
@@ -41,35 +43,72 @@ struct ProofIntake: Sendable {
             }
             let id = Self.proofId(kind: kind, accountId: accountId, proof: text)
             let now = services.now()
-            let held = try await ledgerCall {
-                try await services.ledger.holdProof(proofId: id, accountId: accountId, orderId: orderId, kind: kind, proof: text,
-                                                    error: error.message, retryAt: now.addingTimeInterval(30), now: now)
+            // Held junk is kept until Apple can be asked, so an account holds only so much: past it, the device keeps its
+            // transaction and comes back (nothing is lost; a real purchase is rarely among more than a few at once).
+            let limit = services.verifier.apple.limits.heldProofsPerAccount
+            let held: PendingProof
+            do {
+                held = try await ledgerCall {
+                    try await services.ledger.holdProof(proofId: id, accountId: accountId, orderId: orderId, kind: kind, proof: text,
+                                                        error: error.message, retryAt: now.addingTimeInterval(30), now: now, perAccountLimit: limit)
+                }
+            } catch is HeldProofLimitReached {
+                throw AppleLookupRefused(retryAfter: 60, "the App Store cannot be asked now, and this account already has \(limit) proofs waiting for it")
             }
-            return .held(held)
+            // The same proof held before and decided since is not held again (one row per proof): answered 202, it would
+            // wait for a pass that never comes. It is answered as it was decided.
+            switch held.state {
+            case .pending: return .held(held)
+            case .granted: return .grantedEarlier(held)
+            case .rejected: throw Self.storedRefusal(held)
+            }
         }
     }
 
+    /// The refusal a held proof was rejected with (``Reconciler/refusal(_:)`` stores it as "status code: message"). One
+    /// stored otherwise (by an older version) is answered 422 `proof_rejected`, class `operator`: the device keeps the
+    /// transaction and sends it again once Apple can be asked.
+    static func storedRefusal(_ held: PendingProof) -> APIError {
+        let text = held.lastError ?? ""
+        if let space = text.firstIndex(of: " "), let status = Int(text[..<space]), (400...599).contains(status),
+           let colon = text[space...].range(of: ": ") {
+            let code = String(text[text.index(after: space)..<colon.lowerBound])
+            if !code.isEmpty, code.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
+                return APIError(.init(code: status), code: code, String(text[colon.upperBound...]))
+            }
+        }
+        return APIError(.unprocessableContent, code: "proof_rejected", "this proof was rejected when it was held: \(text)")
+    }
+
     /// Verifies a proof, asking Apple when it must; turns refusals into API errors except Apple being unavailable.
-    static func verify(_ proof: Proof, with services: PurchaseServer.Services) async throws -> [JWSTransactionDecodedPayload] {
+    /// With a `ticket` (an app's request), calls to Apple are charged to its account (``AppleLookupLimits``).
+    static func verify(_ proof: Proof, with services: PurchaseServer.Services, ticket: AppleLookupTicket? = nil) async throws -> [JWSTransactionDecodedPayload] {
         let verifier = services.verifier
         do {
             let transactions: [JWSTransactionDecodedPayload]
             switch proof {
             case .signedTransaction(let jws): transactions = [try await verifier.transaction(jws)]
             case .receipt(let receipt):
-                let purchases = try await verifier.receiptTransactions(base64: receipt)
+                let purchases = try await verifier.receiptTransactions(base64: receipt, ticket: ticket)
                 let stored = try await ledgerCall { try await services.ledger.transactions(ids: purchases.compactMap(\.transactionId)) }
-                transactions = try await verifier.completingReceipt(purchases, stored: stored)
-            case .transactionId(let id): transactions = [try await verifier.transaction(id: id)]
+                transactions = try await verifier.completingReceipt(purchases, stored: stored, ticket: ticket)
+            case .transactionId(let id): transactions = [try await verifier.transaction(id: id, ticket: ticket)]
             }
             for transaction in transactions { services.observeAppleClock(transaction.signedDate, environment: transaction.environment) }
             return transactions
         } catch let error as AppStoreError {
             throw APIError(error)
+        } catch let error as AppStoreClientError where ProofVerifier.isNotFound(error) {
+            throw APIError(.unprocessableContent, code: Self.notFoundCode, error.message)
         } catch let error as AppStoreClientError where error.code != .unavailable {
             throw APIError(error)
         }
     }
+
+    /// Apple does not know the transaction id in any environment this server accepts. Class `operator`: the device
+    /// keeps it (a purchase Apple has not caught up with yet); a held one is rejected once it stays unknown
+    /// (``Reconciler``).
+    static let notFoundCode = "transaction_id_not_found"
 
     /// The order id each verified transaction is submitted with: the one transaction of a signed transaction or a
     /// looked-up id carries it; of a receipt's purchases, only the newest of the order's product does — the one the

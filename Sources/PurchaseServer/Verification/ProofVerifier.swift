@@ -32,23 +32,64 @@ public struct ProofVerifier: Sendable {
     }
 
     /// A transaction Apple's Server API reports for `transactionId`, its signature verified here; asked of the
-    /// environment's own URL when the purchase's `environment` is known.
-    public func transaction(id transactionId: String, environment: AppStoreEnvironment? = nil) async throws -> JWSTransactionDecodedPayload {
+    /// environment's own URL when the purchase's `environment` is known. With none known, an id Apple's configured URL
+    /// does not know is asked of Apple's other environment when this server accepts it, as Apple advises (production
+    /// first, then sandbox): a TestFlight purchase sent to a production server is not "not found" (a URL that serves
+    /// every environment, the simulator's, has no other).
+    /// With a `ticket` (an app's request), each call is charged to its account, and an id Apple answered "not found"
+    /// (4040010) recently is answered so again without asking; without one (the reconciler, at its own pace) Apple is
+    /// asked, and its answer remembered for the requests.
+    public func transaction(id transactionId: String, environment: AppStoreEnvironment? = nil,
+                            ticket: AppleLookupTicket? = nil) async throws -> JWSTransactionDecodedPayload {
         guard let serverAPI = apple.serverAPI else {
             throw APIError(.unprocessableContent, code: "server_api_not_configured", "looking up a transaction id needs appStore.serverAPIBaseURL")
         }
-        return try await transaction(try await serverAPI.serving(environment).transactionInfo(transactionId))
+        let first = serverAPI.serving(environment)
+        var clients = [first]
+        if environment == nil, let other = [AppStoreEnvironment.production, .sandbox].filter(environments.contains).map(serverAPI.serving)
+            .first(where: { $0.baseURL != first.baseURL }) {
+            clients.append(other)
+        }
+        var notFound: AppStoreClientError?
+        for client in clients {
+            let key = "\(client.baseURL) \(transactionId)"
+            if ticket != nil, apple.limits.knownNotFound(key) {
+                notFound = AppStoreClientError(.rejected, "Apple did not know transaction id \(transactionId.prefix(40)) at \(client.baseURL) when last asked",
+                                               apiErrorCode: .transactionIdNotFound)
+                continue
+            }
+            try ticket?.charge()
+            let signed: String
+            do {
+                signed = try await client.transactionInfo(transactionId)
+            } catch let error as AppStoreClientError where Self.isNotFound(error) {
+                apple.limits.rememberNotFound(key)
+                notFound = error
+                continue
+            }
+            apple.limits.forgetNotFound(key)
+            return try await transaction(signed)
+        }
+        throw notFound ?? AppStoreClientError(.rejected, "transaction id \(transactionId.prefix(40)) not found", apiErrorCode: .transactionIdNotFound)
+    }
+
+    /// Whether Apple answered that it does not know the transaction id (Server API error 4040010).
+    static func isNotFound(_ error: AppStoreClientError) -> Bool {
+        error.code == .rejected && error.apiErrorCode == .transactionIdNotFound
     }
 
     /// The purchases in a base64 app receipt: verified here, or — when that fails and verifyReceipt is configured —
-    /// by Apple (production first, 21007 → sandbox).
-    public func receiptTransactions(base64 receipt: String) async throws -> [JWSTransactionDecodedPayload] {
+    /// by Apple (production first, 21007 → sandbox), charged to the `ticket`'s account. A receipt that does not even
+    /// parse here is sent once and not retried: random bytes answered 21002 ("malformed, or a temporary issue") were
+    /// otherwise sent again on each retry.
+    public func receiptTransactions(base64 receipt: String, ticket: AppleLookupTicket? = nil) async throws -> [JWSTransactionDecodedPayload] {
         guard let der = Base64.decode(receipt.utf8) else { throw APIError.badRequest("receipt is not base64") }
         do {
             return try await receiptTransactions(der)
         } catch let error as AppStoreError where error.code != .tooLarge {
             guard let verifyReceipt = apple.verifyReceipt else { throw error }
-            let response = try await verifyReceipt.verify(receiptData: receipt)
+            try ticket?.charge()
+            let response = try await verifyReceipt.verify(receiptData: receipt, once: error.code == .malformed)
             guard response.receipt?.bundleId == bundleId else {
                 throw AppStoreError(.wrongBundle, "Apple verified a receipt of \(response.receipt?.bundleId ?? "no bundle"), not \(bundleId)")
             }
@@ -78,8 +119,10 @@ public struct ProofVerifier: Sendable {
     /// URL of the other environment, a key Apple refuses), an answer that does not verify — holds the receipt
     /// (`unavailable`) for the reconciler and the operator rather than grant a purchase to an account that may not own
     /// it. Xcode's and local testing's purchases are not Apple's to look up; without a Server API nothing is looked up.
-    public func completingReceipt(_ purchases: [JWSTransactionDecodedPayload],
-                                  stored: [String: PurchaseRecord]) async throws -> [JWSTransactionDecodedPayload] {
+    /// With a `ticket`, the request is charged for the first look-up only (its purchases are Apple's, not the client's
+    /// choice, and a first sync may have dozens).
+    public func completingReceipt(_ purchases: [JWSTransactionDecodedPayload], stored: [String: PurchaseRecord],
+                                  ticket: AppleLookupTicket? = nil) async throws -> [JWSTransactionDecodedPayload] {
         guard apple.serverAPI != nil else { return purchases }
         var completed: [JWSTransactionDecodedPayload] = []
         completed.reserveCapacity(purchases.count)
@@ -109,6 +152,7 @@ public struct ProofVerifier: Sendable {
                 completed.append(purchase)
                 continue
             }
+            try ticket?.chargeOnce()
             do {
                 completed.append(try await transaction(id: id, environment: purchase.environment))
             } catch {

@@ -119,6 +119,17 @@ struct DeviceRoutes {
         sim.post("faults", use: configureFaults)
         sim.delete("faults", use: clearFaults)
         sim.post("faults/notifications", use: configureNotificationFaults)
+        sim.get("calls", use: calls)
+        sim.delete("calls") { _, _ in
+            services.faults.forgetCalls()
+            return Reply.empty()
+        }
+    }
+
+    /// `GET /sim/calls?prefix=/inApps/v1/transactions/`: how many requests reached Apple's endpoints under the prefix
+    /// (all of them without one) since the start or the last `DELETE /sim/calls`, faulted ones included.
+    @Sendable func calls(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        try Reply.json(["count": services.faults.calls(to: request.uri.queryParameters.get("prefix") ?? "")])
     }
 
     /// Makes a customer's account (an Apple Account signed in on the customer's devices) with its storefront and settings.

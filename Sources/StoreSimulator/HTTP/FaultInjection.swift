@@ -47,8 +47,29 @@ public final class FaultInjector: @unchecked Sendable {
     }
     private let lock = NSLock()
     private var current = Current()
+    /// The paths of the requests to Apple's endpoints, newest last (the latest 100,000): how a test counts the calls a
+    /// server made.
+    private var calls: [String] = []
 
     public init() {}
+
+    /// Notes one request to an Apple endpoint.
+    func record(_ path: String) {
+        lock.withLock {
+            if calls.count >= 100_000 { calls.removeFirst(50_000) }
+            calls.append(path)
+        }
+    }
+
+    /// How many of the recorded requests went to a path starting with `prefix`.
+    public func calls(to prefix: String) -> Int {
+        lock.withLock { calls.count(where: { $0.hasPrefix(prefix) }) }
+    }
+
+    /// Forgets the recorded requests.
+    public func forgetCalls() {
+        lock.withLock { calls.removeAll() }
+    }
 
     public func configure(_ plan: FaultPlan) throws {
         for rule in plan.rules {
@@ -81,7 +102,9 @@ struct FaultMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
         let path = request.uri.path
-        guard !path.hasPrefix("/sim/"), let (rule, draw) = injector.decide(path: path) else { return try await next(request, context) }
+        guard !path.hasPrefix("/sim/") else { return try await next(request, context) }
+        injector.record(path)
+        guard let (rule, draw) = injector.decide(path: path) else { return try await next(request, context) }
         if let latency = rule.latencyMilliseconds, latency > 0 { try await Task.sleep(for: .milliseconds(latency)) }
         // One draw, consecutive bands: a dropped connection, then a 5xx, then (verifyReceipt) 21005.
         let dropRate = rule.dropRate ?? 0

@@ -13,10 +13,11 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Run the purchase server: orders, verified purchases granted once, entitlements, App Store notifications.",
         discussion: """
         With no configuration it starts on 127.0.0.1:8080 with the demo catalog and a SQLite ledger in .iap-server, and \
-        makes an HS256 secret for app tokens in the data directory. Trust roots must be configured (trustedRoots, or \
-        IAPKIT_TRUSTED_ROOTS) before any purchase verifies. Environment overrides: IAPKIT_DATABASE, IAPKIT_PORT, IAPKIT_HOST, \
-        IAPKIT_DATA, IAPKIT_BUNDLE_ID, IAPKIT_APP_APPLE_ID, IAPKIT_ENVIRONMENTS, IAPKIT_TRUSTED_ROOTS, IAPKIT_AUTH_HS256_SECRET, \
-        IAPKIT_ADMIN_KEY.
+        makes an HS256 secret for app tokens in the data directory. It trusts Apple's two roots, which IAPKit ships, unless \
+        roots are named (trustedRoots, IAPKIT_TRUSTED_ROOTS or --root: they replace Apple's) or --no-apple-roots \
+        (trustAppleRoots: false) turns them off. Environment overrides: IAPKIT_DATABASE, IAPKIT_PORT, IAPKIT_HOST, \
+        IAPKIT_DATA, IAPKIT_BUNDLE_ID, IAPKIT_APP_APPLE_ID, IAPKIT_ENVIRONMENTS, IAPKIT_TRUSTED_ROOTS, IAPKIT_TRUST_APPLE_ROOTS, \
+        IAPKIT_AUTH_HS256_SECRET, IAPKIT_ADMIN_KEY.
         """)
 
     @Option(help: "A JSON configuration file (see README).")
@@ -31,8 +32,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Database URL: sqlite:///path or postgres://user@host:port/db (overrides the configuration).")
     var database: String?
 
-    @Option(name: .customLong("root"), help: "A trusted root certificate (DER or PEM). Repeatable.")
+    @Option(name: .customLong("root"), help: "A trusted root certificate (DER or PEM). Repeatable. Named roots replace Apple's bundled ones.")
     var roots: [String] = []
+
+    @Flag(name: .customLong("no-apple-roots"), help: "Do not trust Apple's bundled roots when no root is named (trustAppleRoots: false).")
+    var noAppleRoots = false
 
     @Option(name: .customLong("log-format"), help: "text (default) or json: one JSON object a line (or IAPKIT_LOG_FORMAT).")
     var logFormat: String?
@@ -57,6 +61,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let data { configuration.dataDirectory = data }
         if let database { configuration.database = database }
         configuration.trustedRoots += roots
+        if noAppleRoots { configuration.trustAppleRoots = false }
         try configuration.validate()
         if printConfig {
             print(try configuration.printable())
@@ -77,10 +82,14 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.auth.hs256Secret = try AccountAuthenticator.loadOrCreateSecret(in: directory)
             Output.note("app tokens: HS256 with the secret in \(directory.appendingPathComponent("auth-hs256-secret").path)")
         }
-        let roots = try TrustRoots.load(configuration.trustedRoots)
+        let roots = try configuration.loadTrustRoots()
         let services = try await PurchaseServer.Services.open(configuration, roots: roots)
+        if configuration.trustedRoots.isEmpty && configuration.trustAppleRoots {
+            Output.note("trust roots: Apple's, bundled (Apple Root CA - G3 for JWS, Apple Root CA for receipts)")
+        }
         for warning in roots.warnings { Output.note("warning: \(warning)") }
-        if roots.anchors.isEmpty { Output.note("warning: no trusted roots: every purchase will be refused until trustedRoots names Apple's roots") }
+        for warning in configuration.warnings(trusting: roots) { Output.note("warning: \(warning)") }
+        if roots.anchors.isEmpty { Output.note("warning: no trusted roots: every purchase will be refused until roots are named or trustAppleRoots is true") }
         return (services, configuration)
     }
 

@@ -6,8 +6,11 @@ import Logging
 
 /// Options shared by every command that verifies something.
 struct TrustOptions: ParsableArguments {
-    @Option(name: .customLong("root"), help: ArgumentHelp("A trusted root certificate (DER or PEM). Repeatable. Also read from IAP_TRUST_ROOTS (colon-separated paths).", valueName: "CERT"))
+    @Option(name: .customLong("root"), help: ArgumentHelp("A trusted root certificate (DER or PEM). Repeatable. Also read from IAP_TRUST_ROOTS (colon-separated paths). Named roots replace Apple's bundled ones.", valueName: "CERT"))
     var roots: [String] = []
+
+    @Flag(name: .customLong("no-apple-roots"), help: "Do not trust Apple's bundled roots when no root is named.")
+    var noAppleRoots = false
 
     @Option(name: .customLong("at"), help: "When to check the signing chain: 'creation' (the payload's signing or creation date, as Apple's libraries do) or 'now'.")
     var at: CheckTime = .creation
@@ -34,13 +37,14 @@ struct TrustOptions: ParsableArguments {
         allowXcode ? [.production, .sandbox, .xcode] : [.production, .sandbox]
     }
 
-    /// Loads the roots and tells the operator on stderr what the trust set lacks.
+    /// Loads the roots — those named, or else Apple's bundled ones — and tells the operator on stderr what the trust
+    /// set lacks.
     func loadRoots() throws -> TrustRoots {
         var paths = roots
         if let fromEnvironment = ProcessInfo.processInfo.environment["IAP_TRUST_ROOTS"] {
             paths += fromEnvironment.split(separator: ":").map(String.init).filter { !$0.isEmpty }
         }
-        let trust = try TrustRoots.load(paths)
+        let trust = try TrustRoots.load(paths, trustingApple: !noAppleRoots)
         for warning in trust.warnings { Output.note("warning: \(warning)") }
         return trust
     }

@@ -300,6 +300,8 @@ enum PostgresFunctions {
             }
             out += object.closed
         }
+        // jsonb refuses `\u0000` as text does a NUL: refused here as the binds are (``SQLValue/refuseNUL(in:)``).
+        if StorableText.jsonCarriesNUL(out.utf8) { throw SQLValue.nulRefused }
         return out + "]"
     }
 }

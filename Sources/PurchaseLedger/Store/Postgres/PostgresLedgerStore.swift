@@ -163,7 +163,10 @@ struct Prepared<Tag: StatementTag>: PostgresPreparedStatement {
     static var bindingDataTypes: [PostgresDataType] { Tag.types }
     let binds: [SQLValue]
 
-    func makeBindings() throws -> PostgresBindings { PostgresExecutor.bindings(binds) }
+    func makeBindings() throws -> PostgresBindings {
+        try SQLValue.refuseNUL(in: binds)
+        return PostgresExecutor.bindings(binds)
+    }
     func decodeRow(_ row: PostgresRow) throws -> SQLRow { try PostgresExecutor.convert(row) }
 }
 
@@ -309,6 +312,7 @@ struct PostgresExecutor: SQLExecutor {
     var prepared: PreparedStatements?
 
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        try SQLValue.refuseNUL(in: binds)
         if let statement = try prepared?.statement(for: sql, binds: binds, on: connection) {
             do {
                 return try statement.execute(binds.map(Self.data)).wait().map(Self.convertBinary)

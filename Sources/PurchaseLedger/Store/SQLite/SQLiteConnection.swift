@@ -54,6 +54,7 @@ final class SQLiteConnection: SQLExecutor {
     }
 
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        try SQLValue.refuseNUL(in: binds)
         let statement = try prepared(sql)
         defer {
             sqlite3_reset(statement)

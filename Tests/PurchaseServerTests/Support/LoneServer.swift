@@ -1,0 +1,30 @@
+import AppStoreTrust
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import PurchaseServer
+
+/// A purchase server alone over its own ledger, without the simulator: for what asks nothing of the App Store (who may
+/// call, the dashboard's sessions, `/metrics`). Several may be opened over one ledger, as replicas are.
+struct LoneServer {
+    static let adminKey = "lone-admin-key-for-tests"
+    static let secret = String(repeating: "lone-secret-", count: 4)
+
+    /// A configuration with an admin key, an HS256 secret and a fresh ledger of `kind`.
+    static func configuration(_ kind: LedgerKind = .sqlite) throws -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        configuration.database = try kind.databaseURL()
+        configuration.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("lone-\(UUID().uuidString)").path
+        configuration.auth.hs256Secret = secret
+        configuration.adminKey = adminKey
+        return configuration
+    }
+
+    /// Runs `body` against a live server (real connections: the peer address is loopback) configured by `configuration`.
+    static func run(_ configuration: ServerConfiguration, _ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        try configuration.validate()
+        let services = try await PurchaseServer.Services.open(configuration, roots: TrustRoots())
+        try await PurchaseServer.application(services, port: 0).test(.live) { client in try await body(client) }
+    }
+}
