@@ -251,4 +251,16 @@ struct AppleLookupLimitsTests {
             }
         }
     }
+
+    @Test("A limit out of range is refused at start, naming its key, never quietly taken as another", arguments: [
+        AppleLookupLimitSettings(perSecond: 0), .init(perAccount: 0), .init(perAccountWindowSeconds: -1), .init(notFoundSeconds: 90_000),
+        .init(heldProofsPerAccount: 0),
+    ])
+    func limitsOutOfRangeRefused(_ limits: AppleLookupLimitSettings) throws {
+        var configuration = ServerConfiguration()
+        configuration.appStore.lookupLimits = limits
+        #expect(throws: ConfigurationError.self) { try configuration.validate() }
+        configuration.appStore.lookupLimits = .init(perAccount: 5, perSecond: 1)
+        try configuration.validate()
+    }
 }

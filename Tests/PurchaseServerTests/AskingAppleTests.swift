@@ -324,6 +324,11 @@ struct AskingAppleTests {
         #expect(!Reconciler.mayStillBeGranted(malformed, bound: false))
         #expect(!Reconciler.mayStillBeGranted(final, bound: false))
         #expect(Reconciler.nothingGranted([Line.failure(final)]) && Reconciler.nothingGranted([Line]()))
+        // Rejected for the final line; a client sending the proof again hears the line that is not (it must not finish it).
+        let orderOfAnother = LedgerError(.orderAccountMismatch, "the order is another account's")
+        let rejected = Reconciler.rejection([Line.failure(final), .failure(orderOfAnother)])
+        #expect(rejected?.deciding.code == "transaction_bound_elsewhere" && rejected?.answered.code == "order_account_mismatch")
+        #expect(rejected?.deciding.refusalClass == .final && rejected?.answered.refusalClass == .operator)
     }
 
     @Test("A missed renewal notification is repaired from the Server API by reconciliation")

@@ -121,6 +121,9 @@ struct DashboardSessionTests {
         #expect(ClientAddress.bucket(forClient: "2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
         #expect(ClientAddress.bucket(forClient: "2001:db8:1:3::1") != ClientAddress.bucket(forClient: "2001:db8:1:2::1"))
         #expect(ClientAddress.bucket(forClient: "192.0.2.5") == "192.0.2.5" && ClientAddress.bucket(forClient: nil) == "unknown")
+        // Behind a NAT64 translator every IPv4 client shares one /64: each is its own IPv4 address.
+        #expect(ClientAddress.bucket(forClient: "64:ff9b::c000:205") == "192.0.2.5")
+        #expect(ClientAddress.bucket(forClient: "64:ff9b::c000:206") != ClientAddress.bucket(forClient: "64:ff9b::c000:205"))
         #expect(proxies.contains("11.0.0.1") == false && proxies.contains("10.255.0.1"))
         for bad in ["10.0.0.0/33", "example.com", "10.0.0.0/x"] {
             #expect(throws: ConfigurationError.self) { try TrustedProxies.parse([bad]).get() }

@@ -200,6 +200,7 @@ public struct ServerConfiguration: Codable, Sendable {
         // Anyone can sign an Xcode or local-testing purchase (a self-signed certificate made on any Mac): a production
         // server that took them would give every product away to whoever asks. They stay on a server for development
         // (with Sandbox at most), and are kept apart from Apple's transactions there (TransactionKey).
+        if let problem = appStore.lookupLimits?.problem { throw ConfigurationError(problem) }
         if environments.contains("Production"), let test = environments.first(where: { $0 == "Xcode" || $0 == "LocalTesting" }) {
             throw ConfigurationError("environments: \(test) with Production would let anyone grant themselves any product (\(test) payloads are self-signed on a developer's Mac); accept \(test) only on a development server, with Sandbox at most")
         }

@@ -30,6 +30,10 @@ enum ClientAddress {
         guard let client else { return "unknown" }
         guard let bytes = IPAddress(client)?.bytes else { return String(client.prefix(64)) }
         guard bytes.count == 16 else { return bytes.map(String.init).joined(separator: ".") }
+        // NAT64 (64:ff9b::/96, RFC 6052): each IPv4 client behind the translator is the last four bytes, not one /64.
+        if bytes.prefix(12).elementsEqual([0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]) {
+            return bytes.suffix(4).map(String.init).joined(separator: ".")
+        }
         return stride(from: 0, to: 8, by: 2).map { String(format: "%x", UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1])) }.joined(separator: ":") + "::/64"
     }
 }

@@ -59,19 +59,35 @@ public struct ConnectionLimits: Codable, Sendable, Equatable {
 
     /// Refuses limits that cannot work, naming the key.
     func validate() throws {
-        for (key, seconds) in [("idleTimeoutSeconds", idleTimeoutSeconds), ("headerTimeoutSeconds", headerTimeoutSeconds),
-                               ("bodyTimeoutSeconds", bodyTimeoutSeconds), ("bodyMaxSeconds", bodyMaxSeconds)]
+        for (key, seconds) in [("idleTimeoutSeconds", idleTimeoutSeconds), ("bodyMaxSeconds", bodyMaxSeconds)]
         where !(0.1...3600).contains(seconds) {
             throw ConfigurationError("connections.\(key) must be 0.1 to 3600 seconds")
+        }
+        // Under a second a request's head or body is cut on any hiccup of the network.
+        for (key, seconds) in [("headerTimeoutSeconds", headerTimeoutSeconds), ("bodyTimeoutSeconds", bodyTimeoutSeconds)]
+        where !(1...3600).contains(seconds) {
+            throw ConfigurationError("connections.\(key) must be 1 to 3600 seconds")
         }
         guard (1...(16 << 20)).contains(bodyProgressBytes) else {
             throw ConfigurationError("connections.bodyProgressBytes must be 1 to 16777216")
         }
+        // Each setting valid, together they may ask more of a body than a phone on a poor link sends: it would be cut.
+        let rate = Double(bodyProgressBytes) / bodyTimeoutSeconds
+        guard rate <= Double(Self.maxMinimumBodyRate) else {
+            throw ConfigurationError("connections.bodyProgressBytes (\(bodyProgressBytes)) every connections.bodyTimeoutSeconds "
+                                     + "(\(ConnectionGuard.format(bodyTimeoutSeconds))) asks at least \(Int(rate.rounded(.up))) bytes/s of "
+                                     + "a body, over \(Self.maxMinimumBodyRate): slow clients would be cut; lower bodyProgressBytes "
+                                     + "or raise bodyTimeoutSeconds")
+        }
+        // At the cap each new connection looks through the open ones (under a lock every event loop shares).
         for (key, count) in [("maxConnections", maxConnections), ("maxConnectionsPerClient", maxConnectionsPerClient)]
-        where !(1...1_000_000).contains(count) {
-            throw ConfigurationError("connections.\(key) must be 1 to 1000000")
+        where !(1...100_000).contains(count) {
+            throw ConfigurationError("connections.\(key) must be 1 to 100000")
         }
     }
+
+    /// The most, in bytes per second, that ``bodyProgressBytes`` every ``bodyTimeoutSeconds`` may ask of a body: 64 KiB/s.
+    static let maxMinimumBodyRate = 64 << 10
 
     /// `seconds` as NIO's amount; a value no configuration passes (limits set in code are not validated) is held to
     /// 0…1 day rather than trapping.
@@ -146,6 +162,12 @@ final class ConnectionGate: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+    /// Connections closing that hold no place under the cap (refused over it, or evicted), lingering a moment so that
+    /// what they were told reaches the client.
+    private let lingering = NIOLockedValueBox(0)
+    /// The most that may linger at once: past it, a refused connection is closed at once without an answer, and an
+    /// evicted one as soon as what it was told is written. So connections at the cap cannot take descriptors unbounded.
+    static let maxLingering = 64
 
     enum Admission: Equatable {
         /// Admitted as `id` (for ``setIdle(_:since:)`` and ``release(_:)``); `evicted`: another connection was closed
@@ -195,6 +217,18 @@ final class ConnectionGate: Sendable {
 
     /// Connection `id` closed (nothing, if it was evicted: its place went to the one that evicted it).
     func release(_ id: Int) { _ = state.withLockedValue { $0.remove(id) } }
+
+    /// One more connection lingering while it closes, holding no place (false: ``maxLingering`` already do; it must
+    /// close without lingering). ``endLingering()`` when it closed.
+    func beginLingering() -> Bool {
+        lingering.withLockedValue { count in
+            guard count < Self.maxLingering else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func endLingering() { lingering.withLockedValue { $0 -= 1 } }
 }
 
 /// Hummingbird's HTTP/1 child channel, each connection admitted by a ``ConnectionGate`` and watched by a
@@ -210,6 +244,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         let (limits, gate, metrics) = (limits, gate, metrics)
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let watcher = ConnectionGuard(limits: limits, metrics: metrics)
+            watcher.gate = gate
             let bound = NIOLoopBound(watcher, eventLoop: channel.eventLoop)
             let loop = channel.eventLoop
             switch gate.admit(peer: channel.remoteAddress?.ipAddress, evict: { loop.execute { bound.value.evict() } }) {
@@ -270,8 +305,11 @@ extension HTTPServerBuilder {
 /// and a reset can lose the answer before the client reads it.
 ///
 /// A connection over the cap (``ConnectionGate``) is answered 503 `too_many_connections` at once and closed; nothing
-/// it sends reaches the routes. One evicted to make room for a newer one is closed while it has no request under way
-/// (should one have begun meanwhile, once it is answered).
+/// it sends reaches the routes. One evicted to make room for a newer one is closed while it has no request under way;
+/// should a request have begun on it meanwhile, one whose head or body is still arriving is answered 503
+/// `too_many_connections` (nothing of it was applied), and one the client finished sending (the server's turn) is
+/// answered first. Either way what it was told is written before the connection closes: it holds no place under the
+/// cap any more, and so may not stay open on a slow client's account.
 final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -290,6 +328,10 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     let metrics: ServerMetrics
     /// The gate that admitted the connection, and its id there, told when the connection has no request under way.
     var admission: (gate: ConnectionGate, id: Int)?
+    /// The gate that admitted or refused the connection: it bounds the closing connections that hold no place.
+    var gate: ConnectionGate?
+    /// Counted among the gate's lingering connections (``ConnectionGate/beginLingering()``) until it closes.
+    private var lingers = false
     /// Why the connection was refused (the 503's message); nil: it was admitted.
     var refusal: String?
     private var context: ChannelHandlerContext?
@@ -333,6 +375,7 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimer()
+        endLingering()
         self.context = nil
     }
 
@@ -344,7 +387,14 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         closing = true
         cancelTimer()
+        endLingering()
         context.fireChannelInactive()
+    }
+
+    private func endLingering() {
+        guard lingers else { return }
+        lingers = false
+        gate?.endLingering()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -384,6 +434,13 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         guard !started, let context else { return }
         started = true
         if let refusal {
+            guard gate?.beginLingering() == true else {
+                // Too many refused or evicted connections already linger: no answer, no descriptor held.
+                closing = true
+                context.close(promise: nil)
+                return
+            }
+            lingers = true
             closeGently(with: Self.answer(.serviceUnavailable, code: "too_many_connections", refusal,
                                           extraHeaders: "Retry-After: 1\r\n", allocator: context.channel.allocator),
                         linger: Self.refusalLinger, closeOnRead: true)
@@ -419,8 +476,9 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         rearm()
     }
 
-    /// A newer connection took this one's place (``ConnectionGate``): closed now if no request is under way, otherwise
-    /// once there is none.
+    /// A newer connection took this one's place (``ConnectionGate``): closed once it is the client's turn (now, unless
+    /// the server owes an answer to a request the client finished sending); a request whose head or body is still
+    /// arriving is answered 503 (``closeEvicted(_:)``).
     func evict() {
         evicted = true
         rearm()
@@ -447,11 +505,9 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
                                 since + ConnectionLimits.amount(limits.bodyMaxSeconds)))
         }
         reportIdle(wait == .idle ? since : nil)
-        if wait == .idle && evicted {
-            metrics.connectionClosed("evicted")
-            closing = true
-            cancelTimer()
-            context.close(promise: nil)
+        // Not in the middle of an answer: one whose end is still to be written is finished first.
+        if evicted && !answering {
+            closeEvicted(wait)
             return
         }
         due = (wait, deadline)
@@ -490,14 +546,29 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    /// Closes an evicted connection, now the client's turn: with nothing to say when no request is under way (or its
+    /// answer is written), with 503 `too_many_connections` when a request's head or body is still arriving and nothing
+    /// was answered (as a timeout would: nothing of it was applied). Gently, so what it was told (that answer, or the
+    /// last one, possibly still queued) is written first; the client told to try again elsewhere, or later.
+    private func closeEvicted(_ wait: Wait) {
+        guard let context else { return }
+        metrics.connectionClosed("evicted")
+        let unanswered = wait == .header || (wait == .body && answered < heads)
+        let answer = unanswered ? Self.answer(.serviceUnavailable, code: "too_many_connections",
+                                              "the connection was closed to make room for a newer one; try again",
+                                              extraHeaders: "Retry-After: 1\r\n", allocator: context.channel.allocator) : nil
+        // It holds no place under the cap: it lingers only while few others do, otherwise closes once all is written.
+        lingers = gate?.beginLingering() ?? false
+        closeGently(with: answer, linger: Self.linger, closeOnRead: false, closeOnceWritten: !lingers)
+    }
+
     private func expired(_ wait: Wait) {
         guard let context else { return }
         metrics.connectionClosed("\(wait.rawValue)_timeout")
         switch wait {
         case .idle:
-            // Nothing under way: nothing to say, nothing to wait for.
-            closing = true
-            context.close(promise: nil)
+            // Nothing under way: nothing to say, nothing to wait for; but the last answer may still be on its way.
+            closeGently(with: nil, linger: Self.linger, closeOnRead: false)
         case .header, .body:
             // A body whose request was already answered (a 401 before it was read) only closes.
             let unanswered = wait == .header || (answered < heads && !answering)
@@ -514,9 +585,14 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    /// Writes `bytes` (when given), shuts the server's side, and drops what the client still sends until it closes
-    /// its side (or `linger` passes; or, with `closeOnRead`, the next read).
-    func closeGently(with bytes: ByteBuffer? = nil, linger: TimeAmount = linger, closeOnRead: Bool = false) {
+    /// Writes `bytes` (when given) after whatever is queued, shuts the server's side, and drops what the client still
+    /// sends until it closes its side (or `linger` passes; or, with `closeOnRead`, the next read; or, with
+    /// `closeOnceWritten`, as soon as everything is written and the side shut).
+    ///
+    /// Never a full close while writes are queued: that would fail them, and an answer the server already wrote (to a
+    /// request it applied) would never reach the client.
+    func closeGently(with bytes: ByteBuffer? = nil, linger: TimeAmount = linger, closeOnRead: Bool = false,
+                     closeOnceWritten: Bool = false) {
         guard !closing, let context else { return }
         closing = true
         cancelTimer()
@@ -524,7 +600,13 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         if let bytes { context.write(NIOAny(bytes), promise: nil) }
         context.flush()
         // NIO shuts the output once what is pending is written.
-        context.close(mode: .output, promise: nil)
+        if closeOnceWritten {
+            let shut = context.eventLoop.makePromise(of: Void.self)
+            context.close(mode: .output, promise: shut)
+            shut.futureResult.assumeIsolated().whenComplete { [self] _ in self.context?.close(promise: nil) }
+        } else {
+            context.close(mode: .output, promise: nil)
+        }
         timer = context.eventLoop.assumeIsolated().scheduleTask(in: linger) { [self] in
             timer = nil
             self.context?.close(promise: nil)

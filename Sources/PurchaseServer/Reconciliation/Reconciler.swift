@@ -50,6 +50,15 @@ public struct Reconciler: Sendable {
     /// receipt's line of another account must not let a client finish the receipt's other paid lines. Rejecting a held
     /// proof nothing of which can change any more (``mayStillBeGranted(_:bound:)`` holds the others): a final one
     /// first, so that the audit names the reason that is final. Nil when no line was refused.
+    /// A held proof nothing of which was granted (and nothing can be): the refusal that rejects it, which the audit
+    /// names, and the one a client sending the proof again is answered (``ProofIntake/storedRefusal(_:)``) — as live,
+    /// a refusal that can still change before a final one: a StoreKit 1 client told `final` finishes every line of the
+    /// receipt, one still payable to it included.
+    static func rejection(_ results: [Result<SubmissionResult, LedgerError>]) -> (deciding: APIError, answered: APIError)? {
+        guard nothingGranted(results), let deciding = decidingRefusal(results, final: true).map(refusal) else { return nil }
+        return (deciding, decidingRefusal(results).map(refusal) ?? deciding)
+    }
+
     static func decidingRefusal(_ results: [Result<SubmissionResult, LedgerError>], final: Bool = false) -> LedgerError? {
         let refusals = results.compactMap { result -> LedgerError? in
             if case .failure(let error) = result { return error }
@@ -141,9 +150,8 @@ public struct Reconciler: Sendable {
                 }
                 // Nothing of it was granted and nothing can be: rejected, whatever the refusal's class (a retired product's
                 // purchase, a malformed line, another account's), rather than retried every hour for ever.
-                if Self.nothingGranted(results), let refusal = Self.decidingRefusal(results, final: true) {
-                    let answer = Self.refusal(refusal)
-                    try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(answer)", audit: .init(
+                if let (answer, live) = Self.rejection(results) {
+                    try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(live)", audit: .init(
                         actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(answer)"), now: now)
                     report.proofsRejected += 1
                     continue

@@ -20,6 +20,19 @@ public struct AppleLookupLimitSettings: Codable, Sendable, Hashable {
     /// Proofs one account may have held (waiting for Apple) at once; another is refused with 429 until some are decided.
     public var heldProofsPerAccount: Int?
 
+    /// What is wrong with these settings, naming the key; nil when each is within what the server takes. A value out
+    /// of range is refused at start, never quietly taken as another (a `perSecond` of 0 would answer nearly every
+    /// upload that asks Apple 429).
+    public var problem: String? {
+        func outside<T: Comparable>(_ value: T?, _ range: ClosedRange<T>, _ key: String) -> String? {
+            guard let value, !range.contains(value) else { return nil }
+            return "appStore.lookupLimits.\(key) must be within \(range.lowerBound)…\(range.upperBound), not \(value)"
+        }
+        return outside(perAccount, 1...100_000, "perAccount") ?? outside(perAccountWindowSeconds, 1...86_400, "perAccountWindowSeconds")
+            ?? outside(perSecond, 1...100_000, "perSecond") ?? outside(notFoundSeconds, 0...86_400, "notFoundSeconds")
+            ?? outside(heldProofsPerAccount, 1...10_000, "heldProofsPerAccount")
+    }
+
     public init(perAccount: Int? = nil, perAccountWindowSeconds: Double? = nil, perSecond: Double? = nil, notFoundSeconds: Double? = nil,
                 heldProofsPerAccount: Int? = nil) {
         self.perAccount = perAccount
