@@ -11,14 +11,22 @@ import Testing
 /// can do to a deployed server.
 @Suite("Hardened against abuse, over real processes", .timeLimit(.minutes(3)))
 struct AbuseProcessTests {
-    static func post(_ url: String, _ body: String, token: String?) async throws -> (Int, String) {
+    /// A session of this suite's own: in a full run dozens of process tests share `URLSession.shared`, and one of
+    /// these requests once heard nothing for 30 s there (a CI run; never seen alone or under CPU load).
+    static let session = URLSession(configuration: .ephemeral)
+
+    static func call(_ url: String, method: String = "GET", _ body: String? = nil, token: String?) async throws -> (Int, String) {
         var request = URLRequest(url: URL(string: url)!)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body.utf8)
+        request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        request.timeoutInterval = 30
-        let (data, response) = try await URLSession.shared.data(for: request)
+        request.timeoutInterval = 60
+        let (data, response) = try await session.data(for: request)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    static func post(_ url: String, _ body: String, token: String?) async throws -> (Int, String) {
+        try await call(url, method: "POST", body, token: token)
     }
 
     static func object(_ text: String) -> [String: Any] {
@@ -35,6 +43,9 @@ struct AbuseProcessTests {
         defer { process.terminate() }
         let secret = try String(contentsOf: data.appendingPathComponent("server/auth-hs256-secret"), encoding: .utf8)
         let (base, store) = ("http://127.0.0.1:\(server)", "http://127.0.0.1:\(simulator)")
+        // The purchase server answering is this run's (a port another test bound meanwhile would answer otherwise).
+        let health = Self.object(try await Self.call("\(base)/health", token: nil).1)
+        try #require(health["status"] as? String == "ok" && health["store"] as? String == "sqlite", "\(health)")
         func buy(_ account: String, _ productId: String) async throws -> (transactionId: String, reply: [String: Any]) {
             let token = try await AccountAuthenticator.issueToken(account: account, secret: secret)
             let order = Self.object(try await Self.post("\(base)/v1/orders", #"{"productId":"\#(productId)"}"#, token: token).1)
@@ -65,16 +76,14 @@ struct AbuseProcessTests {
         let bought: Int = Int(id) ?? 0
         #expect(squatted.contains(bought), "\(id) after \(last)")
         #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String), "\(reply)")
-        let owned = try await IAPServeProcessTests.request("\(base)/v1/entitlements", account: "vera", secret: secret).1
+        let owned = Self.object(try await Self.call("\(base)/v1/entitlements",
+                                                    token: try await AccountAuthenticator.issueToken(account: "vera", secret: secret)).1)
         let item = (owned["entitlements"] as? [[String: Any]])?.first { $0["name"] as? String == "premium" }
         #expect(item?["transactionId"] as? String == id && item?["environment"] as? String == "Sandbox", "\(owned)")
 
         // A bearer token whose nbf is an hour ahead is refused; the same claims valid now are taken.
         let early = try await AccountAuthenticator.issueToken(account: "vera", secret: secret, lifetime: 7_200, notBefore: Date() + 3_600)
-        var request = URLRequest(url: URL(string: "\(base)/v1/entitlements")!)
-        request.setValue("Bearer \(early)", forHTTPHeaderField: "Authorization")
-        let (_, response) = try await URLSession.shared.data(for: request)
-        #expect((response as? HTTPURLResponse)?.statusCode == 401)
+        #expect(try await Self.call("\(base)/v1/entitlements", token: early).0 == 401)
         try await IAPServeProcessTests.stop(process)
     }
 
