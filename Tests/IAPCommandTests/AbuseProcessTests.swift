@@ -11,8 +11,10 @@ import Testing
 /// can do to a deployed server.
 @Suite("Hardened against abuse, over real processes", .timeLimit(.minutes(3)))
 struct AbuseProcessTests {
-    /// A session of this suite's own: in a full run dozens of process tests share `URLSession.shared`, and one of
-    /// these requests once heard nothing for 30 s there (a CI run; never seen alone or under CPU load).
+    /// A session of this suite's own, each request on a connection of its own (`Connection: close`). A kept-alive
+    /// connection the server closes for idleness (20 s) just as the client reuses it for a POST is retried by curl on
+    /// a fresh one, and FoundationNetworking's retry sends the head without the body (its rewind does nothing for
+    /// `data(for:)`): the server waits for the body and the client hears nothing for 30 s — seen once in a full CI run.
     static let session = URLSession(configuration: .ephemeral)
 
     static func call(_ url: String, method: String = "GET", _ body: String? = nil, token: String?) async throws -> (Int, String) {
@@ -20,6 +22,7 @@ struct AbuseProcessTests {
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        request.setValue("close", forHTTPHeaderField: "Connection")
         request.timeoutInterval = 60
         let (data, response) = try await session.data(for: request)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))

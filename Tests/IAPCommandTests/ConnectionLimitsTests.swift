@@ -100,7 +100,7 @@ struct ConnectionLimitsTests {
         #expect(limits.idleTimeoutSeconds <= 30 && limits.idleTimeoutSeconds > 0)
         #expect(limits.headerTimeoutSeconds <= 10 && limits.bodyTimeoutSeconds <= 30)
         #expect(limits.maxConnections + ConnectionLimits.descriptorReserve <= 1_024)
-        #expect(limits.maxConnectionsPerClient < limits.maxConnections / 4)
+        #expect(limits.maxConnectionsPerClient <= limits.maxConnections / 2 && limits.maxConnectionsPerClient >= 128)
         // A 300 KB receipt at 20 kbit/s (EDGE) is read: it makes progress well inside the timeout, and ends in time.
         let edgeBytesPerSecond = 20_000.0 / 8
         #expect(Double(limits.bodyProgressBytes) / edgeBytesPerSecond < limits.bodyTimeoutSeconds / 4)

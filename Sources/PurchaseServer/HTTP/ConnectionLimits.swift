@@ -39,8 +39,9 @@ public struct ConnectionLimits: Codable, Sendable, Equatable {
     public var maxConnections: Int = 512
     /// Connections one client (an IPv4 address, an IPv6 /64) may have open at once; at it, a new one takes the place of
     /// that client's connection idle longest, or is refused (503) when none is idle. Peers listed in `trustedProxies`
-    /// are exempt: behind a proxy every connection comes from it.
-    public var maxConnectionsPerClient: Int = 64
+    /// are exempt: behind a proxy every connection comes from it. Half the cap: one address can never hold all of it,
+    /// and a proxy left out of `trustedProxies` (every connection from one address) still has room under load.
+    public var maxConnectionsPerClient: Int = 256
 
     public init() {}
 
