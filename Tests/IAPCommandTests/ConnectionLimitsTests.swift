@@ -285,21 +285,10 @@ struct ConnectionLimitsTests {
                 + "Content-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n\r\n\(json)"
             var (answered, unanswered, evictedAfterAnswer) = (0, 0, 0)
             for round in 0..<6 {
-                // The cap filled with idle connections, oldest first.
-                var victims: [RawConnection] = []
-                for _ in 0..<cap {
-                    if let connection = try await server.served() { victims.append(connection) }
-                }
-                try #require(victims.count == cap, "round \(round): the cap filled")
-                // An order on each, and at the same moment a newcomer, which takes the place of the one idle longest:
-                // the one whose order was just sent, or the next. Each order races an eviction.
-                var newcomers: [RawConnection] = []
-                for victim in victims {
-                    #expect(victim.send(order))
-                    let newcomer = try server.connect()
-                    _ = newcomer.send("GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-                    newcomers.append(newcomer)
-                }
+                // An order on each idle connection, and at the same moment a newcomer, which takes the place of the one
+                // idle longest: the one whose order was just sent, or the next. Each order races an eviction.
+                let (victims, newcomers) = try await Self.race(server, cap: cap, round: round, sending: order,
+                                                               newcomer: "GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
                 for (index, victim) in victims.enumerated() {
                     let reply = await victim.read(within: .seconds(10)) { Self.whole($0) }
                     if reply.text.isEmpty {
@@ -328,6 +317,25 @@ struct ConnectionLimitsTests {
         }
     }
 
+    /// The cap filled with idle connections (oldest first); then `sending` on each, each followed at once by a
+    /// newcomer sending `newcomer`, whose admission evicts the connection idle longest.
+    static func race(_ server: Server, cap: Int, round: Int, sending: String, newcomer request: String) async throws
+        -> (victims: [RawConnection], newcomers: [RawConnection]) {
+        var victims: [RawConnection] = []
+        for _ in 0..<cap {
+            if let connection = try await server.served() { victims.append(connection) }
+        }
+        try #require(victims.count == cap, "round \(round): the cap filled")
+        var newcomers: [RawConnection] = []
+        for victim in victims {
+            #expect(victim.send(sending))
+            let newcomer = try server.connect()
+            _ = newcomer.send(request)
+            newcomers.append(newcomer)
+        }
+        return (victims, newcomers)
+    }
+
     @Test("A connection evicted while its request is still arriving is answered 503 and closed: open connections never exceed the cap")
     func evictionRacesArrivingRequest() async throws {
         let cap = 16
@@ -337,19 +345,9 @@ struct ConnectionLimitsTests {
                 + "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
             var told = 0
             for round in 0..<3 {
-                var victims: [RawConnection] = []
-                for _ in 0..<cap {
-                    if let connection = try await server.served() { victims.append(connection) }
-                }
-                try #require(victims.count == cap, "round \(round): the cap filled")
                 // Each begun request races a newcomer's eviction of the connection idle longest.
-                var newcomers: [RawConnection] = []
-                for victim in victims {
-                    #expect(victim.send(begun))
-                    let newcomer = try server.connect()
-                    _ = newcomer.send("GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
-                    newcomers.append(newcomer)
-                }
+                let (victims, newcomers) = try await Self.race(server, cap: cap, round: round, sending: begun,
+                                                               newcomer: "GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
                 try await Task.sleep(for: .seconds(1))
                 var open = 0
                 for (index, victim) in victims.enumerated() {
