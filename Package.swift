@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "AppStoreTrust", targets: ["AppStoreTrust"]),
         .library(name: "StoreSimulator", targets: ["StoreSimulator"]),
         .library(name: "AppStoreClient", targets: ["AppStoreClient"]),
+        .library(name: "PurchaseAPI", targets: ["PurchaseAPI"]),
         .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
         .library(name: "PurchaseServer", targets: ["PurchaseServer"]),
         .library(name: "PurchaseClient", targets: ["PurchaseClient"]),
@@ -72,12 +73,19 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The contract between apps and the purchase server: every request and answer body, the error body and its codes,
+        // the entitlement model. Foundation only, so that the iOS SDK depends on it as the server does.
+        .target(name: "PurchaseAPI"),
+        // The server's OpenAPI document, generated from PurchaseAPI's endpoint table and types (`iap openapi`,
+        // docs/API.md). Apart from PurchaseAPI so that the SDK does not carry the generator.
+        .target(name: "PurchaseAPIDocument", dependencies: ["PurchaseAPI"]),
         // SQLite's C API from the system library (libsqlite3-dev): prepared statements on one writer thread.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .target(
             name: "PurchaseLedger",
             dependencies: [
                 "AppStoreFormats",
+                "PurchaseAPI",
                 "CSQLite",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -90,6 +98,7 @@ let package = Package(
             name: "PurchaseServer",
             dependencies: [
                 "AppStoreFormats",
+                "PurchaseAPI",
                 "AppStoreTrust",
                 "AppStoreClient",
                 "PurchaseLedger",
@@ -106,7 +115,9 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-            ]
+            ],
+            // What GET /openapi.json answers, as `iap openapi` writes it.
+            resources: [.copy("Resources/openapi.json")]
         ),
         // The app-side SDK: Foundation (URLSession) and StoreKit only, so it builds for iOS; no NIO, no server code.
         // It checks the server's signed entitlements with CryptoKit on Apple platforms; swift-crypto (the same API)
@@ -115,6 +126,7 @@ let package = Package(
             name: "PurchaseClient",
             dependencies: [
                 "AppStoreFormats",
+                "PurchaseAPI",
                 .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux])),
             ]
         ),
@@ -127,6 +139,8 @@ let package = Package(
                 "PurchaseLedger",
                 "PurchaseServer",
                 "PurchaseClient",
+                "PurchaseAPI",
+                "PurchaseAPIDocument",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -140,6 +154,7 @@ let package = Package(
         ),
         .target(name: "IAPTestSupport", dependencies: [
             "AppStoreFormats",
+            "PurchaseAPI",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
             .product(name: "Crypto", package: "swift-crypto"),
@@ -150,7 +165,8 @@ let package = Package(
         .target(
             name: "HistoryExplorer",
             dependencies: [
-                "StoreSimulator", "PurchaseServer", "PurchaseLedger", "PurchaseClient", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "IAPTestSupport",
+                "StoreSimulator", "PurchaseServer", "PurchaseLedger", "PurchaseClient", "PurchaseAPI", "AppStoreTrust", "AppStoreFormats", "AppStoreClient",
+                "IAPTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -184,13 +200,13 @@ let package = Package(
         ),
         .testTarget(
             name: "PurchaseLedgerTests",
-            dependencies: ["PurchaseLedger", "AppStoreFormats", "IAPTestSupport"]
+            dependencies: ["PurchaseLedger", "PurchaseAPI", "AppStoreFormats", "IAPTestSupport"]
         ),
         .testTarget(
             name: "PurchaseServerTests",
             dependencies: [
                 "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "PurchaseClient",
-                "IAPTestSupport",
+                "PurchaseAPI", "IAPTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -200,12 +216,16 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "PurchaseAPIDocumentTests",
+            dependencies: ["PurchaseAPIDocument", "PurchaseAPI"]
+        ),
+        .testTarget(
             name: "PurchaseClientTests",
-            dependencies: ["PurchaseClient", "AppStoreFormats", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["PurchaseClient", "PurchaseAPI", "AppStoreFormats", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "IAPCommandTests",
-            dependencies: ["iap", "IAPTestSupport", "PurchaseServer"]
+            dependencies: ["iap", "IAPTestSupport", "PurchaseServer", "PurchaseAPI"]
         ),
         .testTarget(
             name: "AppStoreTrustTests",

@@ -32,7 +32,7 @@ public struct OfferSigner: Sendable {
         let json = try AppStoreJSON.encoder().encode(request)
         return try credentials.signJWT(OfferSignatureClaims(iss: credentials.issuerId, iat: now.timeIntervalSince1970.rounded(.down),
                                                             aud: OfferSignatureClaims.advancedCommerceAudience, bid: credentials.bundleId,
-                                                            nonce: UUID().uuidString.lowercased(), request: Base64.standardEncode(Array(json))))
+                                                            nonce: UUID().lowercasedString, request: Base64.standardEncode(Array(json))))
     }
 
     /// The original API's promotional-offer signature; `applicationUsername` is the purchase's `appAccountToken`.
@@ -51,7 +51,7 @@ public struct OfferSigner: Sendable {
     private func claims(_ audience: String, productId: String, transactionId: String?, now: Date, offerIdentifier: String? = nil,
                         allowIntroductoryOffer: Bool? = nil) -> OfferSignatureClaims {
         OfferSignatureClaims(iss: credentials.issuerId, iat: now.timeIntervalSince1970.rounded(.down), aud: audience, bid: credentials.bundleId,
-                             nonce: UUID().uuidString.lowercased(), productId: productId, offerIdentifier: offerIdentifier,
+                             nonce: UUID().lowercasedString, productId: productId, offerIdentifier: offerIdentifier,
                              transactionId: transactionId, allowIntroductoryOffer: allowIntroductoryOffer)
     }
 }

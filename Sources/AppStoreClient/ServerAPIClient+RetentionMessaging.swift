@@ -70,7 +70,7 @@ extension ServerAPIClient {
         try await get("/inApps/v1/messaging/performanceTest/result/\(try Self.pathSegment(requestId))", as: PerformanceTestResultResponse.self)
     }
 
-    static func uuidSegment(_ id: UUID) -> String { id.uuidString.lowercased() }
+    static func uuidSegment(_ id: UUID) -> String { id.lowercasedString }
 
     /// Product ids may hold dots; locales a hyphen. Nothing else that could leave the path segment.
     static func defaultPath(_ productId: String, _ locale: String) throws -> String {

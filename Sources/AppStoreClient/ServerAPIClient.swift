@@ -134,7 +134,7 @@ public struct ServerAPIClient: Sendable {
     /// later transactions of its series too. Only on an original transaction id (4000187), never on a family member's
     /// copy (4000185).
     public func setAppAccountToken(originalTransactionId: String, _ token: UUID) async throws {
-        let body = try AppStoreJSON.encoder().encode(["appAccountToken": token.uuidString.lowercased()])
+        let body = try AppStoreJSON.encoder().encode(["appAccountToken": token.lowercasedString])
         _ = try await call(.PUT, "/inApps/v1/transactions/\(try Self.pathSegment(originalTransactionId))/appAccountToken", body: [UInt8](body), as: NoContent.self)
     }
 

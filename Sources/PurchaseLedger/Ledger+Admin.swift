@@ -1,3 +1,4 @@
+import PurchaseAPI
 import AppStoreFormats
 import Foundation
 
@@ -72,15 +73,15 @@ extension Ledger {
                     transfer.orderId = orderId
                     try session.apply(.emitEvent(transfer))
                 }
-                try session.apply(.audit(actor: actor, action: "settle-with-transaction", subject: orderId,
+                try session.apply(.audit(actor: actor, action: .settleWithTransaction, subject: orderId,
                                          detail: "transaction \(record.transactionId): \(decision.outcome); \(note)", at: now))
             } else {
                 // Audited as what happened: an order paid (or settled) before the settle reached it is left as it is.
                 if try session.settleOpenOrder(orderId: orderId, note: note, at: now) {
-                    try session.apply(.audit(actor: actor, action: "settle", subject: orderId, detail: note, at: now))
+                    try session.apply(.audit(actor: actor, action: .settle, subject: orderId, detail: note, at: now))
                 } else {
                     let state = try session.order(id: orderId)?.state ?? order.state
-                    try session.apply(.audit(actor: actor, action: "settle-not-open", subject: orderId,
+                    try session.apply(.audit(actor: actor, action: .settleNotOpen, subject: orderId,
                                              detail: "the order was \(state.rawValue) already; nothing changed: \(note)", at: now))
                 }
             }
@@ -89,26 +90,12 @@ extension Ledger {
     }
 
     /// Records an operator's or the reconciliation job's action.
-    public func audit(actor: String, action: String, subject: String, detail: String, now: Date = Date()) async throws {
+    public func audit(actor: String, action: AuditAction, subject: String, detail: String, now: Date = Date()) async throws {
         try await write { try $0.apply(.audit(actor: actor, action: action, subject: subject, detail: detail, at: now)) }
     }
 
     /// One audit entry.
-    public struct AuditEntry: Sendable, Hashable, Codable {
-        public var actor: String
-        public var action: String
-        public var subject: String
-        public var detail: String
-        public var at: Date
-
-        public init(actor: String, action: String, subject: String, detail: String, at: Date = Date()) {
-            self.actor = actor
-            self.action = action
-            self.subject = subject
-            self.detail = detail
-            self.at = at
-        }
-    }
+    public typealias AuditEntry = PurchaseAPI.AuditEntry
 
     /// The audit log, newest first.
     public func auditLog(limit: Int = 200) async throws -> [AuditEntry] {
@@ -265,19 +252,6 @@ public struct SeriesRecord: Sendable, Hashable {
     /// Every transaction of the series, oldest period first.
     public var transactions: [PurchaseRecord]
     public var notifications: [LoggedNotification]
-}
-
-/// One line of an account's history.
-public struct TimelineEntry: Sendable, Hashable, Codable {
-    public enum Kind: String, Sendable, Hashable, Codable {
-        case order, transaction, revocation, balance, notification, deviceReport, conflict, audit
-    }
-
-    public var at: Date
-    public var kind: Kind
-    /// The order, transaction, notification or entry it is about.
-    public var subject: String
-    public var detail: String
 }
 
 extension Ledger {

@@ -1,3 +1,4 @@
+import PurchaseAPI
 import AppStoreFormats
 import Foundation
 
@@ -36,9 +37,9 @@ extension Ledger {
             try session.sql.execute("""
                 INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7)
-                """, [.text("external-" + UUID().uuidString.lowercased()), .text(accountId), .text(record.productId), .text(token.uuidString.lowercased()),
+                """, [.text("external-" + UUID().lowercasedString), .text(accountId), .text(record.productId), .text(token.lowercasedString),
                       .text(Order.State.granted.rawValue), .text(transactionId), .of(now)])
-            try session.apply(.audit(actor: "server", action: "app_account_token_assigned", subject: accountId,
+            try session.apply(.audit(actor: "server", action: .appAccountTokenAssigned, subject: accountId,
                                      detail: "series \(record.originalTransactionId), bought outside the app's flow (transaction \(transactionId))", at: now))
             return token
         }

@@ -1,3 +1,4 @@
+import PurchaseAPI
 import AppStoreFormats
 import Foundation
 
@@ -54,7 +55,7 @@ extension Ledger {
                 INSERT INTO consumption_consents (account_id, consented, changed_at, source) VALUES ($1, $2, $3, 'app')
                 ON CONFLICT (account_id) DO UPDATE SET consented = excluded.consented, changed_at = excluded.changed_at, source = excluded.source
                 """, [.text(accountId), .of(consented), .of(now)])
-            try session.apply(.audit(actor: accountId, action: consented ? "consumption_consent_given" : "consumption_consent_withdrawn",
+            try session.apply(.audit(actor: accountId, action: consented ? .consumptionConsentGiven : .consumptionConsentWithdrawn,
                                      subject: accountId, detail: "reported by the app", at: now))
             return ConsumptionConsent(accountId: accountId, consented: consented, changedAt: now, source: "app")
         }
@@ -130,7 +131,7 @@ extension Ledger {
                 """, [.text(notificationUUID), .text(state.rawValue), .of(accountId), .of(body.map { String($0.prefix(4000)) }),
                       .of(state == .pending ? nil : now), .of(claim)])?.text(0)
             guard let transactionId = settled, state != .pending else { return }
-            try session.apply(.audit(actor: "server", action: "consumption_request_\(state.rawValue)", subject: accountId ?? transactionId,
+            try session.apply(.audit(actor: "server", action: .consumptionRequest(state.rawValue), subject: accountId ?? transactionId,
                                      detail: "transaction \(transactionId): \(body ?? "")", at: now))
         }
     }
@@ -192,7 +193,7 @@ extension LedgerSession {
                 RETURNING account_id
                 """, [.text(account), .of(signedDate)])
             if changed != nil {
-                try apply(.audit(actor: "apple", action: "consumption_consent_rescinded", subject: account,
+                try apply(.audit(actor: "apple", action: .consumptionConsentRescinded, subject: account,
                                  detail: "RESCIND_CONSENT for app transaction \(appTransactionId)", at: signedDate))
             }
         }

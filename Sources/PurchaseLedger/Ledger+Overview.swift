@@ -103,7 +103,7 @@ extension Ledger {
     public func search(_ query: String) async throws -> [LedgerSearchMatch] {
         // Not trimmed: an account id may begin or end with a space, and must be findable.
         guard !query.isEmpty, query.utf8.count <= 200 else { return [] }
-        let token = UUID(uuidString: query)?.uuidString.lowercased()
+        let token = UUID(uuidString: query)?.lowercasedString
         return try await read { session in
             var matches: [LedgerSearchMatch] = []
             if let purchase = try session.purchase(query) {

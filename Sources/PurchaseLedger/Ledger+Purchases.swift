@@ -1,3 +1,4 @@
+import PurchaseAPI
 import AppStoreFormats
 import Foundation
 
@@ -43,15 +44,8 @@ public struct PurchaseSubmission: Sendable {
 
 /// What a submission came to.
 public struct SubmissionResult: Sendable, Hashable {
-    public enum Outcome: String, Sendable, Hashable, Codable {
-        /// This submission bound and granted the transaction.
-        case granted
-        /// The transaction was already bound to this account: nothing more was granted.
-        case alreadyGranted
-        /// The transaction's `appAccountToken` names another account's order: it was granted to that account (now or
-        /// before), and nothing to the submitter. The device may finish it: it reached its owner.
-        case deliveredToOwner
-    }
+    /// The wire type itself: what the server answers is what the ledger decided.
+    public typealias Outcome = SubmissionOutcome
 
     public var outcome: Outcome
     /// As it was signed: what the app's StoreKit knows it by (not the ledger's key of a test environment's).

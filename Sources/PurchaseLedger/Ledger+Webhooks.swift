@@ -1,27 +1,7 @@
+import PurchaseAPI
+import AppStoreFormats
 import Foundation
 
-/// An outbox row: an event for the app's backend and where its delivery stands.
-public struct StoredWebhookEvent: Codable, Sendable, Hashable {
-    public enum State: String, Codable, Sendable, CaseIterable {
-        /// Waiting for (another) delivery attempt.
-        case pending
-        case delivered
-        /// Out of attempts: waits for an operator's replay.
-        case failed
-    }
-
-    public var eventId: String
-    public var type: String
-    public var accountId: String?
-    /// The JSON the receiver gets.
-    public var body: String
-    public var state: State
-    public var attempts: Int
-    public var nextAttemptAt: Date
-    public var lastError: String?
-    public var createdAt: Date
-    public var deliveredAt: Date?
-}
 
 extension Ledger {
     /// Takes the next event due for delivery for one sender, held until `now + lease` so that no other sender (another
@@ -115,7 +95,7 @@ extension Ledger {
                     claimed_until = CASE WHEN state = 'pending' AND claimed_until >= $2 THEN claimed_until + 1 ELSE NULL END
                 WHERE event_id = $1 RETURNING event_id
                 """, [.text(eventId), .of(Date()), .int(Millis.now)]) != nil
-            if replayed { try session.apply(.audit(actor: actor, action: "webhook-replay", subject: eventId, detail: "", at: now)) }
+            if replayed { try session.apply(.audit(actor: actor, action: .webhookReplay, subject: eventId, detail: "", at: now)) }
             return replayed
         }
     }
@@ -123,10 +103,10 @@ extension Ledger {
     /// Queues a `TEST` event; returns it.
     public func emitTestWebhook(actor: String, now: Date = Date()) async throws -> WebhookEvent {
         guard recordsWebhookEvents else { throw LedgerError(.invalidInput, "webhooks are off: no receiver URL is configured") }
-        let event = WebhookEvent(id: "TEST.\(UUID().uuidString.lowercased())", type: .test, accountId: nil, occurredAt: now)
+        let event = WebhookEvent(id: "TEST.\(UUID().lowercasedString)", type: .test, accountId: nil, occurredAt: now)
         try await write { session in
             try session.apply(.emitEvent(event))
-            try session.apply(.audit(actor: actor, action: "webhook-test", subject: event.id, detail: "", at: now))
+            try session.apply(.audit(actor: actor, action: .webhookTest, subject: event.id, detail: "", at: now))
         }
         return event
     }

@@ -90,7 +90,7 @@ extension Ledger {
     public func createOrder(accountId: String, productId: String, now: Date = Date()) async throws -> Order {
         guard catalog.rule(for: productId) != nil else { throw LedgerError(.unknownProduct, "no product \(productId) is sold here") }
         try Self.checkAccountId(accountId)
-        let order = Order(orderId: UUID().uuidString.lowercased(), accountId: accountId, productId: productId, appAccountToken: UUID(),
+        let order = Order(orderId: UUID().lowercasedString, accountId: accountId, productId: productId, appAccountToken: UUID(),
                           state: .created, transactionId: nil, createdAt: now, expiresAt: now.addingTimeInterval(orderLifetime))
         try await write { try $0.insertOrder(order, at: now) }
         recentOrders.keep(order)

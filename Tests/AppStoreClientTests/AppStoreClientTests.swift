@@ -123,14 +123,16 @@ struct AppStoreClientTests {
         let token = try api.token(now: Date(timeIntervalSince1970: 1_800_000_000))
         let parts = token.split(separator: ".").map(String.init)
         #expect(parts.count == 3)
-        let header = try JSONSerialization.jsonObject(with: Data(Base64.decode(parts[0].utf8)!)) as? [String: Any]
-        let claims = try JSONSerialization.jsonObject(with: Data(Base64.decode(parts[1].utf8)!)) as? [String: Any]
-        #expect(header?["alg"] as? String == "ES256")
-        #expect(header?["kid"] as? String == "ABC123DEFG")
-        #expect(claims?["aud"] as? String == "appstoreconnect-v1")
-        #expect(claims?["bid"] as? String == "com.example.app")
-        #expect(claims?["iss"] as? String == "issuer-1")
-        #expect((claims?["exp"] as? Int ?? 0) - (claims?["iat"] as? Int ?? 0) == 300)
+        struct Header: Decodable { var alg: String; var kid: String }
+        struct Claims: Decodable { var aud: String; var bid: String; var iss: String; var iat: Int; var exp: Int }
+        let header = try JSONDecoder().decode(Header.self, from: Data(Base64.decode(parts[0].utf8)!))
+        let claims = try JSONDecoder().decode(Claims.self, from: Data(Base64.decode(parts[1].utf8)!))
+        #expect(header.alg == "ES256")
+        #expect(header.kid == "ABC123DEFG")
+        #expect(claims.aud == "appstoreconnect-v1")
+        #expect(claims.bid == "com.example.app")
+        #expect(claims.iss == "issuer-1")
+        #expect(claims.exp - claims.iat == 300)
         let signature = try P256.Signing.ECDSASignature(rawRepresentation: Base64.decode(parts[2].utf8)!)
         #expect(key.publicKey.isValidSignature(signature, for: Array((parts[0] + "." + parts[1]).utf8)))
     }

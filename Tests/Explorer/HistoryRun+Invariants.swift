@@ -1,6 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import StoreSimulator
 

@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -204,8 +205,8 @@ extension HistoryRun {
         request.httpBody = Data(#"{"transactionId":"\#(id)"}"#.utf8)
         // Not observed: an id presents nothing.
         guard let (data, response) = try? await http.send(request) else { return }
-        let reply = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
-        if (response as? HTTPURLResponse)?.statusCode == 200, reply["outcome"] as? String == "granted", ownership.owner(of: payload) != account {
+        let reply = try? APIJSON.decoder().decode(PurchaseReply.self, from: data)
+        if (response as? HTTPURLResponse)?.statusCode == 200, reply?.outcome == .granted, ownership.owner(of: payload) != account {
             record(1, "\(id) was granted to \(account), which only sent its id (its owner: \(ownership.owner(of: payload) ?? "nobody yet"))")
         }
         saw("stranger's id answered \((response as? HTTPURLResponse)?.statusCode ?? 0)")
@@ -270,7 +271,7 @@ extension HistoryRun {
     /// Held receipts the reconciler has now verified and granted are presented by their account: the purchases the
     /// server then verified, as it verifies them now (verifyReceipt's latest_receipt_info when it asks Apple and the
     /// receipt holds a subscription; the receipt's own purchases otherwise).
-    func presentResolvedReceipts(_ services: PurchaseServer.Services) async throws {
+    func presentResolvedReceipts(_ services: PurchaseServices) async throws {
         let granted = Set(try await services.ledger.pendingProofs(state: .granted).map(\.proofId))
         for (account, text) in ownership.takeHeldReceipts(resolved: granted) {
             guard let der = Base64.decode(text.utf8), let container = try? PKCS7SignedData(berEncoded: der),

@@ -7,6 +7,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import NIOEmbedded
@@ -195,7 +196,7 @@ final class HistoryRun: @unchecked Sendable {
 
     // MARK: The purchase server
 
-    func makeServices(bundleId: String) async throws -> PurchaseServer.Services {
+    func makeServices(bundleId: String) async throws -> PurchaseServices {
         var configuration = ServerConfiguration()
         if environment.postgresURL == nil, !FileManager.default.fileExists(atPath: ledgerFile.path) {
             try FileManager.default.copyItem(at: try await environment.migratedLedger(), to: ledgerFile)
@@ -217,7 +218,7 @@ final class HistoryRun: @unchecked Sendable {
                                 // look-ups (AppleLookupLimitsTests) are not what it explores.
                                 limits: AppleLookupLimits(.init(perAccount: 100_000, perSecond: 100_000)))
         let roots = receiptsByApple ? environment.jwsRoots : environment.roots
-        return PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: apple),
+        return PurchaseServices(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: apple),
                                        authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
     }
 
@@ -288,37 +289,37 @@ final class HistoryRun: @unchecked Sendable {
     /// transactions were accepted, as the oracle of ownership.
     func observe(_ request: URLRequest, _ status: Int, _ data: Data) {
         guard let path = request.url?.path, let account = account(bearer: request.value(forHTTPHeaderField: "Authorization")) else { return }
-        let body = request.httpBody.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
+        /// The request's body, and the answer, as the contract's types (nil: not of that type).
+        func sent<T: Decodable>(_ type: T.Type) -> T? { request.httpBody.flatMap { try? APIJSON.decoder().decode(type, from: $0) } }
+        func answer<T: Decodable>(_ type: T.Type) -> T? { try? APIJSON.decoder().decode(type, from: data) }
+        let upload = path == "/v1/purchases" ? sent(PurchaseRequest.self) : nil
         switch (path, status) {
         case ("/v1/orders", 200...201):
-            if let reply = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let token = (reply["appAccountToken"] as? String).flatMap({ UUID(uuidString: $0) }) {
+            if let token = answer(OrderReply.self)?.appAccountToken {
                 ownership.ordered(token, by: account)
             }
-        case ("/v1/purchases", 200) where body["receipt"] != nil:
+        case ("/v1/purchases", 200) where upload?.receipt != nil:
             // A receipt's purchases that the server bound to the sender (not those its tokens sent to their owners). A
             // receipt lists a series' first period too, whose id is the series' key.
-            let reply = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
-            for item in reply["transactions"] as? [[String: Any]] ?? [] {
-                guard let id = item["transactionId"] as? String, ["granted", "alreadyGranted"].contains(item["outcome"] as? String) else { continue }
-                ownership.presented(ids: [id], by: account)
+            for item in answer(PurchaseReply.self)?.transactions ?? [] where [.granted, .alreadyGranted].contains(item.outcome) {
+                ownership.presented(ids: [item.transactionId], by: account)
             }
         case ("/v1/purchases", 202):
-            let reply = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
-            if let receipt = body["receipt"] as? String, let proofId = reply["proofId"] as? String {
+            if let receipt = upload?.receipt, let proofId = answer(HeldProofReply.self)?.proofId {
                 saw("receipt held for Apple (202)")
                 ownership.held(receipt: receipt, proofId: proofId, by: account)
             }
         case ("/v1/purchases", 200), ("/v1/purchases", 409):
             // Accepted, or refused as another account's: either way the server verified it and heard who presented it.
-            if let jws = body["signedTransaction"] as? String, let transaction = try? StoreTransaction(signedTransaction: jws) {
+            if let jws = upload?.signedTransaction, let transaction = try? StoreTransaction(signedTransaction: jws) {
                 ownership.presented(transaction, by: account)
             }
         case ("/v1/restore", 200), ("/v1/restore", 409):
-            for jws in body["signedTransactions"] as? [String] ?? [] {
+            for jws in sent(RestoreRequest.self)?.signedTransactions ?? [] {
                 if let transaction = try? StoreTransaction(signedTransaction: jws) { ownership.presented(transaction, by: account) }
             }
         case (_, 200) where path.hasPrefix("/v1/consumables/"):
-            if let amount = body["amount"] as? Int, let key = body["idempotencyKey"] as? String { ownership.spent(Int64(amount), by: account, key: key) }
+            if let spend = sent(SpendRequest.self), let key = spend.idempotencyKey { ownership.spent(spend.amount, by: account, key: key) }
         default: break
         }
     }

@@ -12,17 +12,17 @@ import NIOEmbedded
 /// The history explorer runs every request of a history through these, so a history takes milliseconds and a replay
 /// sees the same order of events.
 struct InProcessHTTP: Sendable {
-    private let respond: @Sendable (Request, BasicRequestContext) async throws -> Response
+    private let respond: @Sendable (Request, ApplicationRequestContextSource) async throws -> Response
     private let logger: Logger
     /// What the request contexts name as their channel. One per history, closed with it: a channel and its pipeline
     /// hold each other until the channel is closed. NIOAsyncTestingChannel, unlike EmbeddedChannel, may be used from
     /// whatever thread a request resumes on.
     private let channel: NIOAsyncTestingChannel
 
-    init(_ router: Router<BasicRequestContext>, channel: NIOAsyncTestingChannel) {
+    init<Context: RequestContext>(_ router: Router<Context>, channel: NIOAsyncTestingChannel) where Context.Source == ApplicationRequestContextSource {
         self.channel = channel
         let responder = router.buildResponder()
-        respond = { try await responder.respond(to: $0, context: $1) }
+        respond = { try await responder.respond(to: $0, context: Context(source: $1)) }
         var logger = Logger(label: "iapkit.explorer")
         logger.logLevel = .critical
         self.logger = logger
@@ -41,7 +41,7 @@ struct InProcessHTTP: Sendable {
         let body = request.httpBody.map { ByteBuffer(bytes: $0) } ?? ByteBuffer()
         let context = BasicRequestContext(source: .init(channel: channel, logger: logger))
         let response: Response
-        do { response = try await respond(Request(head: head, body: RequestBody(buffer: body)), context) } catch let error as HTTPResponseError {
+        do { response = try await respond(Request(head: head, body: RequestBody(buffer: body)), .init(channel: channel, logger: logger)) } catch let error as HTTPResponseError {
             response = try error.response(from: Request(head: head, body: RequestBody(buffer: ByteBuffer())), context: context)
         } catch {
             response = Response(status: .internalServerError)

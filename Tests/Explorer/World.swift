@@ -5,6 +5,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import NIOEmbedded
@@ -80,13 +81,13 @@ final class ServerSlot: @unchecked Sendable {
     private let lock = NSLock()
     private let channel: NIOAsyncTestingChannel
     init(channel: NIOAsyncTestingChannel) { self.channel = channel }
-    private var current: (http: InProcessHTTP, services: PurchaseServer.Services)?
+    private var current: (http: InProcessHTTP, services: PurchaseServices)?
     var http: InProcessHTTP? { lock.withLock { current?.http } }
-    var services: PurchaseServer.Services? { lock.withLock { current?.services } }
-    func replace(_ services: PurchaseServer.Services?) -> PurchaseServer.Services? {
+    var services: PurchaseServices? { lock.withLock { current?.services } }
+    func replace(_ services: PurchaseServices?) -> PurchaseServices? {
         lock.withLock {
             let old = current?.services
-            current = services.map { (InProcessHTTP(PurchaseServer.router($0), channel: channel), $0) }
+            current = services.map { (InProcessHTTP(buildRouter($0), channel: channel), $0) }
             return old
         }
     }

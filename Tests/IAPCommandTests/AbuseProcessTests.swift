@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import IAPTestSupport
+import PurchaseAPI
 import PurchaseServer
 import Testing
 
@@ -32,10 +33,6 @@ struct AbuseProcessTests {
         try await call(url, method: "POST", body, token: token)
     }
 
-    static func object(_ text: String) -> [String: Any] {
-        (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
-    }
-
     @Test("iap dev accepting Sandbox and Xcode: five forged Xcode transactions under the next ids leave the customer's real purchase to the customer; a token valid only in an hour is 401")
     func xcodeSquatAndEarlyToken() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-abuse-\(UUID().uuidString)")
@@ -47,19 +44,18 @@ struct AbuseProcessTests {
         let secret = try String(contentsOf: data.appendingPathComponent("server/auth-hs256-secret"), encoding: .utf8)
         let (base, store) = ("http://127.0.0.1:\(server)", "http://127.0.0.1:\(simulator)")
         // The purchase server answering is this run's (a port another test bound meanwhile would answer otherwise).
-        let health = Self.object(try await Self.call("\(base)/health", token: nil).1)
-        try #require(health["status"] as? String == "ok" && health["store"] as? String == "sqlite", "\(health)")
-        func buy(_ account: String, _ productId: String) async throws -> (transactionId: String, reply: [String: Any]) {
+        let health = try? await Self.call("\(base)/health", token: nil).1.decoded(as: HealthReply.self)
+        try #require(health?.status == "ok" && health?.store == "sqlite", "\(String(describing: health))")
+        func buy(_ account: String, _ productId: String) async throws -> (transactionId: String, reply: String) {
             let token = try await AccountAuthenticator.issueToken(account: account, secret: secret)
-            let order = Self.object(try await Self.post("\(base)/v1/orders", #"{"productId":"\#(productId)"}"#, token: token).1)
+            let order = try await Self.post("\(base)/v1/orders", #"{"productId":"\#(productId)"}"#, token: token).1.decoded(as: OrderReply.self)
             _ = try await Self.post("\(store)/sim/accounts", #"{"id":"store-\#(account)"}"#, token: nil)
-            let bought = Self.object(try await Self.post("\(store)/sim/purchases", """
-                {"account":"store-\(account)","device":"phone","productId":"\(productId)","appAccountToken":"\(order["appAccountToken"] as? String ?? "")"}
-                """, token: nil).1)
-            let jws = try #require(bought["signedTransaction"] as? String)
-            let reply = Self.object(try await Self.post("\(base)/v1/purchases", #"{"signedTransaction":"\#(jws)","orderId":"\#(order["orderId"] as? String ?? "")"}"#,
-                                                        token: token).1)
-            return (try #require(bought["transactionId"] as? String), reply)
+            let bought = try await Self.post("\(store)/sim/purchases", """
+                {"account":"store-\(account)","device":"phone","productId":"\(productId)","appAccountToken":"\(order.appAccountToken.lowercasedString)"}
+                """, token: nil).1.decoded(as: SimulatorPurchaseReply.self)
+            let jws = try #require(bought.signedTransaction)
+            let reply = try await Self.post("\(base)/v1/purchases", #"{"signedTransaction":"\#(jws)","orderId":"\#(order.orderId)"}"#, token: token).1
+            return (try #require(bought.transactionId), reply)
         }
         let premium = "com.example.iapkit.premium"
         // The forger's own purchase tells where the store's ids stand; the next five are signed as Xcode's and uploaded.
@@ -78,11 +74,10 @@ struct AbuseProcessTests {
         let (id, reply) = try await buy("vera", premium)
         let bought: Int = Int(id) ?? 0
         #expect(squatted.contains(bought), "\(id) after \(last)")
-        #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String), "\(reply)")
-        let owned = Self.object(try await Self.call("\(base)/v1/entitlements",
-                                                    token: try await AccountAuthenticator.issueToken(account: "vera", secret: secret)).1)
-        let item = (owned["entitlements"] as? [[String: Any]])?.first { $0["name"] as? String == "premium" }
-        #expect(item?["transactionId"] as? String == id && item?["environment"] as? String == "Sandbox", "\(owned)")
+        #expect([SubmissionOutcome.granted, .alreadyGranted].contains((try? reply.decoded(as: PurchaseReply.self))?.outcome), "\(reply)")
+        let owned = try await Self.call("\(base)/v1/entitlements", token: try await AccountAuthenticator.issueToken(account: "vera", secret: secret)).1
+        let item = (try? owned.decoded(as: EntitlementsReply.self))?.entitlements.entitlement("premium")
+        #expect(item?.transactionId == id && item?.environment == "Sandbox", "\(owned)")
 
         // A bearer token whose nbf is an hour ahead is refused; the same claims valid now are taken.
         let early = try await AccountAuthenticator.issueToken(account: "vera", secret: secret, lifetime: 7_200, notBefore: Date() + 3_600)

@@ -32,7 +32,8 @@ struct AppleLookupLimitsProcessTests {
             if http.statusCode == 429 { retryAfter.append(http.value(forHTTPHeaderField: "Retry-After") ?? "") }
         }
         let (_, counted) = try await IAPServeProcessTests.request("http://127.0.0.1:\(simulator)/sim/calls?prefix=/inApps/v1/transactions/")
-        let calls = try #require(counted["count"] as? Int)
+        struct Counted: Decodable { var count: Int }
+        let calls = try counted.decoded(as: Counted.self).count
         #expect(calls <= 20 && calls > 0, "\(calls) Server API calls")
         #expect(statuses[429] == 40 && statuses[422] == 20, "\(statuses)")
         #expect(retryAfter.allSatisfy { (Int($0) ?? 0) >= 1 }, "\(retryAfter)")

@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import IAPTestSupport
+import PurchaseAPI
 @testable import PurchaseServer
 import Testing
 
@@ -90,8 +91,8 @@ struct ConnectionLimitsTests {
     /// The JSON error body's code of an answer.
     static func errorCode(_ answer: String) -> String? {
         guard let start = answer.range(of: "\r\n\r\n")?.upperBound,
-              let object = try? JSONSerialization.jsonObject(with: Data(answer[start...].utf8)) as? [String: Any] else { return nil }
-        return (object["error"] as? [String: Any])?["code"] as? String
+              let body = try? String(answer[start...]).decoded(as: ErrorBody.self) else { return nil }
+        return body.error.code.rawValue
     }
 
     @Test("The defaults are safe: idle ≤ 30 s, a header and a body timeout, a cap under the usual 1,024 descriptors")
@@ -310,8 +311,8 @@ struct ConnectionLimitsTests {
                                + "Connection: close\r\n\r\n"))
             let listed = await admin.readUntilClosed(within: .seconds(10))
             let body = listed.text.range(of: "\r\n\r\n").map { String(listed.text[$0.upperBound...]) } ?? ""
-            let orders = (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["orders"] as? [[String: Any]]
-            let created = orders?.filter { $0["accountId"] as? String == "racer" }.count
+            let orders = (try? body.decoded(as: AdminOrdersReply.self))?.orders
+            let created = orders?.filter { $0.accountId == "racer" }.count
             let tally = "answered: \(answered), of which \(evictedAfterAnswer) then closed for a newcomer; \(unanswered) closed without a word"
             #expect(created == answered, "orders created: \(String(describing: created)); \(tally)")
         }

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import IAPTestSupport
+import PurchaseAPI
 import Testing
 
 /// The proof, over real processes: `iap simulator`, `iap serve`, and the app as `iap app` processes killed at each
@@ -54,30 +55,31 @@ struct CrashMatrixTests {
 
         /// Runs `iap app <command>` for `account` (store account `store-<account>`) with its journal.
         func app(_ command: String, _ account: String, journal: String? = nil, device: String = "phone", storeAccount: String? = nil,
-                 _ extra: [String] = []) async throws -> (status: Int32, line: [String: Any]) {
+                 _ extra: [String] = []) async throws -> (status: Int32, line: AppLine) {
             let arguments = ["app", command, "--simulator", "http://127.0.0.1:\(simulatorPort)", "--server", "http://127.0.0.1:\(serverPort)",
                              "--secret", CrashMatrixTests.secret, "--account", account, "--store-account", storeAccount ?? "store-\(account)", "--device", device,
                              "--journal", root.appendingPathComponent(journal ?? "journal-\(account)").path] + extra
             let result = try await Subprocess.run(try IAPSimulatorProcessTests.binary().path, arguments)
-            var line = (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [String: Any] ?? [:]
-            if result.status != 0 && result.status != 137 { line["stderr"] = String(result.stderr.suffix(3000)) }
+            var line = (try? result.stdout.decoded(as: AppLine.self)) ?? AppLine()
+            line.text = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            if result.status != 0 && result.status != 137 { line.stderr = String(result.stderr.suffix(3000)) }
             return (result.status, line)
         }
 
-        func get(_ port: Int, _ path: String, bearer: String? = nil) async throws -> [String: Any] {
+        func get(_ port: Int, _ path: String, bearer: String? = nil) async throws -> Data {
             var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
             if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
-            let (data, _) = try await URLSession.shared.data(for: request)
-            return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            return try await URLSession.shared.data(for: request).0
         }
 
         /// The account's orders by state, and the device's unfinished transactions.
         func settled(_ account: String, device: String = "phone", storeAccount: String? = nil) async throws -> (granted: Int, open: Int, unfinished: Int) {
             func count(_ state: String) async throws -> Int {
-                let orders = try await get(serverPort, "/admin/orders?state=\(state)", bearer: CrashMatrixTests.adminKey)["orders"] as? [[String: Any]] ?? []
-                return orders.filter { $0["accountId"] as? String == account }.count
+                let orders = try await get(serverPort, "/admin/orders?state=\(state)", bearer: CrashMatrixTests.adminKey).decoded(as: AdminOrdersReply.self).orders
+                return orders.filter { $0.accountId == account }.count
             }
-            let unfinished = try await get(simulatorPort, "/sim/accounts/\(storeAccount ?? "store-\(account)")/devices/\(device)/unfinished")["signedTransactions"] as? [String] ?? []
+            let unfinished = try await get(simulatorPort, "/sim/accounts/\(storeAccount ?? "store-\(account)")/devices/\(device)/unfinished")
+                .decoded(as: SimulatorSignedList.self).signedTransactions
             return (try await count("granted"), try await count("created"), unfinished.count)
         }
 
@@ -100,14 +102,14 @@ struct CrashMatrixTests {
             let crashed = try await world.app("buy", account, ["--product", Self.coins, "--crash-at", point])
             #expect(crashed.status == 137, "\(point): the app died there")
             let relaunched = try await world.app("resume", account)
-            #expect(relaunched.status == 0, "\(relaunched.line["stderr"] ?? "")")
-            #expect((relaunched.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): granted exactly once: \(relaunched.line)")
+            #expect(relaunched.status == 0, "\(relaunched.line.stderr ?? "")")
+            #expect(relaunched.line.balances?["coins"] == 100, "\(point): granted exactly once: \(relaunched.line)")
             let state = try await world.settled(account)
             #expect(state.granted == 1 && state.open == 0, "\(point): the order is granted: \(state)")
             #expect(state.unfinished == 0, "\(point): the transaction is finished")
             // A further launch changes nothing.
             let again = try await world.app("resume", account)
-            #expect((again.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): \(again)")
+            #expect(again.line.balances?["coins"] == 100, "\(point): \(again)")
         }
         try await world.stop()
     }
@@ -120,7 +122,7 @@ struct CrashMatrixTests {
         #expect(try await world.app("buy", "reinstalled", ["--product", Self.coins, "--crash-at", "afterJournal"]).status == 137)
         try FileManager.default.removeItem(at: world.root.appendingPathComponent("journal-reinstalled"))
         let fresh = try await world.app("resume", "reinstalled")
-        #expect((fresh.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(fresh.line)")
+        #expect(fresh.line.balances?["coins"] == 100, "\(fresh.line)")
         #expect(try await world.settled("reinstalled") == (granted: 1, open: 0, unfinished: 0))
 
         // The server dies after the payment: the app keeps the purchase through launches until the server is back.
@@ -129,36 +131,36 @@ struct CrashMatrixTests {
         kill(world.server.processIdentifier, SIGKILL)
         try await Task.sleep(for: .milliseconds(100))
         let whileDown = try await world.app("resume", "server-death")
-        #expect(whileDown.line["outcome"] as? String == "resumed:0", "\(whileDown.line)")
+        #expect(whileDown.line.outcome == "resumed:0", "\(whileDown.line)")
         world.server = try await world.startServer()
         let afterRestart = try await world.app("resume", "server-death")
-        #expect(afterRestart.line["outcome"] as? String == "resumed:1")
-        #expect((afterRestart.line["balances"] as? [String: Any])?["coins"] as? Int == 100)
+        #expect(afterRestart.line.outcome == "resumed:1")
+        #expect(afterRestart.line.balances?["coins"] == 100)
         #expect(try await world.settled("server-death") == (granted: 1, open: 0, unfinished: 0))
 
         // App Store faults: a failed payment is a typed outcome and leaves nothing; the store down at launch delays only
         // the finish — the journal's proof is granted meanwhile, and the next launch with the store back finishes it.
         try await world.createStoreAccount("store-fault")
         let failed = try await world.app("buy", "store-fault", ["--product", Self.coins, "--outcome", "failed"])
-        #expect(failed.line["outcome"] as? String == "failed:store_failed")
-        #expect((try await world.app("resume", "store-fault").line["balances"] as? [String: Any])?.isEmpty == true, "nothing granted")
+        #expect(failed.line.outcome == "failed:store_failed")
+        #expect(try await world.app("resume", "store-fault").line.balances?.isEmpty == true, "nothing granted")
         #expect(try await world.app("buy", "store-fault", ["--product", Self.coins, "--crash-at", "afterJournal"]).status == 137)
         try await IAPServeProcessTests.stop(world.simulator)
         let storeDown = try await world.app("resume", "store-fault")
-        #expect((storeDown.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(storeDown.line)")
+        #expect(storeDown.line.balances?["coins"] == 100, "\(storeDown.line)")
         world.simulator = try await world.startSimulator()
         #expect(try await world.settled("store-fault").unfinished == 1, "not finished while the store was down")
         let storeBack = try await world.app("resume", "store-fault")
-        #expect((storeBack.line["balances"] as? [String: Any])?["coins"] as? Int == 100)
+        #expect(storeBack.line.balances?["coins"] == 100)
         #expect(try await world.settled("store-fault").unfinished == 0)
 
         // A crash during restore on a second device, then restore again.
         try await world.createStoreAccount("restorer")
         let bought = try await world.app("buy", "restorer", ["--product", "com.example.iapkit.premium"])
-        #expect(bought.line["outcome"] as? String == "granted")
+        #expect(bought.line.outcome == "granted")
         #expect(try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet", ["--crash-at", "duringRestore"]).status == 137)
         let restored = try await world.app("restore", "restorer", journal: "journal-restorer-tablet", device: "tablet")
-        #expect(restored.line["entitlements"] as? [String] == ["premium"])
+        #expect(restored.line.entitlements == ["premium"])
         try await world.stop()
     }
 }
@@ -183,15 +185,15 @@ extension CrashMatrixTests {
             let crashed = try await world.app("buy", ann, journal: journal, storeAccount: "store-family", signed + ["--product", Self.coins, "--crash-at", point])
             #expect(crashed.status == 137, "\(point): the app died there")
             let other = try await world.app("resume", bea, journal: journal, storeAccount: "store-family", signed)
-            #expect(other.status == 0, "\(other.line["stderr"] ?? "")")
-            #expect((other.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B got nothing: \(other.line)")
+            #expect(other.status == 0, "\(other.line.stderr ?? "")")
+            #expect(other.line.balances?["coins"] == nil, "\(point): B got nothing: \(other.line)")
             #expect(try await world.settled(ann, storeAccount: "store-family").unfinished == 1, "\(point): A's payment is not finished under B")
             let back = try await world.app("resume", ann, journal: journal, storeAccount: "store-family", signed)
-            #expect((back.line["balances"] as? [String: Any])?["coins"] as? Int == 100, "\(point): A has it once: \(back.line)")
+            #expect(back.line.balances?["coins"] == 100, "\(point): A has it once: \(back.line)")
             #expect(try await world.settled(ann, storeAccount: "store-family") == (granted: 1, open: 0, unfinished: 0), "\(point)")
             let again = try await world.app("resume", bea, journal: journal, storeAccount: "store-family", signed)
-            #expect((again.line["balances"] as? [String: Any])?["coins"] == nil, "\(point): B still nothing: \(again.line)")
-            #expect((again.line["journaled"] as? [String])?.isEmpty == true, "\(point): nothing left waiting")
+            #expect(again.line.balances?["coins"] == nil, "\(point): B still nothing: \(again.line)")
+            #expect(again.line.journaled?.isEmpty == true, "\(point): nothing left waiting")
         }
         try await world.stop()
     }

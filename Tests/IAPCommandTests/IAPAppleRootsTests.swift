@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -15,8 +16,8 @@ struct IAPAppleRootsTests {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("chained to apple root"))
         #expect(!run.stderr.contains("warning:"))
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
-        #expect(object["transactionId"] as? String == "2000000847061981")
+        let payload = try AppStoreJSON.decoder().decode(JWSTransactionDecodedPayload.self, from: Data(run.stdout.utf8))
+        #expect(payload.transactionId == "2000000847061981")
 
         let off = try await IAPCommandTests.iap(["jws", "verify", transaction, "--no-apple-roots"])
         #expect(off.status == 1)

@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -33,11 +34,10 @@ struct IAPCommandTests {
     func receiptJSON() async throws {
         let run = try await Self.iap(["receipt", "verify", "\(Self.vectors)/revenuecat/base64encodedreceiptsample1.txt", "--root", appleRoot, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
-        #expect(object["bundle_id"] as? String == "com.revenuecat.sampleapp")
-        let inApp = try #require(object["in_app"] as? [[String: Any]])
-        #expect(inApp.count == 9)
-        #expect(inApp.first?["transaction_id"] as? String == "1000000692879214")
+        let receipt = try AppStoreJSON.decoder().decode(LegacyReceipt.self, from: Data(run.stdout.utf8))
+        #expect(receipt.bundleId == "com.revenuecat.sampleapp")
+        #expect(receipt.inApp.count == 9)
+        #expect(receipt.inApp.first?.transactionId == "1000000692879214")
         #expect(run.stderr.contains("verified: SHA-1 signature, chained to apple root"))
     }
 
@@ -77,9 +77,9 @@ struct IAPCommandTests {
         let path = "\(Self.vectors)/jws-real/mingos_signedTransaction_2000000847061981.jws"
         let run = try await Self.iap(["jws", "verify", path, "--root", g3, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
-        #expect(object["transactionId"] as? String == "2000000847061981")
-        #expect(object["price"] as? Int == 230_000)
+        let payload = try AppStoreJSON.decoder().decode(JWSTransactionDecodedPayload.self, from: Data(run.stdout.utf8))
+        #expect(payload.transactionId == "2000000847061981")
+        #expect(payload.price == 230_000)
         let wrongBundle = try await Self.iap(["jws", "verify", path, "--root", g3, "--bundle-id", "com.example.other"])
         #expect(wrongBundle.status == 1)
         #expect(wrongBundle.stderr.contains("error: wrong_bundle:"))
@@ -132,12 +132,12 @@ struct IAPSimulatorProcessTests {
         throw CocoaError(.fileReadUnknown)
     }
 
-    static func post(_ port: Int, _ path: String, _ body: String) async throws -> [String: Any] {
+    static func post<T: Decodable>(_ port: Int, _ path: String, _ body: String, as type: T.Type) async throws -> T {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = "POST"
         request.httpBody = Data(body.utf8)
         let (data, _) = try await URLSession.shared.data(for: request)
-        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return try data.decoded(as: T.self)
     }
 
     @Test("iap simulator sells the demo catalog, its JWS verify with iap under its root, and a restart keeps state")
@@ -145,11 +145,13 @@ struct IAPSimulatorProcessTests {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-simproc-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
         var (process, port) = try await Self.start(data: data)
-        _ = try await Self.post(port, "/sim/accounts", #"{"id":"zoe"}"#)
-        let bought = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.premium"}"#)
-        #expect(bought["status"] as? String == "purchased")
+        struct Created: Decodable { var id: String }
+        _ = try await Self.post(port, "/sim/accounts", #"{"id":"zoe"}"#, as: Created.self)
+        let bought = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.premium"}"#,
+                                         as: SimulatorPurchaseReply.self)
+        #expect(bought.status == "purchased")
         let jwsFile = data.appendingPathComponent("t.jws")
-        try Data(try #require(bought["signedTransaction"] as? String).utf8).write(to: jwsFile)
+        try Data(try #require(bought.signedTransaction).utf8).write(to: jwsFile)
         let verified = try await IAPCommandTests.iap(["jws", "verify", jwsFile.path, "--root", data.appendingPathComponent("jws-root.pem").path, "--json"])
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(verified.stdout.contains("com.example.iapkit.premium"))
@@ -160,11 +162,12 @@ struct IAPSimulatorProcessTests {
 
         (process, port) = try await Self.start(data: data)
         defer { process.terminate() }
-        let again = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.coins.100"}"#)
-        #expect(again["status"] as? String == "purchased")
-        #expect(again["transactionId"] as? String != bought["transactionId"] as? String)
+        let again = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.coins.100"}"#,
+                                        as: SimulatorPurchaseReply.self)
+        #expect(again.status == "purchased")
+        #expect(again.transactionId != bought.transactionId)
         let (queue, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/sim/accounts/zoe/devices/p/unfinished")!)
-        let signed = try #require((try JSONSerialization.jsonObject(with: queue) as? [String: Any])?["signedTransactions"] as? [String])
+        let signed = try queue.decoded(as: SimulatorSignedList.self).signedTransactions
         #expect(signed.count == 2, "the first purchase survived the restart")
     }
 }

@@ -1,8 +1,10 @@
+import AppStoreFormats
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import IAPTestSupport
+import PurchaseAPI
 import PurchaseServer
 import Testing
 
@@ -29,14 +31,14 @@ struct IAPServeProcessTests {
     }
 
     static func request(_ url: String, method: String = "GET", body: String? = nil, account: String? = nil,
-                        secret: String = secret) async throws -> (Int, [String: Any]) {
+                        secret: String = secret) async throws -> (Int, Data) {
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }
         if let account { request.setValue("Bearer \(try await AccountAuthenticator.issueToken(account: account, secret: secret))", forHTTPHeaderField: "Authorization") }
         request.timeoutInterval = 30
         let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 
     @Test("With the embedded defaults it starts, answers /health, refuses calls without a token, and exits on SIGTERM")
@@ -47,7 +49,7 @@ struct IAPServeProcessTests {
         let process = try await Self.start(["serve", "--port", String(port), "--data", data.path], probe: "http://127.0.0.1:\(port)/health")
         let (status, health) = try await Self.request("http://127.0.0.1:\(port)/health")
         #expect(status == 200)
-        #expect(health["store"] as? String == "sqlite")
+        #expect(try health.decoded(as: HealthReply.self).store == "sqlite")
         #expect(try await Self.request("http://127.0.0.1:\(port)/v1/entitlements").0 == 401)
         #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("ledger.sqlite").path))
         #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("auth-hs256-secret").path))
@@ -66,8 +68,9 @@ struct IAPServeProcessTests {
         environment["IAPKIT_ADMIN_KEY"] = "admin-key-from-env"
         let shown = try await Subprocess.run(binary, ["serve", "--config", config.path, "--port", "9002", "--print-config"], environment: environment)
         #expect(shown.status == 0, "\(shown.stderr)")
-        let object = (try? JSONSerialization.jsonObject(with: Data(shown.stdout.utf8))) as? [String: Any] ?? [:]
-        #expect(object["port"] as? Int == 9002 && object["bundleId"] as? String == "com.acme.env" && object["adminKey"] as? String == "<set>")
+        struct Printed: Decodable { var port: Int?; var bundleId: String?; var adminKey: String? }
+        let printed = try? shown.stdout.decoded(as: Printed.self)
+        #expect(printed?.port == 9002 && printed?.bundleId == "com.acme.env" && printed?.adminKey == "<set>", "\(shown.stdout)")
         #expect(!shown.stdout.contains("admin-key-from-env") && !shown.stdout.contains("from-the-file"))
         try Data(#"{"prot": 9001}"#.utf8).write(to: config)
         let refused = try await Subprocess.run(binary, ["serve", "--config", config.path, "--print-config"], environment: environment)
@@ -97,17 +100,17 @@ struct IAPServeProcessTests {
         #expect(status == 422)
         try await Self.stop(process)
         let text = try String(contentsOf: log, encoding: .utf8)
-        let lines = text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        let requests = lines.filter { $0["message"] as? String == "request" }
-        let traced = try #require(requests.first { $0["requestId"] as? String == "trace-42" }, "\(text.suffix(2000))")
-        #expect(traced["path"] as? String == "/health" && traced["status"] as? String == "200" && traced["method"] as? String == "GET")
-        let refused = try #require(requests.first { $0["path"] as? String == "/v1/purchases" })
-        #expect(refused["status"] as? String == "422" && (refused["error"] as? String)?.isEmpty == false && (refused["requestId"] as? String)?.count == 36)
+        let lines = text.split(separator: "\n").compactMap { try? String($0).decoded(as: LogLine.self) }
+        let requests = lines.filter { $0.message == "request" }
+        let traced = try #require(requests.first { $0.requestId == "trace-42" }, "\(text.suffix(2000))")
+        #expect(traced.path == "/health" && traced.status == "200" && traced.method == "GET")
+        let refused = try #require(requests.first { $0.path == "/v1/purchases" })
+        #expect(refused.status == "422" && refused.error?.isEmpty == false && refused.requestId?.count == 36)
         #expect(lines.count == text.split(separator: "\n").count, "every line is JSON")
         #expect(!text.contains(forged) && !text.contains("eyJzZWNyZXQtcGF5bG9hZCI6MX0") && !text.contains(token), "no signed payload or token in a log line")
     }
 
-    @Test("The OpenAPI document: served as kept in docs/openapi.json, and schemathesis finds every answer to generated requests in it, no 5xx, auth enforced")
+    @Test("The OpenAPI document: served as kept in Sources/PurchaseServer/Resources/openapi.json, and schemathesis finds every answer to generated requests in it, no 5xx, auth enforced")
     func openAPI() async throws {
         guard let schemathesis = ProcessInfo.processInfo.environment["IAPKIT_SCHEMATHESIS"] else {
             Issue.record("IAPKIT_SCHEMATHESIS is not set: run the suite with scripts/test, which installs it")
@@ -121,8 +124,8 @@ struct IAPServeProcessTests {
                                            environment: ["IAPKIT_AUTH_HS256_SECRET": Self.secret, "IAPKIT_ADMIN_KEY": adminKey])
         let (served, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/openapi.json")!)
         let kept = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("docs/openapi.json"))
-        #expect(String(decoding: served, as: UTF8.self) + "\n" == String(decoding: kept, as: UTF8.self), "run scripts/openapi.py")
+            .deletingLastPathComponent().appendingPathComponent("Sources/PurchaseServer/Resources/openapi.json"))
+        #expect(served == kept, "run swift run iap openapi --output Sources/PurchaseServer/Resources/openapi.json")
         let token = try await AccountAuthenticator.issueToken(account: "generated", secret: Self.secret)
         // The checks of the document: answers, their codes, types, bodies and headers as documented, no server error,
         // authentication enforced. (Not "a schema-valid request is accepted": a purchase needs Apple's signature.)
@@ -191,21 +194,21 @@ struct IAPServeProcessTests {
         // The ports were free when picked; a process of another test taking one in between would answer instead.
         for port in ports {
             let (_, health) = try await Self.request("http://127.0.0.1:\(port)/health")
-            #expect(health["store"] as? String == "postgres", "port \(port) is answered by another server: \(health)")
+            #expect((try? health.decoded(as: HealthReply.self))?.store == "postgres", "port \(port) is answered by another server: \(health.utf8Text)")
         }
         let (orderStatus, order) = try await Self.request("http://127.0.0.1:\(ports[0])/v1/orders", method: "POST",
                                                           body: #"{"productId":"com.example.iapkit.coins.100"}"#, account: account)
-        let token = try #require(order["appAccountToken"] as? String, "the order was answered \(orderStatus): \(order)")
+        let token = try #require(try? order.decoded(as: OrderReply.self), "the order was answered \(orderStatus): \(order.utf8Text)").appAccountToken.lowercasedString
         _ = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/accounts", method: "POST", body: #"{"id":"store"}"#)
         let (_, bought) = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/purchases", method: "POST",
                                                  body: #"{"account":"store","device":"d","productId":"com.example.iapkit.coins.100","appAccountToken":"\#(token)"}"#)
-        let jws = try #require(bought["signedTransaction"] as? String)
+        let jws = try #require(try bought.decoded(as: SimulatorPurchaseReply.self).signedTransaction)
         let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
             for index in 0..<200 {
                 group.addTask {
                     let (status, reply) = try await Self.request("http://127.0.0.1:\(ports[index % 2])/v1/purchases", method: "POST",
                                                                  body: #"{"signedTransaction":"\#(jws)"}"#, account: account)
-                    return status == 200 ? reply["outcome"] as? String ?? "?" : "HTTP \(status)"
+                    return status == 200 ? (try? reply.decoded(as: PurchaseReply.self))?.outcome?.rawValue ?? "?" : "HTTP \(status)"
                 }
             }
             return try await group.reduce(into: [String]()) { $0.append($1) }
@@ -214,7 +217,7 @@ struct IAPServeProcessTests {
         #expect(outcomes.filter { $0 == "alreadyGranted" }.count == 199)
         for port in ports {
             let (_, owned) = try await Self.request("http://127.0.0.1:\(port)/v1/entitlements", account: account)
-            #expect((owned["balances"] as? [String: Any])?["coins"] as? Int == 100)
+            #expect(try owned.decoded(as: EntitlementsReply.self).entitlements.balances["coins"] == 100)
         }
         for process in replicas + [simulator] { try await Self.stop(process) }
     }
@@ -230,14 +233,14 @@ struct IAPServeProcessTests {
         let secret = try String(contentsOf: data.appendingPathComponent("server/auth-hs256-secret"), encoding: .utf8)
         let (_, order) = try await Self.request("http://127.0.0.1:\(server)/v1/orders", method: "POST",
                                                 body: #"{"productId":"com.example.iapkit.premium"}"#, account: "dev-user", secret: secret)
-        let token = try #require(order["appAccountToken"] as? String)
+        let token = try order.decoded(as: OrderReply.self).appAccountToken.lowercasedString
         _ = try await Self.request("http://127.0.0.1:\(simulator)/sim/accounts", method: "POST", body: #"{"id":"s"}"#)
         let (_, bought) = try await Self.request("http://127.0.0.1:\(simulator)/sim/purchases", method: "POST",
                                                  body: #"{"account":"s","device":"d","productId":"com.example.iapkit.premium","appAccountToken":"\#(token)"}"#)
-        #expect(bought["status"] as? String == "purchased")
+        #expect(try bought.decoded(as: SimulatorPurchaseReply.self).status == "purchased")
         // The app never submits: ONE_TIME_CHARGE alone grants it.
         let (_, owned) = try await Self.request("http://127.0.0.1:\(server)/v1/entitlements", account: "dev-user", secret: secret)
-        #expect(((owned["entitlements"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String } == ["premium"])
+        #expect(try owned.decoded(as: EntitlementsReply.self).entitlements.entitlements.map(\.name) == ["premium"])
         try await Self.stop(process)
         #expect(!process.isRunning, "iap dev must exit on SIGTERM")
     }
@@ -269,11 +272,11 @@ struct IAPServeProcessTests {
         var outcomes: [String] = []
         for jws in transactions {
             let (status, reply) = try await Self.request(url, method: "POST", body: #"{"signedTransaction":"\#(jws)"}"#, account: "crashy")
-            outcomes.append(status == 200 ? reply["outcome"] as? String ?? "?" : "HTTP \(status)")
+            outcomes.append(status == 200 ? (try? reply.decoded(as: PurchaseReply.self))?.outcome?.rawValue ?? "?" : "HTTP \(status)")
         }
         #expect(outcomes.allSatisfy { $0 == "granted" || $0 == "alreadyGranted" }, "\(outcomes)")
         let (_, owned) = try await Self.request("http://127.0.0.1:\(port)/v1/entitlements", account: "crashy")
-        #expect((owned["balances"] as? [String: Any])?["coins"] as? Int == 5000, "50 transactions × 100 coins, none twice, none lost")
+        #expect(try owned.decoded(as: EntitlementsReply.self).entitlements.balances["coins"] == 5000, "50 transactions × 100 coins, none twice, none lost")
         try await Self.stop(server)
     }
 
@@ -340,7 +343,9 @@ struct IAPServeProcessTests {
                         for (index, jws) in transactions.enumerated() where index % 8 == client {
                             guard let (status, reply) = try? await Self.request(url, method: "POST", body: #"{"signedTransaction":"\#(jws)"}"#,
                                                                                account: "loaded-\(client)") else { break }
-                            if status == 200, reply["outcome"] as? String == "granted", let id = reply["transactionId"] as? String { granted.append(id) }
+                            if status == 200, let reply = try? reply.decoded(as: PurchaseReply.self), reply.outcome == .granted, let id = reply.transactionId {
+                                granted.append(id)
+                            }
                         }
                         return granted
                     }
@@ -367,28 +372,28 @@ struct IAPServeProcessTests {
         for id in granted {
             let (status, stored) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions/\(id)", key: "kill-load-admin-key-16")
             #expect(status == 200, "transaction \(id) was answered 200 before the kill and is missing after it")
-            if let account = stored["accountId"] as? String { byAccount[account, default: 0] += 1 }
+            if let account = (try? stored.decoded(as: TransactionRecord.self))?.accountId { byAccount[account, default: 0] += 1 }
         }
         #expect(byAccount.values.reduce(0, +) == granted.count)
         // None twice: each account's balance is 100 coins per transaction the ledger holds for it (answered or not).
         let (_, listed) = try await Self.adminRequest("http://127.0.0.1:\(port)/admin/transactions?limit=10000", key: "kill-load-admin-key-16")
-        let stored = (listed["transactions"] as? [[String: Any]]) ?? []
+        let stored = try listed.decoded(as: TransactionsReply.self).transactions
         #expect(stored.count >= granted.count)
         for client in 0..<8 {
             let account = "loaded-\(client)"
-            let held = stored.filter { $0["accountId"] as? String == account }.count
+            let held = stored.filter { $0.accountId == account }.count
             let (_, owned) = try await Self.request("http://127.0.0.1:\(port)/v1/entitlements", account: account)
-            #expect(((owned["balances"] as? [String: Any])?["coins"] as? Int ?? 0) == held * 100, "\(account): \(held) transactions")
+            #expect(try owned.decoded(as: EntitlementsReply.self).entitlements.balances["coins"] ?? 0 == Int64(held * 100), "\(account): \(held) transactions")
         }
         try await Self.stop(server)
     }
 
-    static func adminRequest(_ url: String, key: String) async throws -> (Int, [String: Any]) {
+    static func adminRequest(_ url: String, key: String) async throws -> (Int, Data) {
         var request = URLRequest(url: URL(string: url)!)
         request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
         request.timeoutInterval = 30
         let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 
     @Test("iap orders lists open orders and settles one with a note, iap webhooks tests, lists and replays, through the admin API; a wrong key exits 1")
@@ -403,7 +408,7 @@ struct IAPServeProcessTests {
         defer { process.terminate() }
         let (_, order) = try await Self.request("http://127.0.0.1:\(port)/v1/orders", method: "POST",
                                                 body: #"{"productId":"com.example.iapkit.premium"}"#, account: "olga")
-        let orderId = try #require(order["orderId"] as? String)
+        let orderId = try order.decoded(as: OrderReply.self).orderId
         let binary = try IAPSimulatorProcessTests.binary().path
         let server = ["--server", "http://127.0.0.1:\(port)", "--admin-key", "orders-admin-key-16"]
         let listed = try await Subprocess.run(binary, ["orders", "list", "--state", "created"] + server)
@@ -415,7 +420,7 @@ struct IAPServeProcessTests {
 
         // Webhooks: a TEST event queued (the backend refuses: it waits in the outbox), listed, replayed.
         let queued = try await Subprocess.run(binary, ["webhooks", "test"] + server)
-        let eventId = try #require((try? JSONSerialization.jsonObject(with: Data(queued.stdout.utf8)) as? [String: Any])?["queued"] as? String, "\(queued.stderr)")
+        let eventId = try #require(try? queued.stdout.decoded(as: WebhookTestReply.self), "\(queued.stderr)").queued
         let pending = try await Subprocess.run(binary, ["webhooks", "list", "--state", "pending"] + server)
         #expect(pending.status == 0 && pending.stdout.contains(eventId) && pending.stdout.contains(#""configured":true"#), "\(pending.stdout)")
         let replayed = try await Subprocess.run(binary, ["webhooks", "replay", eventId] + server)

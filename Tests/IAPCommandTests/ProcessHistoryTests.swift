@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import IAPTestSupport
+import PurchaseAPI
 import Testing
 
 /// The history explorer's smaller set over real processes (docs/EXPLORER.md): `iap simulator`, `iap serve` and the app as
@@ -124,7 +125,7 @@ struct ProcessHistoryTests {
     }
 
     static func app(_ command: String, _ device: Int, _ actors: Actors, world: World, account: String? = nil,
-                    _ extra: [String] = []) async throws -> (status: Int32, line: [String: Any]) {
+                    _ extra: [String] = []) async throws -> (status: Int32, line: AppLine) {
         try await world.app(command, account ?? actors.account(actors.signedIn[device]), journal: actors.journal(device), device: actors.deviceId(device),
                             storeAccount: actors.store, extra)
     }
@@ -179,51 +180,51 @@ struct ProcessHistoryTests {
             var account = actors.account(actors.signedIn[device])
             for _ in 0..<4 {
                 let launched = try await app("resume", device, actors, world: world, account: account)
-                let waiting = (launched.line["journaled"] as? [String] ?? []).compactMap { $0.split(separator: ":").last.map(String.init) }
+                let waiting = (launched.line.journaled ?? []).compactMap { $0.split(separator: ":").last.map(String.init) }
                 guard let next = waiting.first(where: { $0 != account }) ?? waiting.first else { break }
                 account = next
             }
             let last = try await app("resume", device, actors, world: world, account: account)
-            if let left = last.line["journaled"] as? [String], !left.isEmpty {
+            if let left = last.line.journaled, !left.isEmpty {
                 problems.append("\(devices[device])'s journal still holds paid entries after every account launched: \(left)")
             }
         }
 
         // The simulator's record, as it saved it: every transaction it minted for this history's Apple ID.
-        let state = try JSONSerialization.jsonObject(with: Data(contentsOf: world.root.appendingPathComponent("sim/state.json"))) as? [String: Any] ?? [:]
-        let minted = (state["transactions"] as? [String: [String: Any]] ?? [:]).values.filter { $0["account"] as? String == actors.store }
+        let state = try Data(contentsOf: world.root.appendingPathComponent("sim/state.json")).decoded(as: SimulatorState.self)
+        let minted = state.transactions.values.filter { $0.account == actors.store }
         var tokens: [String: String] = [:]
         for filter in ["created", "granted", "settled"] {
-            let orders = try await world.get(world.serverPort, "/admin/orders?state=\(filter)", bearer: CrashMatrixTests.adminKey)["orders"] as? [[String: Any]] ?? []
-            for order in orders { if let token = order["appAccountToken"] as? String, let owner = order["accountId"] as? String { tokens[token] = owner } }
+            let orders = try await world.get(world.serverPort, "/admin/orders?state=\(filter)", bearer: CrashMatrixTests.adminKey).decoded(as: AdminOrdersReply.self).orders
+            for order in orders { tokens[order.appAccountToken] = order.accountId }
         }
         var coins: [String: Int] = [:]
         for transaction in minted {
-            let payload = transaction["payload"] as? [String: Any] ?? [:]
-            let id = payload["transactionId"] as? String ?? "?"
-            let token = (payload["appAccountToken"] as? String)?.lowercased()
+            let payload = transaction.payload
+            let id = payload.transactionId ?? "?"
+            let token = payload.appAccountToken?.lowercased()
             guard let owner = token.flatMap({ tokens[$0] }) else {
                 problems.append("transaction \(id) carries a token (\(token ?? "none")) no order of the server names")
                 continue
             }
-            let held = try await world.get(world.serverPort, "/admin/transactions/\(id)", bearer: CrashMatrixTests.adminKey)
-            if held["accountId"] as? String != owner {
-                problems.append("Apple charged \(id) (\(payload["productId"] as? String ?? "")) for \(owner)'s order; the ledger has it \(held["accountId"].map { "bound to \($0)" } ?? "nowhere")")
+            let held = try? await world.get(world.serverPort, "/admin/transactions/\(id)", bearer: CrashMatrixTests.adminKey).decoded(as: TransactionRecord.self)
+            if held?.accountId != owner {
+                problems.append("Apple charged \(id) (\(payload.productId ?? "")) for \(owner)'s order; the ledger has it \(held?.accountId.map { "bound to \($0)" } ?? "nowhere")")
             }
-            if let unfinished = transaction["unfinishedOn"] as? [String], !unfinished.isEmpty {
+            if let unfinished = transaction.unfinishedOn, !unfinished.isEmpty {
                 problems.append("transaction \(id) is still unfinished on \(unfinished)")
             }
-            if payload["productId"] as? String == Self.coins { coins[owner, default: 0] += 100 }
+            if payload.productId == Self.coins { coins[owner, default: 0] += 100 }
         }
         for index in 0..<2 {
             let account = actors.account(index)
             let (_, owned) = try await IAPServeProcessTests.request("http://127.0.0.1:\(world.serverPort)/v1/entitlements", account: account,
                                                                      secret: CrashMatrixTests.secret)
-            let balance = (owned["balances"] as? [String: Any])?["coins"] as? Int ?? 0
+            let balance = Int((try? owned.decoded(as: EntitlementsReply.self))?.entitlements.balances["coins"] ?? 0)
             if balance != coins[account, default: 0] { problems.append("\(account) holds \(balance) coins; Apple charged it for \(coins[account, default: 0])") }
         }
-        let consistency = try await world.get(world.serverPort, "/admin/consistency", bearer: CrashMatrixTests.adminKey)
-        if consistency["consistent"] as? Bool != true { problems.append("the ledger's own checks: \(consistency["inconsistencies"] ?? "no answer")") }
+        let consistency = try? await world.get(world.serverPort, "/admin/consistency", bearer: CrashMatrixTests.adminKey).decoded(as: ConsistencyReply.self)
+        if consistency?.consistent != true { problems.append("the ledger's own checks: \(consistency.map { "\($0.inconsistencies)" } ?? "no answer")") }
         return (problems, minted.count)
     }
 }

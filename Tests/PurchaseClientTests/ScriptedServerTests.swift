@@ -4,8 +4,14 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import PurchaseAPI
 import PurchaseClient
 import Testing
+
+/// The body of a request the SDK sent, read as the contract's type.
+func sentBody<T: Decodable>(_ type: T.Type, _ request: URLRequest) throws -> T {
+    try APIJSON.decoder().decode(type, from: request.httpBody ?? Data())
+}
 
 /// A store on the device, in memory: sells anything, keeps an unfinished queue, records finishes.
 actor MemoryStore: StoreAdapter {
@@ -103,6 +109,9 @@ final class ScriptedServer: @unchecked Sendable {
                              transport: { try await self.transport($0) })
     }
 
+    /// An order's `expiresAt` as the server writes it (milliseconds since 1970): an hour from now.
+    static var orderExpiry: Int64 { Int64((Date().timeIntervalSince1970 + 3600) * 1000) }
+
     static func entitlements(_ account: String, _ names: [String] = [], coins: Int? = nil) -> [String: Any] {
         ["accountId": account, "entitlements": names.map { ["name": $0, "productId": "p.\($0)", "transactionId": "t-\($0)", "state": "active"] },
          "balances": coins.map { ["coins": $0] } ?? [:]]
@@ -140,7 +149,7 @@ struct ScriptedServerTests {
     func failedFinishIsRetried() async throws {
         let server = ScriptedServer { request in
             request.url?.path.hasSuffix("v1/orders") == true
-                ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry])
                 : (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
                          "entitlements": ScriptedServer.entitlements("ann", coins: 10)])
         }
@@ -183,10 +192,9 @@ struct ScriptedServerTests {
     func receiptWaitsForAnotherAccountsPayment() async throws {
         let down = Flag(true)
         let server = ScriptedServer { request in
-            if request.url?.path.hasSuffix("v1/orders") == true { return (201, ["orderId": "o1", "productId": "p.premium", "appAccountToken": UUID().uuidString]) }
+            if request.url?.path.hasSuffix("v1/orders") == true { return (201, ["orderId": "o1", "productId": "p.premium", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry]) }
             if down.value { return (503, ["error": ["code": "storage", "message": "restarting", "class": "retry"]]) }
-            let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
-            let account = body["expectedAccountId"] as? String ?? "?"
+            let account = (try? sentBody(PurchaseRequest.self, request))?.expectedAccountId ?? "?"
             return (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
                           "entitlements": ScriptedServer.entitlements(account, account == "ann" ? ["premium"] : [])])
         }
@@ -213,7 +221,7 @@ struct ScriptedServerTests {
         await client.logIn("bea")
         _ = try await client.syncReceipt()
         let sent = try #require(server.requests.last { (String(data: $0.httpBody ?? Data(), encoding: .utf8) ?? "").contains("MIIreceipt") })
-        #expect((try JSONSerialization.jsonObject(with: sent.httpBody ?? Data()) as? [String: Any])?["expectedAccountId"] as? String == "bea")
+        #expect(try sentBody(PurchaseRequest.self, sent).expectedAccountId == "bea")
     }
 
     @Test("A receipt waits for an unfinished payment nothing on the device names the payer of but whose token names an order (a reinstall, another device's order): its signed upload goes first and settles it")
@@ -244,7 +252,7 @@ struct ScriptedServerTests {
     func alreadyOwnedByAnotherAccount() async throws {
         let server = ScriptedServer { request in
             request.url?.path.hasSuffix("v1/orders") == true
-                ? (201, ["orderId": UUID().uuidString, "productId": "p.premium", "appAccountToken": UUID().uuidString])
+                ? (201, ["orderId": UUID().uuidString, "productId": "p.premium", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry])
                 : (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
                          "entitlements": ScriptedServer.entitlements("ann", ["premium"])])
         }
@@ -274,7 +282,7 @@ struct ScriptedServerTests {
         for (code, refusal, expectFinished) in cases {
             let server = ScriptedServer { request in
                 request.url?.path.hasSuffix("v1/orders") == true
-                    ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                    ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry])
                     : (422, ["error": ["code": code, "message": "refused"].merging(refusal.map { ["class": $0] } ?? [:]) { a, _ in a }])
             }
             let store = MemoryStore()
@@ -291,19 +299,19 @@ struct ScriptedServerTests {
                 guard case .paidDeliveryDelayed = outcome else { Issue.record("\(code): \(outcome)"); continue }
             }
         }
-        #expect(RefusalClass.classify(code: "malformed") == .operator, "an old server's malformed may be Apple's own payload")
-        #expect(RefusalClass.classify(code: "bad_signature") == .final)
-        #expect(RefusalClass.classify(code: "untrusted_chain") == .operator)
+        #expect(RefusalClass.of(code: "malformed", status: 422) == .operator, "an old server's malformed may be Apple's own payload")
+        #expect(RefusalClass.of(code: "bad_signature", status: 422) == .final)
+        #expect(RefusalClass.of(code: "untrusted_chain", status: 422) == .operator)
     }
 
     @Test("An order refusal while the journal cannot be written: the upload goes again once without the order id and is granted, not sent with it forever", .timeLimit(.minutes(1)))
     func orderRefusalWithFullDisk() async throws {
         let server = ScriptedServer { request in
             if request.url?.path.hasSuffix("v1/orders") == true {
-                return (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                return (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry])
             }
-            let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
-            if body["orderId"] != nil {
+            let body = try? sentBody(PurchaseRequest.self, request)
+            if body?.orderId != nil {
                 return (422, ["error": ["code": "order_not_found", "message": "no such order", "class": "operator"]])
             }
             return (200, ["outcome": "granted", "transactions": [["transactionId": "1001", "outcome": "granted"]],
@@ -322,10 +330,10 @@ struct ScriptedServerTests {
     func orderOfAnotherAccount() async throws {
         let server = ScriptedServer { request in
             if request.url?.path.hasSuffix("v1/orders") == true {
-                return (201, ["orderId": "o-bea", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                return (201, ["orderId": "o-bea", "productId": "p.coins", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry])
             }
-            let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
-            if body["orderId"] as? String == "o-bea" {
+            let body = try? sentBody(PurchaseRequest.self, request)
+            if body?.orderId == "o-bea" {
                 return (403, ["error": ["code": "order_account_mismatch", "message": "the order is another account's", "class": "operator"]])
             }
             return (200, ["outcome": "deliveredToOwner", "transactions": [["transactionId": "1001", "outcome": "deliveredToOwner"]],
@@ -336,8 +344,8 @@ struct ScriptedServerTests {
         let client = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "ann", retryDelays: [.seconds(60)])
         _ = await client.purchase("p.coins")
         let order = try #require(server.requests.first { $0.url?.path.hasSuffix("v1/orders") == true })
-        let asked = try #require(try JSONSerialization.jsonObject(with: order.httpBody ?? Data()) as? [String: Any])
-        #expect(asked["expectedAccountId"] as? String == "ann")
+        let asked = try sentBody(OrderRequest.self, order)
+        #expect(asked.expectedAccountId == "ann")
         #expect(server.uploads == 2, "once with the order id, once without")
         #expect(await store.finished == ["1001"], "it reached the account whose order it paid")
         #expect(try journal.entries().isEmpty)
@@ -353,8 +361,8 @@ struct ScriptedServerTests {
         let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "cal")
         _ = await client.resume()
         let upload = try #require(server.requests.first { $0.url?.path.hasSuffix("v1/purchases") == true })
-        let body = try #require(try JSONSerialization.jsonObject(with: upload.httpBody ?? Data()) as? [String: Any])
-        #expect(body["expectedAccountId"] as? String == "cal")
+        let body = try sentBody(PurchaseRequest.self, upload)
+        #expect(body.expectedAccountId == "cal")
     }
 
     @Test("Signed entitlements: a genuine answer is believed; a forged signature, another nonce or an unsigned answer is refused and grants nothing")
@@ -411,7 +419,7 @@ struct ScriptedServerTests {
         let key = P256.Signing.PrivateKey()
         let server = ScriptedServer { request in
             request.url?.path.hasSuffix("v1/orders") == true
-                ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString])
+                ? (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry])
                 : (200, ["outcome": "granted", "entitlements": ScriptedServer.entitlements("ann", coins: 100)])
         }
         let store = MemoryStore()

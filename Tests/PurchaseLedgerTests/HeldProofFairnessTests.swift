@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 import Testing
 

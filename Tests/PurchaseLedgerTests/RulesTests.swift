@@ -1,5 +1,6 @@
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 import Testing
 

@@ -1,5 +1,6 @@
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 @testable import PurchaseLedger
 import Testing
 
@@ -23,9 +24,9 @@ struct TransactionKeyTests {
         let owned = try #require(real.entitlements.entitlement("premium"))
         #expect(owned.transactionId == id && owned.environment == .sandbox)
         // The app hears the ids as signed; the ledger keeps the Xcode one apart.
-        let answer = try JSONSerialization.jsonObject(with: JSONEncoder().encode(squat.entitlements)) as? [String: Any]
-        let item = try #require((answer?["entitlements"] as? [[String: Any]])?.first)
-        #expect(item["transactionId"] as? String == id && item["originalTransactionId"] as? String == id && item["environment"] as? String == "Xcode")
+        let answer = try JSONDecoder().decode(PurchaseAPI.Entitlements.self, from: JSONEncoder().encode(squat.entitlements))
+        let item = try #require(answer.entitlements.first)
+        #expect(item.transactionId == id && item.originalTransactionId == id && item.environment == "Xcode")
         #expect(try await ledger.transaction(id)?.accountId == victim)
         #expect(try await ledger.transaction("Xcode:\(id)")?.accountId == forger)
         // Uploaded again, each is its own buyer's, granted once.

@@ -1,6 +1,8 @@
 import Crypto
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseClient
 import _CryptoExtras
 import Foundation
@@ -58,15 +60,14 @@ struct AccessTests {
             for product in ["com.example.iapkit.premium", "com.example.iapkit.season.pass"] {
                 _ = try await system.buy(product, account: "cy", storeAccount: "store-cy")
             }
-            let restored = try await system.device(.post, "/sim/accounts/store-cy/restore")
-            let signed = try #require(restored["signedTransactions"] as? [String])
+            let signed = try decode(SimSignedList.self, await system.device(.post, "/sim/accounts/store-cy/restore")).signedTransactions
             #expect(signed.count == 1, "the store restores the non-consumable only")
-            let (status, reply) = try await system.call(.post, "/v1/restore", as: "cy", ["signedTransactions": signed])
+            let (status, reply) = try await system.call(.post, "/v1/restore", as: "cy", RestoreRequest(signedTransactions: signed))
             #expect(status == .ok)
-            #expect(Set(reply.ownedEntitlements.entitlementNames) == ["premium", "season"])
-            let (_, other) = try await system.call(.post, "/v1/restore", as: "mallory", ["signedTransactions": signed])
-            #expect((other["refused"] as? [String])?.count == 1)
-            #expect(other.ownedEntitlements.entitlementNames.isEmpty)
+            #expect(Set(try decode(RestoreReply.self, reply).entitlements.entitlementNames) == ["premium", "season"])
+            let other = try decode(RestoreReply.self, await system.call(.post, "/v1/restore", as: "mallory", RestoreRequest(signedTransactions: signed)).1)
+            #expect(other.refused.count == 1)
+            #expect(other.entitlements.entitlementNames.isEmpty)
         }
     }
 }

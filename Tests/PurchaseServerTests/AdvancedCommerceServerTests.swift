@@ -2,6 +2,8 @@ import AppStoreClient
 import AppStoreFormats
 import Crypto
 import Foundation
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseClient
 import PurchaseServer
 import Testing
@@ -25,8 +27,8 @@ struct AdvancedCommerceServerTests {
 
     func pro(_ system: System, _ account: String) async throws -> (productId: String, transactionId: String)? {
         let owned = try await system.entitlements(account)
-        guard let item = (owned["entitlements"] as? [[String: Any]])?.first(where: { $0["name"] as? String == "pro" }) else { return nil }
-        return (item["productId"] as? String ?? "", item["transactionId"] as? String ?? "")
+        guard let item = owned.entitlements.entitlement("pro") else { return nil }
+        return (item.productId, item.transactionId)
     }
 
     /// A signed transaction's content (the answer came over the test's own loopback from the simulator).
@@ -42,9 +44,10 @@ struct AdvancedCommerceServerTests {
             let (_, signer) = try backend(system)
             let (account, store) = try await system.customer("acbuy")
             for (productId, operation) in [(Self.generic, AdvancedCommerceInAppRequest.createSubscription), (Self.oneTime, AdvancedCommerceInAppRequest.createOneTimeCharge)] {
-                let (status, order) = try await system.call(.post, "/v1/orders", as: account, ["productId": productId])
+                let (status, answer) = try await system.call(.post, "/v1/orders", as: account, OrderRequest(productId: productId))
                 #expect(status == .created)
-                let token = try #require(order["appAccountToken"] as? String)
+                let order = try decode(OrderReply.self, answer)
+                let token = order.appAccountToken.lowercasedString
                 var request = AdvancedCommerceInAppRequest(operation: operation, requestInfo: .init(requestReferenceId: UUID().uuidString.lowercased(), appAccountToken: token),
                                                            currency: "USD", taxCode: "C003-00-2")
                 if operation == AdvancedCommerceInAppRequest.createSubscription {
@@ -54,18 +57,19 @@ struct AdvancedCommerceServerTests {
                 } else {
                     request.item = AdvancedCommerceItem(sku: "article.42", description: "One long read", displayName: "Article 42", price: 1990)
                 }
-                let bought = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": productId,
-                                                                                "advancedCommerceData": try signer.advancedCommerceRequest(request)])
-                let jws = try #require(bought["signedTransaction"] as? String, "\(bought)")
-                let (_, reply) = try await system.call(.post, "/v1/purchases", as: account, ["signedTransaction": jws, "orderId": order["orderId"] as? String ?? ""])
+                let bought = try await system.storePurchase(["account": store, "device": "phone", "productId": productId,
+                                                             "advancedCommerceData": try signer.advancedCommerceRequest(request)])
+                let jws = try #require(bought.signedTransaction, "\(bought)")
+                let (_, answered) = try await system.call(.post, "/v1/purchases", as: account, PurchaseRequest(signedTransaction: jws, orderId: order.orderId))
+                let reply = try decode(PurchaseReply.self, answered)
                 // Apple's notification often comes first and, by the order's token, grants it to the orderer already.
-                #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String) && reply["orderId"] as? String == order["orderId"] as? String, "\(reply)")
-                let again = try await system.call(.post, "/v1/purchases", as: account, ["signedTransaction": jws]).1
-                #expect(again["outcome"] as? String == "alreadyGranted")
+                #expect([.granted, .alreadyGranted].contains(reply.outcome) && reply.orderId == order.orderId, "\(reply)")
+                let again = try decode(PurchaseReply.self, await system.call(.post, "/v1/purchases", as: account, PurchaseRequest(signedTransaction: jws)).1)
+                #expect(again.outcome == .alreadyGranted)
             }
             try await system.advance(by: 0)
             #expect(try await pro(system, account)?.productId == Self.generic)
-            #expect((try await system.entitlements(account)["balances"] as? [String: Any])?["credits"] as? Int == 1, "one charge, one credit, once")
+            #expect(try await system.entitlements(account).balance("credits") == 1, "one charge, one credit, once")
 
             // The app's server refunds the article and revokes it: Apple's REFUND takes the credit back.
             let (api, _) = try backend(system)
@@ -75,7 +79,7 @@ struct AdvancedCommerceServerTests {
                 refundRiskingPreference: true))
             #expect(try payload(try #require(refunded.signedTransactionInfo)).revocationDate != nil)
             try await system.advance(by: 0)
-            #expect((try await system.entitlements(account)["balances"] as? [String: Any])?["credits"] as? Int ?? 0 == 0, "the credit went back with the refund")
+            #expect(try await system.entitlements(account).balance("credits") ?? 0 == 0, "the credit went back with the refund")
         }
     }
 
@@ -112,7 +116,7 @@ struct AdvancedCommerceServerTests {
             let (api, _) = try backend(system)
             let (account, store) = try await system.customer("acmig")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let old = try #require(purchase["transactionId"] as? String)
+            let old = try #require(purchase.transactionId)
             #expect(try await pro(system, account)?.productId == Self.monthly)
 
             let migrated = try await api.migrateSubscription(old, AdvancedCommerceMigrateRequest(
@@ -133,7 +137,7 @@ struct AdvancedCommerceServerTests {
             _ = try await api.changeSubscriptionMetadata(renewed.transactionId, metadata)
             try await system.advance(by: 300)
             #expect(try await pro(system, account)?.productId == Self.generic)
-            let types = try #require(try await system.admin(.get, "/admin/notifications").1["notifications"] as? [[String: Any]]).compactMap { $0["notificationType"] as? String }
+            let types = try decode(NotificationsReply.self, await system.admin(.get, "/admin/notifications").1).notifications.map(\.notificationType)
             #expect(Set(["MIGRATION", "PRICE_CHANGE", "METADATA_UPDATE"]).isSubset(of: Set(types)), "\(types)")
             do {
                 _ = try await api.migrateSubscription(old, AdvancedCommerceMigrateRequest(
@@ -148,7 +152,7 @@ struct AdvancedCommerceServerTests {
             // old period's week is left, but the series it belonged to ended at the migration.
             let (other, otherStore) = try await system.customer("acrev")
             let (_, first, _) = try await system.buy(Self.monthly, account: other, storeAccount: otherStore)
-            let moved = try await api.migrateSubscription(try #require(first["transactionId"] as? String), AdvancedCommerceMigrateRequest(
+            let moved = try await api.migrateSubscription(try #require(first.transactionId), AdvancedCommerceMigrateRequest(
                 requestInfo: info(), descriptors: .init(description: "Everything", displayName: "Pro"),
                 items: [.init(sku: "pro.all", description: "Everything", displayName: "Pro")], targetProductId: Self.generic, taxCode: "C003-00-2"))
             try await system.advance(by: 0)
@@ -164,14 +168,14 @@ struct AdvancedCommerceServerTests {
             // expires, Apple's EXPIRED for it must not end the old plan's new, paid period.
             let (third, thirdStore) = try await system.customer("acback")
             let (_, start, _) = try await system.buy(Self.monthly, account: third, storeAccount: thirdStore)
-            let plan = try await api.migrateSubscription(try #require(start["transactionId"] as? String), AdvancedCommerceMigrateRequest(
+            let plan = try await api.migrateSubscription(try #require(start.transactionId), AdvancedCommerceMigrateRequest(
                 requestInfo: info(), descriptors: .init(description: "Everything", displayName: "Pro"),
                 items: [.init(sku: "pro.all", description: "Everything", displayName: "Pro")], targetProductId: Self.generic, taxCode: "C003-00-2"))
             let planTransaction = try payload(try #require(plan.signedTransactionInfo))
             _ = try await api.cancelSubscription(try #require(planTransaction.transactionId), AdvancedCommerceCancelRequest(requestInfo: info()))
             try await system.advance(by: 0)
             let (_, back, _) = try await system.buy(Self.monthly, account: third, storeAccount: thirdStore)
-            #expect(back["status"] as? String == "purchased", "\(back)")
+            #expect(back.status == "purchased", "\(back)")
             try await system.advance(by: 181)
             #expect(try await pro(system, third)?.productId == Self.monthly, "the old plan's new period grants")
         }

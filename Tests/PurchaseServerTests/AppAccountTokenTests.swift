@@ -1,5 +1,7 @@
 import AppStoreFormats
 import Foundation
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import Testing
@@ -29,9 +31,9 @@ struct AppAccountTokenTests {
         options.setAppAccountTokens = true
         try await System.run(options) { system in
             let (account, store) = try await system.customer("offercode")
-            let bought = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.monthly])
-            let jws = try #require(bought["signedTransaction"] as? String)
-            let id = try #require(bought["transactionId"] as? String)
+            let bought = try await system.storePurchase(["account": store, "device": "phone", "productId": Self.monthly])
+            let jws = try #require(bought.signedTransaction)
+            let id = try #require(bought.transactionId)
             #expect(await system.engine.transaction(id)?.appAccountToken == nil)
             let (status, _) = try await system.call(.post, "/v1/purchases", as: account, ["signedTransaction": jws])
             #expect(status == .ok)
@@ -45,8 +47,8 @@ struct AppAccountTokenTests {
             let latest = try #require(await system.engine.recordedTransactions().last { $0.payload.originalTransactionId == id }?.payload)
             #expect(latest.transactionId != id)
             #expect(latest.appAccountToken == token)
-            let pro = (try await system.entitlements(account)["entitlements"] as? [[String: Any]] ?? []).first { $0["name"] as? String == "pro" }
-            #expect(pro?["transactionId"] as? String == latest.transactionId)
+            let pro = try await system.entitlements(account).entitlements.entitlement("pro")
+            #expect(pro?.transactionId == latest.transactionId)
         }
     }
 
@@ -54,25 +56,25 @@ struct AppAccountTokenTests {
     func leftAlone() async throws {
         try await System.run(.sqlite) { system in
             let (account, store) = try await system.customer("default")
-            let bought = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.monthly])
-            _ = try await system.call(.post, "/v1/purchases", as: account, ["signedTransaction": try #require(bought["signedTransaction"] as? String)])
-            #expect(try await appleToken(system, try #require(bought["transactionId"] as? String), expecting: false) == nil, "not configured")
+            let bought = try await system.storePurchase(["account": store, "device": "phone", "productId": Self.monthly])
+            _ = try await system.call(.post, "/v1/purchases", as: account, PurchaseRequest(signedTransaction: (try #require(bought.signedTransaction) as String)))
+            #expect(try await appleToken(system, try #require(bought.transactionId), expecting: false) == nil, "not configured")
         }
         var options = System.Options()
         options.setAppAccountTokens = true
         try await System.run(options) { system in
             let (account, store) = try await system.customer("ordered")
             let (order, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let id = try #require(purchase["transactionId"] as? String)
+            let id = try #require(purchase.transactionId)
             try await Task.sleep(for: .milliseconds(200))
-            #expect(await system.engine.transaction(id)?.appAccountToken?.uuidString.lowercased() == order["appAccountToken"] as? String)
+            #expect(await system.engine.transaction(id)?.appAccountToken?.lowercasedString == order.appAccountToken.lowercasedString)
 
             let (_, parentStore) = try await system.customer("parent")
             let (child, childStore) = try await system.customer("child")
             _ = try await system.device(.put, "/sim/accounts/\(parentStore)/family", ["members": [childStore]])
             _ = try await system.device(.post, "/sim/purchases", ["account": parentStore, "device": "ipad", "productId": Self.premium])
-            let shared = try await system.device(.post, "/sim/accounts/\(childStore)/restore")
-            let jws = try #require((shared["signedTransactions"] as? [String])?.first)
+            let shared = try decode(SimSignedList.self, await system.device(.post, "/sim/accounts/\(childStore)/restore"))
+            let jws = try #require(shared.signedTransactions.first)
             let copy = try #require(await system.engine.recordedTransactions().first { $0.account == childStore && $0.sharedFrom != nil }?.payload)
             #expect(copy.inAppOwnershipType == .familyShared)
             let copyId = try #require(copy.transactionId)

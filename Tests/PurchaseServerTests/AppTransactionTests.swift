@@ -1,6 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -75,13 +76,13 @@ struct AppTransactionTests {
             let other = try appTransaction(id: "1234", bundleId: "com.example.other")
             let (status, body) = try await system.call(.post, "/v1/purchases", as: account, ["appTransaction": other])
             #expect(status == .unprocessableContent)
-            #expect((body["error"] as? [String: Any])?["code"] as? String == "wrong_bundle")
+            #expect(try errorCode(body) == "wrong_bundle")
             var forged = try appTransaction(id: "1235")
             forged.removeLast(4)
             forged += "AAAA"
             #expect(try await system.call(.post, "/v1/purchases", as: account, ["appTransaction": forged]).0 == .unprocessableContent)
             #expect(try await system.call(.post, "/v1/purchases", as: account,
-                                          ["appTransaction": try appTransaction(id: "1236"), "signedTransaction": "x"]).0 == .badRequest)
+                                          PurchaseRequest(signedTransaction: "x", appTransaction: try appTransaction(id: "1236"))).0 == .badRequest)
             #expect(try await system.services.ledger.appTransactions(accountId: account).isEmpty)
         }
     }

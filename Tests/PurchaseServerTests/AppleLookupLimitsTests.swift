@@ -2,8 +2,11 @@ import AppStoreFormats
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 @testable import PurchaseServer
+import StoreSimulator
 import Testing
 
 @Suite("Apple-backed look-ups bounded: per-account and overall limits, Apple's \"not found\" remembered, junk neither resent nor kept", .timeLimit(.minutes(3)))
@@ -16,29 +19,28 @@ struct AppleLookupLimitsTests {
 
     /// How many requests reached the simulator's Apple endpoints under `prefix`.
     static func calls(_ system: System, to prefix: String) async throws -> Int {
-        try await system.device(.get, "/sim/calls?prefix=\(prefix)")["count"] as? Int ?? -1
+        try decode([String: Int].self, await system.device(.get, "/sim/calls?prefix=\(prefix)"))["count"] ?? -1
     }
 
     /// Submits a proof as `account`, with the answer's headers.
-    static func submit(_ system: System, as account: String, _ body: [String: Any]) async throws -> (HTTPResponse.Status, [String: Any], HTTPFields) {
+    static func submit(_ system: System, as account: String, _ body: PurchaseRequest) async throws -> (HTTPResponse.Status, Data, HTTPFields) {
         let response = try await system.server.execute(uri: "/v1/purchases", method: .post,
                                                        headers: [.authorization: "Bearer \(try await system.token(account))"],
-                                                       body: ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
-        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:]
-        return (response.status, object, response.headers)
+                                                       body: ByteBuffer(bytes: try encodeRequest(body)))
+        return (response.status, Data(response.body.readableBytesView), response.headers)
     }
 
-    static func code(_ reply: [String: Any]) -> String? { (reply["error"] as? [String: Any])?["code"] as? String }
+    static func code(_ reply: Data) -> String? { (try? errorCode(reply))?.rawValue }
 
     /// The server's services on a clock `seconds` later (a reconciler's pass after its backoff).
-    static func later(_ services: PurchaseServer.Services, by seconds: TimeInterval) -> PurchaseServer.Services {
+    static func later(_ services: PurchaseServices, by seconds: TimeInterval) -> PurchaseServices {
         let later = services.now().addingTimeInterval(seconds)
         var moved = services
         moved.now = { later }
         return moved
     }
 
-    static var appleDown: [String: Any] { ["seed": 5, "rules": [["pathPrefix": "/inApps", "errorRate": 1.0, "errorStatus": 503]]] }
+    static var appleDown: FaultPlan { FaultPlan(seed: 5, rules: [.init(pathPrefix: "/inApps", errorRate: 1.0, errorStatus: 503)]) }
 
     @Test("60 random transaction ids from one account make at most 20 Server API calls; the rest are answered 429 rate_limited with Retry-After, and another account's real purchase is looked up all the same")
     func floodOfRandomIds() async throws {
@@ -46,14 +48,14 @@ struct AppleLookupLimitsTests {
             let flooder = "flood-\(UUID().uuidString.prefix(8))"
             var statuses: [UInt16: Int] = [:]
             for _ in 0..<60 {
-                let (status, reply, headers) = try await Self.submit(system, as: flooder, ["transactionId": Self.randomId()])
+                let (status, reply, headers) = try await Self.submit(system, as: flooder, PurchaseRequest(transactionId: Self.randomId()))
                 statuses[UInt16(status.code), default: 0] += 1
                 if status == .tooManyRequests {
                     #expect(Self.code(reply) == "rate_limited")
-                    #expect((reply["error"] as? [String: Any])?["class"] as? String == "retry", "the device keeps its transaction and comes back")
+                    #expect((try? decode(ErrorBody.self, reply))?.error.class?.rawValue == "retry", "the device keeps its transaction and comes back")
                     #expect(Int(headers[.retryAfter] ?? "") ?? 0 >= 1, "\(headers)")
                 } else {
-                    #expect(status == .unprocessableContent && Self.code(reply) == "transaction_id_not_found", "\(status) \(reply)")
+                    #expect(status == .unprocessableContent && Self.code(reply) == "transaction_id_not_found", "\(status) \(text(reply))")
                 }
             }
             #expect(try await Self.calls(system, to: Self.lookups) <= 20)
@@ -61,8 +63,8 @@ struct AppleLookupLimitsTests {
 
             let (payer, store) = try await system.customer("payer")
             let (_, purchase, _) = try await system.buy(Self.premium, account: payer, storeAccount: store, submit: false)
-            let (status, reply, _) = try await Self.submit(system, as: payer, ["transactionId": try #require(purchase["transactionId"] as? String)])
-            #expect(status == .ok && reply["outcome"] as? String == "granted", "\(status) \(reply)")
+            let (status, reply, _) = try await Self.submit(system, as: payer, PurchaseRequest(transactionId: (try #require(purchase.transactionId) as String)))
+            #expect(try status == .ok && (decode(PurchaseReply.self, reply).outcome) == .granted, "\(status) \(text(reply))")
         }
     }
 
@@ -72,8 +74,8 @@ struct AppleLookupLimitsTests {
             let id = Self.randomId()
             for account in ["ask-\(UUID().uuidString.prefix(6))", "ask-\(UUID().uuidString.prefix(6))"] {
                 for _ in 0..<2 {
-                    let (status, reply, _) = try await Self.submit(system, as: account, ["transactionId": id])
-                    #expect(status == .unprocessableContent && Self.code(reply) == "transaction_id_not_found", "\(status) \(reply)")
+                    let (status, reply, _) = try await Self.submit(system, as: account, PurchaseRequest(transactionId: id))
+                    #expect(status == .unprocessableContent && Self.code(reply) == "transaction_id_not_found", "\(status) \(text(reply))")
                 }
             }
             #expect(try await Self.calls(system, to: Self.lookups) == 1)
@@ -84,8 +86,8 @@ struct AppleLookupLimitsTests {
     func junkReceiptSentOnce() async throws {
         try await System.run(.init(deliver: false, appleAttempts: 4)) { system in
             let junk = Base64.standardEncode((0..<64 * 1024).map { _ in UInt8.random(in: 0...255) })
-            let (status, reply, _) = try await Self.submit(system, as: "junk-\(UUID().uuidString.prefix(6))", ["receipt": junk])
-            #expect(status == .unprocessableContent && Self.code(reply) == "apple_rejected", "\(status) \(reply)")
+            let (status, reply, _) = try await Self.submit(system, as: "junk-\(UUID().uuidString.prefix(6))", PurchaseRequest(receipt: junk))
+            #expect(status == .unprocessableContent && Self.code(reply) == "apple_rejected", "\(status) \(text(reply))")
             #expect(try await Self.calls(system, to: "/verifyReceipt") == 1)
             #expect(try await Self.calls(system, to: "/sandbox/verifyReceipt") == 0)
         }
@@ -105,12 +107,12 @@ struct AppleLookupLimitsTests {
         try await System.run(.init(deliver: false)) { system in
             let (payer, store) = try await system.customer("payer")
             let (_, purchase, _) = try await system.buy(Self.premium, account: payer, storeAccount: store, submit: false)
-            _ = try await system.device(.post, "/sim/faults", Self.appleDown)
+            try await system.inject(Self.appleDown)
             let junker = "junk-\(UUID().uuidString.prefix(6))"
-            let (junkStatus, junk, _) = try await Self.submit(system, as: junker, ["transactionId": Self.randomId()])
-            let (realStatus, _, _) = try await Self.submit(system, as: payer, ["transactionId": try #require(purchase["transactionId"] as? String)])
+            let (junkStatus, junk, _) = try await Self.submit(system, as: junker, PurchaseRequest(transactionId: Self.randomId()))
+            let (realStatus, _, _) = try await Self.submit(system, as: payer, PurchaseRequest(transactionId: (try #require(purchase.transactionId) as String)))
             #expect(junkStatus == .accepted && realStatus == .accepted)
-            let junkProof = try #require(junk["proofId"] as? String)
+            let junkProof = try decode(HeldProofReply.self, junk).proofId
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
 
             // Just after the upload, "not found" may be Apple not caught up yet: the junk waits, the real one is granted.
@@ -136,12 +138,12 @@ struct AppleLookupLimitsTests {
             let (payer, store) = try await system.customer("payer")
             // The simulator numbers transactions in order: the next purchase's id is the one after this one's.
             let (_, earlier, _) = try await system.buy("com.example.iapkit.coins.100", account: payer, storeAccount: store, submit: false)
-            let earlierId = try #require(earlier["transactionId"] as? String)
+            let earlierId = try #require(earlier.transactionId)
             let next = String(try #require(Int64(earlierId)) + 1)
-            _ = try await system.device(.post, "/sim/faults", Self.appleDown)
-            let (status, held, _) = try await Self.submit(system, as: payer, ["transactionId": next])
-            #expect(status == .accepted, "\(status) \(held)")
-            let proofId = try #require(held["proofId"] as? String)
+            try await system.inject(Self.appleDown)
+            let (status, held, _) = try await Self.submit(system, as: payer, PurchaseRequest(transactionId: next))
+            #expect(status == .accepted, "\(status) \(text(held))")
+            let proofId = try decode(HeldProofReply.self, held).proofId
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
 
             // Apple is back but does not know the id yet, for a day.
@@ -152,7 +154,7 @@ struct AppleLookupLimitsTests {
 
             // Apple catches up: the purchase is there, and the next pass grants it.
             let (_, purchase, _) = try await system.buy(Self.premium, account: payer, storeAccount: store, submit: false)
-            #expect(purchase["transactionId"] as? String == next)
+            #expect(purchase.transactionId == next)
             let report = try await Reconciler(services: Self.later(system.services, by: 26 * Self.hour)).runOnce()
             #expect(report.proofsGranted == 1 && report.proofsRejected == 0, "\(report)")
             #expect(try await system.entitlements(payer).entitlementNames == ["premium"])
@@ -165,26 +167,28 @@ struct AppleLookupLimitsTests {
         try await System.run(.init(deliver: false)) { system in
             let (payer, store) = try await system.customer("payer")
             let (_, purchase, _) = try await system.buy(Self.premium, account: payer, storeAccount: store, submit: false)
-            let realId = try #require(purchase["transactionId"] as? String)
+            let realId = try #require(purchase.transactionId)
             let (junker, junkId, taker) = ("junk-\(UUID().uuidString.prefix(6))", Self.randomId(), "taker-\(UUID().uuidString.prefix(6))")
-            _ = try await system.device(.post, "/sim/faults", Self.appleDown)
-            #expect(try await Self.submit(system, as: junker, ["transactionId": junkId]).0 == .accepted)
-            #expect(try await Self.submit(system, as: payer, ["transactionId": realId]).0 == .accepted)
+            try await system.inject(Self.appleDown)
+            #expect(try await Self.submit(system, as: junker, PurchaseRequest(transactionId: junkId)).0 == .accepted)
+            #expect(try await Self.submit(system, as: payer, PurchaseRequest(transactionId: realId)).0 == .accepted)
             // Another account's upload of it: its token names the payer's order, so it is delivered to the payer.
-            #expect(try await Self.submit(system, as: taker, ["transactionId": realId]).0 == .accepted)
+            #expect(try await Self.submit(system, as: taker, PurchaseRequest(transactionId: realId)).0 == .accepted)
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             let reports = try await Self.passes(system, at: [60, 73 * Self.hour, 74 * Self.hour])
             #expect(reports.map(\.proofsGranted).reduce(0, +) == 2 && reports.map(\.proofsRejected).reduce(0, +) == 1, "\(reports)")
             #expect(try await system.services.ledger.pendingProofs().isEmpty)
 
             // Apple down again, and the proofs sent again.
-            _ = try await system.device(.post, "/sim/faults", Self.appleDown)
-            let (realStatus, realReply, _) = try await Self.submit(system, as: payer, ["transactionId": realId])
-            #expect(realStatus == .ok && realReply["outcome"] as? String == "alreadyGranted" && realReply["transactionId"] as? String == realId,
+            try await system.inject(Self.appleDown)
+            let (realStatus, realAnswer, _) = try await Self.submit(system, as: payer, PurchaseRequest(transactionId: realId))
+            let realReply = try decode(PurchaseReply.self, realAnswer)
+            #expect(realStatus == .ok && realReply.outcome == .alreadyGranted && realReply.transactionId == realId,
                     "\(realStatus) \(realReply)")
-            #expect(realReply.ownedEntitlements.entitlementNames == ["premium"], "\(realReply)")
-            let (takerStatus, takerReply, _) = try await Self.submit(system, as: taker, ["transactionId": realId])
-            #expect(takerStatus == .ok && takerReply["outcome"] as? String == "deliveredToOwner" && takerReply.ownedEntitlements.entitlementNames.isEmpty,
+            #expect(realReply.entitlements.entitlementNames == ["premium"], "\(realReply)")
+            let (takerStatus, takerAnswer, _) = try await Self.submit(system, as: taker, PurchaseRequest(transactionId: realId))
+            let takerReply = try decode(PurchaseReply.self, takerAnswer)
+            #expect(takerStatus == .ok && takerReply.outcome == .deliveredToOwner && takerReply.entitlements.entitlementNames.isEmpty,
                     "\(takerStatus) \(takerReply)")
             // The junk id, on a server that no longer remembers Apple's "not found" (as once that expired): the refusal
             // it was rejected with, class operator (the device keeps it and asks again once Apple can be asked).
@@ -212,8 +216,8 @@ struct AppleLookupLimitsTests {
             }
             let (payer, store) = try await system.customer("payer")
             let (_, purchase, _) = try await system.buy(Self.premium, account: payer, storeAccount: store, submit: false)
-            _ = try await system.device(.post, "/sim/faults", Self.appleDown)
-            let (status, _, _) = try await Self.submit(system, as: payer, ["transactionId": try #require(purchase["transactionId"] as? String)])
+            try await system.inject(Self.appleDown)
+            let (status, _, _) = try await Self.submit(system, as: payer, PurchaseRequest(transactionId: (try #require(purchase.transactionId) as String)))
             #expect(status == .accepted)
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
 
@@ -230,7 +234,7 @@ struct AppleLookupLimitsTests {
             configuration.appStore.lookupLimits = .init(perAccount: 100, heldProofsPerAccount: 2)
             var services = system.services
             services.verifier = ProofVerifier(roots: system.roots, configuration: configuration, apple: try AppleAccess(configuration))
-            _ = try await system.device(.post, "/sim/faults", Self.appleDown)
+            try await system.inject(Self.appleDown)
             let intake = ProofIntake(services: services)
             let flooder = "flood-\(UUID().uuidString.prefix(6))"
             for _ in 0..<2 {

@@ -3,6 +3,8 @@ import AppStoreTrust
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 @testable import PurchaseServer
 import StoreSimulator
@@ -14,7 +16,7 @@ struct AskingAppleTests {
     static let monthly = "com.example.iapkit.pro.monthly"
 
     /// The server's services after a deploy whose catalog lacks `productId`.
-    static func selling(_ services: PurchaseServer.Services, without productId: String) -> PurchaseServer.Services {
+    static func selling(_ services: PurchaseServices, without productId: String) -> PurchaseServices {
         var products = services.ledger.catalog.products
         products[productId] = nil
         var misconfigured = services
@@ -23,7 +25,7 @@ struct AskingAppleTests {
     }
 
     /// The server's services on a clock `seconds` later (a reconciler's pass after its backoff).
-    static func later(_ services: PurchaseServer.Services, by seconds: TimeInterval) -> PurchaseServer.Services {
+    static func later(_ services: PurchaseServices, by seconds: TimeInterval) -> PurchaseServices {
         let later = services.now().addingTimeInterval(seconds)
         var moved = services
         moved.now = { later }
@@ -35,15 +37,16 @@ struct AskingAppleTests {
         try await System.run(.init(deliver: false, trustReceiptRoot: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-rita"])
             let (_, purchase, _) = try await system.buy(Self.premium, account: "rita", storeAccount: "store-rita", submit: false)
-            let receipt = try #require(purchase["receipt"] as? String)
-            let (status, reply) = try await system.call(.post, "/v1/purchases", as: "rita", ["receipt": receipt])
+            let receipt = try #require(purchase.receipt)
+            let (status, answer) = try await system.call(.post, "/v1/purchases", as: "rita", ["receipt": receipt])
             #expect(status == .ok)
-            #expect(reply["outcome"] as? String == "granted")
-            #expect(reply.ownedEntitlements.entitlementNames == ["premium"])
+            let reply = try decode(PurchaseReply.self, answer)
+            #expect(reply.outcome == .granted)
+            #expect(reply.entitlements.entitlementNames == ["premium"])
             // The production endpoint was asked first and said 21007; the sandbox endpoint answered.
             let forged = try await system.call(.post, "/v1/purchases", as: "rita", ["receipt": Base64.standardEncode(Array("not a receipt".utf8))])
             #expect(forged.0 == .unprocessableContent)
-            #expect((forged.1["error"] as? [String: Any])?["code"] as? String == "apple_rejected")
+            #expect(try errorCode(forged.1) == "apple_rejected")
         }
     }
 
@@ -56,7 +59,7 @@ struct AskingAppleTests {
             // Ben pays on the family iPad; the app dies before it tells the server. Ann opens the app on the iPhone of
             // the same Apple ID and sends the receipt, which lists Ben's purchase without its token.
             let (bensOrder, _, _) = try await system.buy(Self.premium, account: ben, storeAccount: household, submit: false)
-            let receipt = try #require(try await system.device(.get, "/sim/accounts/\(household)/receipt")["receipt"] as? String)
+            let receipt = try #require(try decode([String: String].self, await system.device(.get, "/sim/accounts/\(household)/receipt"))["receipt"])
 
             // Apple's Server API down: nothing is bound to Ann; the receipt is held for the reconciler.
             _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps", "errorRate": 1.0, "errorStatus": 503]]])
@@ -67,11 +70,11 @@ struct AskingAppleTests {
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             let (status, reply) = try await system.call(.post, "/v1/purchases", as: ann, ["receipt": receipt])
             #expect(status == .ok)
-            #expect(reply["outcome"] as? String == "deliveredToOwner", "\(reply)")
+            #expect(try decode(PurchaseReply.self, reply).outcome == .deliveredToOwner, "\(text(reply))")
             #expect(try await system.entitlements(ann).entitlementNames.isEmpty, "Ann did not pay for it")
             #expect(try await system.entitlements(ben).entitlementNames == ["premium"])
-            let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
-            #expect(granted.contains { $0["orderId"] as? String == bensOrder["orderId"] as? String }, "Ben's order is fulfilled by it")
+            let granted = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=granted").1).orders
+            #expect(granted.contains { $0.orderId == bensOrder.orderId }, "Ben's order is fulfilled by it")
             // The held copy, run by the reconciler later, changes nothing.
             try await system.engine.advanceClock(by: 60)
             _ = try await system.admin(.post, "/admin/reconcile")
@@ -88,8 +91,8 @@ struct AskingAppleTests {
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-\(account)"])
             // The app uploads and dies before it reads the answer, so it never calls finish().
             let (_, purchase, reply) = try await system.buy(Self.premium, account: account, storeAccount: "store-\(account)")
-            #expect(reply["outcome"] as? String == "granted")
-            let id = try #require(purchase["transactionId"] as? String)
+            #expect(reply?.outcome == .granted)
+            let id = try #require(purchase.transactionId)
             func queued() async -> Bool {
                 await system.engine.recordedTransactions().first { $0.payload.transactionId == id }?.unfinishedOn.isEmpty == false
             }
@@ -115,11 +118,12 @@ struct AskingAppleTests {
         try await System.run(.init(deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-tom"])
             let (order, purchase, _) = try await system.buy(Self.premium, account: "tom", storeAccount: "store-tom", submit: false)
-            let id = try #require(purchase["transactionId"] as? String)
-            let (status, reply) = try await system.call(.post, "/v1/purchases", as: "tom", ["transactionId": id, "orderId": order["orderId"] as? String ?? ""])
+            let id = try #require(purchase.transactionId)
+            let (status, answer) = try await system.call(.post, "/v1/purchases", as: "tom", PurchaseRequest(transactionId: id, orderId: order.orderId))
             #expect(status == .ok)
-            #expect(reply["outcome"] as? String == "granted")
-            #expect(reply["orderId"] as? String == order["orderId"] as? String)
+            let reply = try decode(PurchaseReply.self, answer)
+            #expect(reply.outcome == .granted)
+            #expect(reply.orderId == order.orderId)
             let bad = try await system.call(.post, "/v1/purchases", as: "tom", ["transactionId": "../../etc"])
             #expect(bad.0 == .unprocessableContent)
         }
@@ -130,22 +134,22 @@ struct AskingAppleTests {
         try await System.run(.init(kind: kind, deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-vic"])
             // Bought outside the app's flow (an offer code, a promotion): no order, no appAccountToken.
-            let bought = try await system.device(.post, "/sim/purchases", ["account": "store-vic", "device": "phone", "productId": Self.premium])
-            let id = try #require(bought["transactionId"] as? String)
-            let jws = try #require(bought["signedTransaction"] as? String)
+            let bought = try await system.storePurchase(["account": "store-vic", "device": "phone", "productId": Self.premium])
+            let id = try #require(bought.transactionId)
+            let jws = try #require(bought.signedTransaction)
             // Mallory has the id (a support thread, a screenshot), and an order of her own for the product.
-            let (_, order) = try await system.call(.post, "/v1/orders", as: "mallory", ["productId": Self.premium])
-            for body in [["transactionId": id], ["transactionId": id, "orderId": order["orderId"] as? String ?? ""]] {
+            let order = try decode(OrderReply.self, await system.call(.post, "/v1/orders", as: "mallory", OrderRequest(productId: Self.premium)).1)
+            for body in [PurchaseRequest(transactionId: id), PurchaseRequest(transactionId: id, orderId: order.orderId)] {
                 let (status, reply) = try await system.call(.post, "/v1/purchases", as: "mallory", body)
-                #expect(status == .forbidden && (reply["error"] as? [String: Any])?["code"] as? String == "possession_required", "\(reply)")
+                #expect(try status == .forbidden && (errorCode(reply)) == "possession_required", "\(text(reply))")
             }
             #expect(try await system.entitlements("mallory").entitlementNames.isEmpty)
             #expect(try await system.admin(.get, "/admin/transactions/\(id)").0 == .notFound, "nothing stored")
             // Vic's device sends what Apple signed: his.
             let (status, reply) = try await system.call(.post, "/v1/purchases", as: "vic", ["signedTransaction": jws])
-            #expect(status == .ok && reply["outcome"] as? String == "granted", "\(reply)")
+            #expect(try status == .ok && (decode(PurchaseReply.self, reply).outcome) == .granted, "\(text(reply))")
             // Now that it is Vic's, his own id lookup is answered; Mallory's is refused as another account's.
-            #expect(try await system.call(.post, "/v1/purchases", as: "vic", ["transactionId": id]).1["outcome"] as? String == "alreadyGranted")
+            #expect(try decode(PurchaseReply.self, await system.call(.post, "/v1/purchases", as: "vic", PurchaseRequest(transactionId: id)).1).outcome == .alreadyGranted)
             #expect(try await system.call(.post, "/v1/purchases", as: "mallory", ["transactionId": id]).0 == .conflict)
         }
     }
@@ -155,35 +159,36 @@ struct AskingAppleTests {
         try await System.run(.init(deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-una"])
             let (order, purchase, _) = try await system.buy(Self.premium, account: "una", storeAccount: "store-una", submit: false)
-            let receipt = try #require(purchase["receipt"] as? String)
-            let orderId = try #require(order["orderId"] as? String)
+            let receipt = try #require(purchase.receipt)
+            let orderId = order.orderId
 
             // Down: every verifyReceipt call fails with 503.
             _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
                                                                                       ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
             let (status, held) = try await system.call(.post, "/v1/purchases", as: "una", ["receipt": receipt, "orderId": orderId])
             #expect(status == .accepted)
-            #expect(held["status"] as? String == "pending")
+            let heldProof = try decode(HeldProofReply.self, held)
+            #expect(heldProof.status == "pending")
             // Slow: answers come after the timeout; the same proof is held once.
             _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "latencyMilliseconds": 1500]]])
             let (slowStatus, slow) = try await system.call(.post, "/v1/purchases", as: "una", ["receipt": receipt, "orderId": orderId])
             #expect(slowStatus == .accepted)
-            #expect(slow["proofId"] as? String == held["proofId"] as? String)
+            #expect(try decode(HeldProofReply.self, slow).proofId == heldProof.proofId)
             #expect(try await system.entitlements("una").entitlementNames.isEmpty)
 
-            let lost = try await system.admin(.get, "/admin/orders?state=paid-unfulfilled")
-            #expect((lost.1["orders"] as? [[String: Any]])?.compactMap { $0["orderId"] as? String }.contains(orderId) == true)
+            let lost = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=paid-unfulfilled").1).orders
+            #expect(lost.map(\.orderId).contains(orderId))
 
             // Apple is back: the job's next run grants it.
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             try await system.engine.advanceClock(by: 60)
-            let (_, report) = try await system.admin(.post, "/admin/reconcile")
-            #expect(report["proofsGranted"] as? Int == 1)
+            let report = try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1)
+            #expect(report.proofsGranted == 1)
             #expect(try await system.entitlements("una").entitlementNames == ["premium"])
-            let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
-            #expect(granted.contains { $0["orderId"] as? String == orderId }, "the receipt's newest purchase of the order's product fulfils it")
-            let audit = try await system.admin(.get, "/admin/audit")
-            #expect((audit.1["entries"] as? [[String: Any]])?.contains { $0["action"] as? String == "proof-granted" } == true)
+            let granted = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=granted").1).orders
+            #expect(granted.contains { $0.orderId == orderId }, "the receipt's newest purchase of the order's product fulfils it")
+            let audit = try decode(AuditReply.self, await system.admin(.get, "/admin/audit").1).entries
+            #expect(audit.contains { $0.action.rawValue == "proof-granted" })
         }
     }
 
@@ -194,8 +199,8 @@ struct AskingAppleTests {
             // A returning customer: the receipt also lists an earlier purchase, granted before.
             _ = try await system.buy(Self.monthly, account: "ona", storeAccount: "store-ona")
             let (order, purchase, _) = try await system.buy(Self.premium, account: "ona", storeAccount: "store-ona", submit: false)
-            let receipt = try #require(purchase["receipt"] as? String)
-            let orderId = try #require(order["orderId"] as? String)
+            let receipt = try #require(purchase.receipt)
+            let orderId = order.orderId
             _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
                                                                                       ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
             #expect(try await system.call(.post, "/v1/purchases", as: "ona", ["receipt": receipt, "orderId": orderId]).0 == .accepted)
@@ -204,14 +209,14 @@ struct AskingAppleTests {
             // A deploy with a catalog that lacks the product runs the reconciler.
             let report = try await Reconciler(services: Self.selling(system.services, without: Self.premium)).runOnce()
             #expect(report.proofsGranted == 0 && report.proofsPostponed == 1, "\(report)")
-            let pending = try await system.admin(.get, "/admin/proofs?state=pending").1["proofs"] as? [[String: Any]] ?? []
+            let pending = try decode(HeldProofsReply.self, await system.admin(.get, "/admin/proofs?state=pending").1).proofs
             #expect(pending.count == 1, "listed for the operator: \(pending)")
             // The catalog is back: the next pass (after the backoff) grants the purchase and fulfils the order.
             let fixed = Self.later(system.services, by: 120)
             #expect(try await Reconciler(services: fixed).runOnce().proofsGranted == 1)
             #expect(try await system.entitlements("ona").entitlementNames.contains("premium"))
-            let granted = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
-            #expect(granted.contains { $0["orderId"] as? String == orderId })
+            let granted = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=granted").1).orders
+            #expect(granted.contains { $0.orderId == orderId })
         }
     }
 
@@ -220,11 +225,11 @@ struct AskingAppleTests {
         try await System.run(.init(deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-pia"])
             // Another account of the app bought without an order on this Apple ID first, and presented it: it is theirs.
-            let bare = try await system.device(.post, "/sim/purchases", ["account": "store-pia", "device": "phone", "productId": Self.monthly])
+            let bare = try await system.storePurchase(["account": "store-pia", "device": "phone", "productId": Self.monthly])
             #expect(try await system.call(.post, "/v1/purchases", as: "pia-brother",
-                                          ["signedTransaction": try #require(bare["signedTransaction"] as? String)]).0 == .ok)
+                                          ["signedTransaction": try #require(bare.signedTransaction)]).0 == .ok)
             let (_, purchase, _) = try await system.buy(Self.premium, account: "pia", storeAccount: "store-pia", submit: false)
-            let receipt = try #require(purchase["receipt"] as? String)
+            let receipt = try #require(purchase.receipt)
             _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
                                                                                       ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
             #expect(try await system.call(.post, "/v1/purchases", as: "pia", ["receipt": receipt]).0 == .accepted)
@@ -234,7 +239,7 @@ struct AskingAppleTests {
             // another account's (final). The proof is neither rejected nor taken as done.
             let report = try await Reconciler(services: Self.selling(system.services, without: Self.premium)).runOnce()
             #expect(report.proofsGranted == 0 && report.proofsRejected == 0 && report.proofsPostponed == 1, "\(report)")
-            #expect((try await system.admin(.get, "/admin/proofs?state=pending").1["proofs"] as? [[String: Any]] ?? []).count == 1)
+            #expect(try decode(HeldProofsReply.self, await system.admin(.get, "/admin/proofs?state=pending").1).proofs.count == 1)
             // The catalog is back: the next pass (after the backoff) grants the premium line.
             let fixed = Self.later(system.services, by: 120)
             #expect(try await Reconciler(services: fixed).runOnce().proofsGranted == 1)
@@ -249,14 +254,14 @@ struct AskingAppleTests {
         try await System.run(.init(kind: kind, deliver: false, trustReceiptRoot: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
             let (ora, oraStore) = try await system.customer("ora")
             let (_, purchase, _) = try await system.buy(Self.premium, account: ora, storeAccount: oraStore, submit: false)
-            let receipt = try #require(purchase["receipt"] as? String)
+            let receipt = try #require(purchase.receipt)
             // An order of another account's, named by a client that mixed up its sign-ins.
             let zed = "zed-\(UUID().uuidString.prefix(8))"
-            let (_, other) = try await system.call(.post, "/v1/orders", as: zed, ["productId": Self.premium])
-            let othersOrder = try #require(other["orderId"] as? String)
-            let appleDown: [String: Any] = ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
-                                                                 ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]]
-            _ = try await system.device(.post, "/sim/faults", appleDown)
+            let (_, other) = try await system.call(.post, "/v1/orders", as: zed, OrderRequest(productId: Self.premium))
+            let othersOrder = try decode(OrderReply.self, other).orderId
+            let appleDown = FaultPlan(seed: 7, rules: [.init(pathPrefix: "/verifyReceipt", errorRate: 1.0, errorStatus: 503),
+                                                       .init(pathPrefix: "/sandbox/verifyReceipt", errorRate: 1.0, errorStatus: 503)])
+            try await system.inject(appleDown)
             #expect(try await system.call(.post, "/v1/purchases", as: ora, ["receipt": receipt, "orderId": othersOrder]).0 == .accepted)
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             try await system.engine.advanceClock(by: 60)
@@ -267,11 +272,11 @@ struct AskingAppleTests {
 
             // A receipt whose only line is of a product no longer sold, and long taken by its owner: nothing can change.
             try await system.engine.advanceClock(by: 1)
-            let fresh = try #require(try await system.device(.get, "/sim/accounts/\(oraStore)/receipt")["receipt"] as? String)
+            let fresh = try #require(try decode([String: String].self, await system.device(.get, "/sim/accounts/\(oraStore)/receipt"))["receipt"])
             #expect(fresh != receipt, "a receipt made later, so held as a proof of its own")
-            _ = try await system.device(.post, "/sim/faults", appleDown)
-            let (_, resent) = try await system.call(.post, "/v1/purchases", as: ora, ["receipt": fresh])
-            #expect(resent["status"] as? String == "pending", "\(resent)")
+            try await system.inject(appleDown)
+            let (_, resent) = try await system.call(.post, "/v1/purchases", as: ora, PurchaseRequest(receipt: fresh))
+            #expect((try? decode(HeldProofReply.self, resent))?.status == "pending", "\(text(resent))")
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             let retired = try await Reconciler(services: Self.later(Self.selling(system.services, without: Self.premium), by: 60)).runOnce()
             #expect(retired.proofsRejected == 1 && retired.proofsPostponed == 0, "\(retired)")
@@ -286,10 +291,10 @@ struct AskingAppleTests {
             let (bo, family) = try await system.customer("bo")
             let al = "al-\(UUID().uuidString.prefix(8))"
             let (order, purchase, _) = try await system.buy(Self.premium, account: bo, storeAccount: family, submit: false)
-            let receipt = try #require(purchase["receipt"] as? String)
+            let receipt = try #require(purchase.receipt)
             _ = try await system.device(.post, "/sim/faults", ["seed": 7, "rules": [["pathPrefix": "/verifyReceipt", "errorRate": 1.0, "errorStatus": 503],
                                                                                       ["pathPrefix": "/sandbox/verifyReceipt", "errorRate": 1.0, "errorStatus": 503]]])
-            #expect(try await system.call(.post, "/v1/purchases", as: al, ["receipt": receipt, "orderId": try #require(order["orderId"] as? String)]).0 == .accepted)
+            #expect(try await system.call(.post, "/v1/purchases", as: al, ["receipt": receipt, "orderId": order.orderId]).0 == .accepted)
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
             try await system.engine.advanceClock(by: 60)
             // A server without the Server API: the receipt's lines carry no token.
@@ -300,8 +305,8 @@ struct AskingAppleTests {
             let report = try await Reconciler(services: services).runOnce()
             #expect(report.proofsGranted == 0, "\(report)")
             #expect(try await system.entitlements(al).entitlementNames.isEmpty, "Al did not pay for it")
-            let (status, answer) = try await system.call(.post, "/v1/purchases", as: bo, ["signedTransaction": try #require(purchase["signedTransaction"] as? String)])
-            #expect(status == .ok && answer["outcome"] as? String == "granted", "\(status) \(answer)")
+            let (status, answer) = try await system.call(.post, "/v1/purchases", as: bo, PurchaseRequest(signedTransaction: (try #require(purchase.signedTransaction) as String)))
+            #expect(try status == .ok && (decode(PurchaseReply.self, answer).outcome) == .granted, "\(status) \(text(answer))")
         }
     }
 
@@ -344,11 +349,11 @@ struct AskingAppleTests {
             _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
                                                                                      "errorStatus": 500]]])
             #expect(try await system.entitlements("vic").entitlementNames.isEmpty)
-            let (_, report) = try await system.admin(.post, "/admin/reconcile")
-            #expect(report["subscriptionsRefreshed"] as? Int == 1)
+            let report = try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1)
+            #expect(report.subscriptionsRefreshed == 1)
             #expect(try await system.entitlements("vic").entitlementNames == ["pro"])
             // Nothing changed since: a second run stores nothing new.
-            #expect(try await system.admin(.post, "/admin/reconcile").1["subscriptionsRefreshed"] as? Int == 0)
+            #expect(try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1).subscriptionsRefreshed == 0)
         }
     }
 
@@ -357,7 +362,7 @@ struct AskingAppleTests {
         try await System.run(.init(deliver: false, appleAttempts: 2, appleTimeoutSeconds: 0.5)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-xan"])
             let (_, purchase, _) = try await system.buy(Self.premium, account: "xan", storeAccount: "store-xan")
-            let id = try #require(purchase["transactionId"] as? String)
+            let id = try #require(purchase.transactionId)
             #expect(try await system.entitlements("xan").entitlementNames == ["premium"])
             // Apple refunds it; the notification never reaches the server (no webhook delivery here).
             _ = try await system.device(.post, "/sim/transactions/\(id)/refund")
@@ -367,21 +372,21 @@ struct AskingAppleTests {
             // Apple down: the history cannot be read; nothing is skipped, the report says why.
             _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
                                                                                      "errorStatus": 503]]])
-            let (_, down) = try await system.admin(.post, "/admin/reconcile")
-            #expect(down["notificationsRecovered"] as? Int == 0)
-            #expect((down["notificationHistoryStalled"] as? String)?.contains("notification history") == true, "\(down)")
+            let down = try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1)
+            #expect(down.notificationsRecovered == 0)
+            #expect(down.notificationHistoryStalled?.contains("notification history") == true, "\(down)")
             #expect(try await system.entitlements("xan").entitlementNames == ["premium"])
 
             // Apple back: the refund is applied once, audited, and a second pass finds nothing new.
             _ = try await system.simulator.execute(uri: "/sim/faults", method: .delete)
-            let (_, back) = try await system.admin(.post, "/admin/reconcile")
+            let back = try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1)
             // Two were never delivered: the purchase's ONE_TIME_CHARGE and the REFUND.
-            #expect(back["notificationsRecovered"] as? Int == 2, "\(back)")
-            #expect(back["notificationHistoryStalled"] == nil)
+            #expect(back.notificationsRecovered == 2, "\(back)")
+            #expect(back.notificationHistoryStalled == nil)
             #expect(try await system.entitlements("xan").entitlementNames.isEmpty, "the refund ended the entitlement")
-            #expect(try await system.admin(.post, "/admin/reconcile").1["notificationsRecovered"] as? Int == 0)
-            let audit = try await system.admin(.get, "/admin/audit").1["entries"] as? [[String: Any]] ?? []
-            #expect(audit.contains { $0["action"] as? String == "notification-recovered" && ($0["detail"] as? String)?.hasPrefix("REFUND") == true })
+            #expect(try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1).notificationsRecovered == 0)
+            let audit = try decode(AuditReply.self, await system.admin(.get, "/admin/audit").1).entries
+            #expect(audit.contains { $0.action.rawValue == "notification-recovered" && $0.detail.hasPrefix("REFUND") })
         }
     }
 
@@ -396,22 +401,22 @@ struct AskingAppleTests {
             let (other, _) = try await system.call(.post, "/v1/orders", as: "wes", ["productId": Self.premium])
             #expect(other == .created)
             try await system.engine.advanceClock(by: 86_400 + 1)
-            let stuck = try await system.admin(.get, "/admin/orders?state=stuck")
-            let ids = (stuck.1["orders"] as? [[String: Any]])?.compactMap { $0["orderId"] as? String } ?? []
-            #expect(ids.contains(order["orderId"] as? String ?? "-"))
-            let orderId = try #require(order["orderId"] as? String)
+            let stuck = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=stuck").1).orders
+            let ids = stuck.map(\.orderId)
+            #expect(ids.contains(order.orderId))
+            let orderId = order.orderId
             let settled = try await system.admin(.post, "/admin/orders/\(orderId)/settle",
-                                                 ["transactionId": purchase["transactionId"] as? String ?? "", "note": "customer emailed the receipt"])
+                                                 ["transactionId": purchase.transactionId ?? "", "note": "customer emailed the receipt"])
             #expect(settled.0 == .ok)
-            #expect(settled.1["state"] as? String == "granted")
+            #expect(try decode(SettleReply.self, settled.1).state == "granted")
             #expect(try await system.entitlements("wes").entitlementNames == ["premium"])
             let remaining = ids.filter { $0 != orderId }
             for id in remaining {
-                #expect(try await system.admin(.post, "/admin/orders/\(id)/settle", ["note": "abandoned"]).1["state"] as? String == "settled")
+                #expect(try decode(SettleReply.self, await system.admin(.post, "/admin/orders/\(id)/settle", SettleRequest(note: "abandoned")).1).state == "settled")
             }
-            let audit = (try await system.admin(.get, "/admin/audit").1["entries"] as? [[String: Any]]) ?? []
-            #expect(audit.contains { $0["action"] as? String == "settle-with-transaction" && $0["subject"] as? String == orderId })
-            #expect(audit.contains { $0["action"] as? String == "settle" })
+            let audit = try decode(AuditReply.self, await system.admin(.get, "/admin/audit").1).entries
+            #expect(audit.contains { $0.action.rawValue == "settle-with-transaction" && $0.subject == orderId })
+            #expect(audit.contains { $0.action.rawValue == "settle" })
         }
     }
 
@@ -427,12 +432,12 @@ struct AskingAppleTests {
             _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
                                                                                      "errorStatus": 500]]])
             try await system.engine.advanceClock(by: 601)
-            let (_, report) = try await system.admin(.post, "/admin/reconcile")
-            #expect(report["ordersRepaired"] as? Int == 1)
+            let report = try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1)
+            #expect(report.ordersRepaired == 1)
             #expect(try await system.entitlements("xia").entitlementNames == ["premium"])
             let granted = try await system.admin(.get, "/admin/orders?state=granted")
-            #expect((granted.1["orders"] as? [[String: Any]])?.contains { $0["orderId"] as? String == order["orderId"] as? String } == true)
-            #expect(try await system.admin(.post, "/admin/reconcile").1["ordersRepaired"] as? Int == 0, "a repaired order is closed")
+            #expect(try decode(AdminOrdersReply.self, granted.1).orders.contains { $0.orderId == order.orderId })
+            #expect(try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1).ordersRepaired == 0, "a repaired order is closed")
         }
     }
 
@@ -449,11 +454,11 @@ struct AskingAppleTests {
             _ = try await system.device(.post, "/sim/faults", ["seed": 3, "rules": [["pathPrefix": "/inApps/v1/notifications/history", "errorRate": 1.0,
                                                                                      "errorStatus": 500]]])
             try await system.engine.advanceClock(by: 601)
-            let (_, report) = try await system.admin(.post, "/admin/reconcile")
-            #expect(report["ordersRepaired"] as? Int == 1, "\(report)")
+            let report = try decode(ReconcileReport.self, await system.admin(.post, "/admin/reconcile").1)
+            #expect(report.ordersRepaired == 1, "\(report)")
             #expect(try await system.entitlements("yan").entitlementNames == ["premium"])
             let granted = try await system.admin(.get, "/admin/orders?state=granted")
-            #expect((granted.1["orders"] as? [[String: Any]])?.contains { $0["orderId"] as? String == order["orderId"] as? String } == true)
+            #expect(try decode(AdminOrdersReply.self, granted.1).orders.contains { $0.orderId == order.orderId })
         }
     }
 }

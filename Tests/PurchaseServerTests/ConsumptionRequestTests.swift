@@ -1,7 +1,11 @@
+import AppStoreFormats
 import Foundation
+import IAPTestSupport
 import NIOCore
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
+import StoreSimulator
 import Testing
 
 /// A customer asks Apple for a refund; Apple asks the server (CONSUMPTION_REQUEST); the server answers with Send
@@ -23,22 +27,22 @@ struct ConsumptionRequestTests {
         let (account, store) = try await system.customer(prefix)
         let (_, purchase, reply) = try await system.buy(productId, account: account, storeAccount: store)
         // Granted by its ONE_TIME_CHARGE notification or by the upload, whichever came first.
-        #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String))
-        return (account, store, try #require(purchase["transactionId"] as? String))
+        #expect([.granted, .alreadyGranted].contains(reply?.outcome))
+        return (account, store, try #require(purchase.transactionId))
     }
 
     func consent(_ system: System, _ account: String, _ consented: Bool) async throws {
-        let (status, reply) = try await system.call(.put, "/v1/consumption-consent", as: account, ["consented": consented])
+        let (status, reply) = try await system.call(.put, "/v1/consumption-consent", as: account, ConsentRequest(consented: consented))
         #expect(status == .ok)
-        #expect(reply["consented"] as? Bool == consented)
+        #expect(try decode(ConsentReply.self, reply).consented == consented)
     }
 
     /// The customer asks for a refund; returns what the developer sent Apple (nil: nothing).
-    func askForRefund(_ system: System, _ transactionId: String) async throws -> [String: Any]? {
+    func askForRefund(_ system: System, _ transactionId: String) async throws -> ConsumptionRequest? {
         _ = try await system.device(.post, "/sim/transactions/\(transactionId)/refund-request", ["reason": "UNSATISFIED_WITH_PURCHASE"])
-        let request = try await system.device(.get, "/sim/transactions/\(transactionId)/refund-request")
-        #expect(request["reason"] as? String == "UNSATISFIED_WITH_PURCHASE")
-        return request["consumption"] as? [String: Any]
+        let request = try SimRefundRequest.read(await system.device(.get, "/sim/transactions/\(transactionId)/refund-request"))
+        #expect(request.reason.rawValue == "UNSATISFIED_WITH_PURCHASE")
+        return request.consumption
     }
 
     @Test("Prorated: 40 of 100 coins spent, Apple hears GRANT_PRORATED at 40 %, refunds 60 %, and the ledger claws back 60 coins",
@@ -46,21 +50,21 @@ struct ConsumptionRequestTests {
     func prorated(_ kind: LedgerKind) async throws {
         try await run(kind, policy: .prorated) { system in
             let (account, _, id) = try await bought(Self.coins, system, prefix: "prorated")
-            let (spent, _) = try await system.call(.post, "/v1/consumables/coins/spend", as: account, ["amount": 40, "idempotencyKey": "k1"])
+            let (spent, _) = try await system.call(.post, "/v1/consumables/coins/spend", as: account, SpendRequest(amount: 40, idempotencyKey: "k1"))
             #expect(spent == .ok)
             try await consent(system, account, true)
             let sent = try #require(try await askForRefund(system, id))
-            #expect(sent["customerConsented"] as? Bool == true)
-            #expect(sent["deliveryStatus"] as? String == "DELIVERED")
-            #expect(sent["sampleContentProvided"] as? Bool == false)
-            #expect(sent["refundPreference"] as? String == "GRANT_PRORATED")
-            #expect(sent["consumptionPercentage"] as? Int == 40_000)
-            let decided = try await system.device(.post, "/sim/transactions/\(id)/refund-request/decide")
-            #expect(decided["decision"] as? String == "REFUND")
-            #expect(decided["revocationPercentage"] as? Int == 60_000)
+            #expect(sent.customerConsented == true)
+            #expect(sent.deliveryStatus?.rawValue == "DELIVERED")
+            #expect(sent.sampleContentProvided == false)
+            #expect(sent.refundPreference?.rawValue == "GRANT_PRORATED")
+            #expect(sent.consumptionPercentage == 40_000)
+            let decided = try decode(SimRefundDecision.self, await system.device(.post, "/sim/transactions/\(id)/refund-request/decide"))
+            #expect(decided.decision == "REFUND")
+            #expect(decided.revocationPercentage == 60_000)
             #expect(try await system.entitlements(account).balance("coins") == 0, "60 of the 60 left clawed back")
-            let timeline = try await system.admin(.get, "/admin/accounts/\(account)/timeline").1
-            let audit = (timeline["timeline"] as? [[String: Any]] ?? []).filter { $0["kind"] as? String == "audit" }.compactMap { $0["detail"] as? String }
+            let timeline = try decode(TimelineReply.self, await system.admin(.get, "/admin/accounts/\(account)/timeline").1)
+            let audit = timeline.timeline.filter { $0.kind.rawValue == "audit" }.map(\.detail)
             #expect(audit.contains { $0.contains("consumption_consent_given") } && audit.contains { $0.contains("consumption_request_answered") }, "\(audit)")
         }
     }
@@ -75,8 +79,8 @@ struct ConsumptionRequestTests {
             try await consent(system, other, true)
             try await consent(system, other, false)
             #expect(try await askForRefund(system, otherId) == nil)
-            let decided = try await system.device(.post, "/sim/transactions/\(id)/refund-request/decide")
-            #expect(decided["decision"] as? String == "REFUND" && decided["revocationPercentage"] as? Int == 100_000)
+            let decided = try decode(SimRefundDecision.self, await system.device(.post, "/sim/transactions/\(id)/refund-request/decide"))
+            #expect(decided.decision == "REFUND" && decided.revocationPercentage == 100_000)
             #expect(try await system.entitlements(account).balance("coins") == 0)
         }
     }
@@ -87,17 +91,17 @@ struct ConsumptionRequestTests {
             let (account, _, id) = try await bought(Self.coins, system, prefix: "declined")
             try await consent(system, account, true)
             let sent = try #require(try await askForRefund(system, id))
-            #expect(sent["refundPreference"] as? String == "DECLINE")
-            #expect(sent["consumptionPercentage"] as? Int == 0, "nothing spent")
-            let decided = try await system.device(.post, "/sim/transactions/\(id)/refund-request/decide")
-            #expect(decided["decision"] as? String == "REFUND_DECLINED")
+            #expect(sent.refundPreference?.rawValue == "DECLINE")
+            #expect(sent.consumptionPercentage == 0, "nothing spent")
+            let decided = try decode(SimRefundDecision.self, await system.device(.post, "/sim/transactions/\(id)/refund-request/decide"))
+            #expect(decided.decision == "REFUND_DECLINED")
             #expect(try await system.entitlements(account).balance("coins") == 100)
 
             let (subscriber, _, renewalId) = try await bought(Self.monthly, system, prefix: "subscriber")
             try await consent(system, subscriber, true)
             let subscription = try #require(try await askForRefund(system, renewalId))
-            #expect(subscription["refundPreference"] as? String == "DECLINE")
-            #expect(subscription["consumptionPercentage"] == nil, "Apple computes an auto-renewable's consumption itself (4000209 otherwise)")
+            #expect(subscription.refundPreference?.rawValue == "DECLINE")
+            #expect(subscription.consumptionPercentage == nil, "Apple computes an auto-renewable's consumption itself (4000209 otherwise)")
         }
     }
 
@@ -107,9 +111,9 @@ struct ConsumptionRequestTests {
             let (account, store, id) = try await bought(Self.coins, system, prefix: "minor")
             try await consent(system, account, true)
             _ = try await system.device(.post, "/sim/accounts/\(store)/rescind-consent")
-            let held = try await system.call(.get, "/v1/consumption-consent", as: account).1
-            #expect(held["consented"] as? Bool == false)
-            #expect(held["source"] as? String == "rescind_consent")
+            let held = try decode(ConsentReply.self, await system.call(.get, "/v1/consumption-consent", as: account).1)
+            #expect(held.consented == false)
+            #expect(held.source == "rescind_consent")
             #expect(try await askForRefund(system, id) == nil)
             // The notice delivered again (Apple retries) after the customer consented anew changes nothing.
             try await system.advance(by: 1)
@@ -118,7 +122,7 @@ struct ConsumptionRequestTests {
             let redelivered = try await system.server.execute(uri: "/v1/notifications/appstore", method: .post,
                                                               body: ByteBuffer(string: #"{"signedPayload":"\#(rescind.signedPayload)"}"#))
             #expect(redelivered.status == .ok)
-            #expect(try await system.call(.get, "/v1/consumption-consent", as: account).1["consented"] as? Bool == true)
+            #expect(try decode(ConsentReply.self, await system.call(.get, "/v1/consumption-consent", as: account).1).consented == true)
         }
     }
 
@@ -128,11 +132,10 @@ struct ConsumptionRequestTests {
         try await run(kind, policy: .preferRefund) { system in
             let (account, _, id) = try await bought(Self.coins, system, prefix: "outage")
             try await consent(system, account, true)
-            let refuseConsumption: [String: Any] = ["seed": 1, "rules": [["pathPrefix": "/inApps/v2/transactions/consumption", "errorRate": 1.0,
-                                                                         "errorStatus": 503]]]
-            _ = try await system.device(.post, "/sim/faults", refuseConsumption)
+            let refuseConsumption = FaultPlan(seed: 1, rules: [.init(pathPrefix: "/inApps/v2/transactions/consumption", errorRate: 1.0, errorStatus: 503)])
+            try await system.inject(refuseConsumption)
             _ = try await system.device(.post, "/sim/transactions/\(id)/refund-request")
-            #expect(try await system.device(.get, "/sim/transactions/\(id)/refund-request")["consumption"] == nil)
+            #expect(try SimRefundRequest.read(await system.device(.get, "/sim/transactions/\(id)/refund-request")).consumption == nil)
             let request = try #require(await system.engine.notifications().last { $0.type == .consumptionRequest })
             #expect(request.attempts.last?.sendAttemptResult == .success, "the notification itself is stored and taken")
             #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .pending)
@@ -142,11 +145,11 @@ struct ConsumptionRequestTests {
             #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .pending)
             _ = try await system.device(.delete, "/sim/faults")
             #expect(try await Reconciler(services: system.services).runOnce().consumptionAnswersTried >= 1)
-            let sent = try #require(try await system.device(.get, "/sim/transactions/\(id)/refund-request")["consumption"] as? [String: Any])
-            #expect(sent["refundPreference"] as? String == "GRANT_FULL")
+            let sent = try #require(try SimRefundRequest.read(await system.device(.get, "/sim/transactions/\(id)/refund-request")).consumption)
+            #expect(sent.refundPreference?.rawValue == "GRANT_FULL")
             #expect(try await system.services.ledger.consumptionAnswer(notificationUUID: request.uuid)?.state == .answered)
             // Answered once: delivered again while Apple would refuse any call, nothing is sent and nothing owed.
-            _ = try await system.device(.post, "/sim/faults", refuseConsumption)
+            try await system.inject(refuseConsumption)
             let again = try await system.server.execute(uri: "/v1/notifications/appstore", method: .post,
                                                         body: ByteBuffer(string: #"{"signedPayload":"\#(request.signedPayload)"}"#))
             #expect(again.status == .ok)

@@ -1,5 +1,6 @@
 import Foundation
 import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import Testing
@@ -27,10 +28,10 @@ struct DashboardBrowserTests {
         try await System.run(.sqlite) { system in
             let (account, store) = try await system.customer("erin")
             let (_, purchase, _) = try await system.buy(Self.premium, account: account, storeAccount: store)
-            let transactionId = try #require(purchase["transactionId"] as? String)
+            let transactionId = try #require(purchase.transactionId)
             // An order opened and never paid: the operator closes it with a note.
-            let (_, order) = try await system.call(.post, "/v1/orders", as: account, ["productId": Self.premium])
-            let orderId = try #require(order["orderId"] as? String)
+            let (_, order) = try await system.call(.post, "/v1/orders", as: account, OrderRequest(productId: Self.premium))
+            let orderId = try decode(OrderReply.self, order).orderId
             let port = try #require(system.server.port)
             let run = try await Subprocess.run(python, [script, "--base", "http://127.0.0.1:\(port)", "--key", System.adminKey,
                                                         "--transaction", transactionId, "--account", account, "--order", orderId, "--out", shots.path])

@@ -2,6 +2,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 @testable import PurchaseServer
 import Testing
@@ -101,12 +103,11 @@ struct DashboardTests {
             let account = "<script>alert('x')</script>&\"ada\""
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-hostile"])
             let (order, purchase, reply) = try await system.buy(Self.premium, account: account, storeAccount: "store-hostile")
-            #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String ?? ""), "the notification may have granted it first")
-            let transactionId = try #require(purchase["transactionId"] as? String)
+            #expect([.granted, .alreadyGranted].contains(reply?.outcome), "the notification may have granted it first")
+            let transactionId = try #require(purchase.transactionId)
             let path = "/dashboard/account?id=" + Browser.encode(account)
             let original = try #require(try await system.services.ledger.transaction(transactionId)?.originalTransactionId)
-            for query in [transactionId, original, order["orderId"] as? String ?? "",
-                          (order["appAccountToken"] as? String ?? "").uppercased(), account] {
+            for query in [transactionId, original, order.orderId, order.appAccountToken.uuidString.uppercased(), account] {
                 let found = try await browser.go(.get, "/dashboard/search?q=" + Browser.encode(query))
                 #expect(!query.isEmpty && found.status == .seeOther && found.headers[.location] == path, "\(query)")
             }
@@ -140,7 +141,7 @@ struct DashboardTests {
             _ = try await browser.signIn()
             let (status, order) = try await system.call(.post, "/v1/orders", as: "bea", ["productId": Self.premium])
             #expect(status == .created)
-            let orderId = try #require(order["orderId"] as? String)
+            let orderId = try decode(OrderReply.self, order).orderId
             let page = try await browser.go(.get, "/dashboard/orders?state=created")
             #expect(page.html.contains(orderId))
             let csrf = try #require(Browser.field("csrf", in: page.html))
@@ -191,7 +192,7 @@ struct DashboardTests {
         try await System.run(.sqlite) { system in
             var services = system.services
             services.adminKey = nil
-            try await PurchaseServer.application(services, port: 0).test(.router) { client in
+            try await buildApplication(services, port: 0).test(.router) { client in
                 let login = try await client.execute(uri: "/dashboard/login", method: .get)
                 let overview = try await client.execute(uri: "/dashboard", method: .get)
                 #expect(login.status == .notFound && overview.status == .notFound)

@@ -5,6 +5,8 @@ import FoundationNetworking
 #endif
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -20,8 +22,8 @@ struct ExactlyOnceTests {
             let account = "racer-\(UUID().uuidString.prefix(8))"
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-\(account)"])
             let (order, purchase, _) = try await system.buy(Self.coins, account: account, storeAccount: "store-\(account)", submit: false)
-            let jws = try #require(purchase["signedTransaction"] as? String)
-            let orderId = try #require(order["orderId"] as? String)
+            let jws = try #require(purchase.signedTransaction)
+            let orderId = order.orderId
             let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
                 // Through a client that waits as long as it takes: the test is about one grant, and with the whole suite on
                 // two cores 200 requests at once can outlast the test client's 20 s.
@@ -29,15 +31,14 @@ struct ExactlyOnceTests {
                 let url = URL(string: "http://127.0.0.1:\(system.server.port!)/v1/purchases")!
                 for index in 0..<200 {
                     group.addTask {
-                        let body: [String: Any] = index.isMultiple(of: 2) ? ["signedTransaction": jws, "orderId": orderId] : ["signedTransaction": jws]
+                        let body = PurchaseRequest(signedTransaction: jws, orderId: index.isMultiple(of: 2) ? orderId : nil)
                         var request = URLRequest(url: url, timeoutInterval: 120)
                         request.httpMethod = "POST"
                         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-                        request.httpBody = try JSONSerialization.data(withJSONObject: body)
+                        request.httpBody = try encodeRequest(body)
                         let (data, response) = try await URLSession.shared.data(for: request)
                         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-                        let reply = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
-                        return status == 200 ? reply["outcome"] as? String ?? "?" : "HTTP \(status)"
+                        return status == 200 ? try decode(PurchaseReply.self, data).outcome?.rawValue ?? "?" : "HTTP \(status)"
                     }
                 }
                 return try await group.reduce(into: [String]()) { $0.append($1) }
@@ -53,27 +54,28 @@ struct ExactlyOnceTests {
         try await System.run { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-owner"])
             // Bought without an order (no appAccountToken): the first account to present it owns it.
-            let untokened = try await system.device(.post, "/sim/purchases", ["account": "store-owner", "device": "phone", "productId": Self.coins])
-            let bare = try #require(untokened["signedTransaction"] as? String)
+            let untokened = try await system.storePurchase(["account": "store-owner", "device": "phone", "productId": Self.coins])
+            let bare = try #require(untokened.signedTransaction)
             #expect(try await system.call(.post, "/v1/purchases", as: "owner", ["signedTransaction": bare]).0 == .ok)
             let (status, body) = try await system.call(.post, "/v1/purchases", as: "thief", ["signedTransaction": bare])
             #expect(status == .conflict)
-            #expect((body["error"] as? [String: Any])?["code"] as? String == "transaction_bound_elsewhere")
+            #expect(try errorCode(body) == "transaction_bound_elsewhere")
             #expect(try await system.entitlements("thief").balance("coins") == nil)
             #expect(try await system.entitlements("owner").balance("coins") == 100)
 
             // Paid through the owner's order: whoever uploads it, it is the owner's, once; the uploader gets nothing.
             let (_, purchase, reply) = try await system.buy(Self.coins, account: "owner", storeAccount: "store-owner", submit: false)
-            #expect(reply.isEmpty)
-            let jws = try #require(purchase["signedTransaction"] as? String)
-            let (delivered, answer) = try await system.call(.post, "/v1/purchases", as: "thief", ["signedTransaction": jws])
+            #expect(reply == nil)
+            let jws = try #require(purchase.signedTransaction)
+            let (delivered, answered) = try await system.call(.post, "/v1/purchases", as: "thief", PurchaseRequest(signedTransaction: jws))
             #expect(delivered == .ok)
-            #expect(answer["outcome"] as? String == "deliveredToOwner")
-            #expect(answer["orderId"] == nil, "the uploader does not learn the owner's order")
+            let answer = try decode(PurchaseReply.self, answered)
+            #expect(answer.outcome == .deliveredToOwner)
+            #expect(answer.orderId == nil, "the uploader does not learn the owner's order")
             #expect(try await system.entitlements("thief").balance("coins") == nil)
             #expect(try await system.entitlements("owner").balance("coins") == 200)
-            let (_, again) = try await system.call(.post, "/v1/purchases", as: "owner", ["signedTransaction": jws])
-            #expect(again["outcome"] as? String == "alreadyGranted")
+            let again = try decode(PurchaseReply.self, await system.call(.post, "/v1/purchases", as: "owner", PurchaseRequest(signedTransaction: jws)).1)
+            #expect(again.outcome == .alreadyGranted)
             #expect(try await system.entitlements("owner").balance("coins") == 200)
             // /metrics counts the refusal, and names no account.
             let metrics = String(buffer: try await system.server.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer \(System.adminKey)"]).body)
@@ -90,26 +92,27 @@ struct ExactlyOnceTests {
             let premium = "com.example.iapkit.premium"
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-family"])
             // Ann bought without an order on the family's Apple ID, and presented it first: it is hers.
-            let bare = try await system.device(.post, "/sim/purchases", ["account": "store-family", "device": "phone", "productId": premium])
-            let bareId = try #require(bare["transactionId"] as? String)
-            #expect(try await system.call(.post, "/v1/purchases", as: "ann", ["signedTransaction": try #require(bare["signedTransaction"] as? String)]).0 == .ok)
+            let bare = try await system.storePurchase(["account": "store-family", "device": "phone", "productId": premium])
+            let bareId = try #require(bare.transactionId)
+            #expect(try await system.call(.post, "/v1/purchases", as: "ann", ["signedTransaction": try #require(bare.signedTransaction)]).0 == .ok)
             // Bob, signed in to the app on the same Apple ID, buys a subscription; the device's receipt lists both.
             let (order, purchase, _) = try await system.buy("com.example.iapkit.pro.monthly", account: "bob", storeAccount: "store-family", submit: false)
-            let receipt = try #require(purchase["receipt"] as? String)
-            let (status, reply) = try await system.call(.post, "/v1/purchases", as: "bob", ["receipt": receipt, "orderId": try #require(order["orderId"] as? String)])
+            let receipt = try #require(purchase.receipt)
+            let (status, answer) = try await system.call(.post, "/v1/purchases", as: "bob", PurchaseRequest(receipt: receipt, orderId: order.orderId))
+            let reply = try decode(PurchaseReply.self, answer)
             #expect(status == .ok)
-            let granted = (reply["transactions"] as? [[String: Any]] ?? []).compactMap { $0["transactionId"] as? String }
-            #expect(granted == [try #require(purchase["transactionId"] as? String)], "only Bob's own line is granted: \(reply)")
-            let refused = reply["refused"] as? [[String: Any]] ?? []
+            let granted = reply.transactions.map(\.transactionId)
+            #expect(granted == [try #require(purchase.transactionId)], "only Bob's own line is granted: \(reply)")
+            let refused = reply.refused
             #expect(refused.count == 1, "\(reply)")
-            #expect(refused.first?["transactionId"] as? String == bareId)
-            #expect(refused.first?["code"] as? String == "transaction_bound_elsewhere")
-            #expect(refused.first?["class"] as? String == "final", "another account's: the device may finish it")
+            #expect(refused.first?.transactionId == bareId)
+            #expect(refused.first?.code == "transaction_bound_elsewhere")
+            #expect(refused.first?.class.rawValue == "final", "another account's: the device may finish it")
             #expect(try await system.entitlements("bob").entitlementNames == ["pro"])
             #expect(try await system.entitlements("ann").entitlementNames == ["premium"])
             // An upload granted whole (here Ann's signed transaction, again) lists no refusal.
-            let (_, again) = try await system.call(.post, "/v1/purchases", as: "ann", ["signedTransaction": try #require(bare["signedTransaction"] as? String)])
-            #expect((again["refused"] as? [Any])?.isEmpty == true, "\(again)")
+            let again = try decode(PurchaseReply.self, await system.call(.post, "/v1/purchases", as: "ann", PurchaseRequest(signedTransaction: (try #require(bare.signedTransaction) as String))).1)
+            #expect(again.refused.isEmpty, "\(again)")
         }
     }
 

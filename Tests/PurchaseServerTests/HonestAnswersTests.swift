@@ -2,6 +2,8 @@ import AppStoreTrust
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 @testable import PurchaseServer
 import Testing
@@ -17,28 +19,30 @@ struct HonestAnswersTests {
     func passPaidThroughCoinsOrder(_ kind: LedgerKind) async throws {
         try await System.run(.init(kind: kind, deliver: false)) { system in
             let (account, store) = try await system.customer("pass")
-            let (_, order) = try await system.call(.post, "/v1/orders", as: account, ["productId": Self.coins])
-            let orderId = try #require(order["orderId"] as? String)
-            let paid = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.season,
-                                                                         "appAccountToken": order["appAccountToken"] as? String ?? ""])
-            let upload: [String: Any] = ["signedTransaction": paid["signedTransaction"] as? String ?? "", "orderId": orderId]
-            let (status, reply) = try await system.call(.post, "/v1/purchases", as: account, upload)
+            let order = try decode(OrderReply.self, await system.call(.post, "/v1/orders", as: account, OrderRequest(productId: Self.coins)).1)
+            let orderId = order.orderId
+            let paid = try await system.storePurchase(["account": store, "device": "phone", "productId": Self.season,
+                                                       "appAccountToken": order.appAccountToken.lowercasedString])
+            let upload = PurchaseRequest(signedTransaction: paid.signedTransaction ?? "", orderId: orderId)
+            let (status, answer) = try await system.call(.post, "/v1/purchases", as: account, upload)
+            let reply = try decode(PurchaseReply.self, answer)
             #expect(status == .ok, "\(reply)")
-            #expect(reply["outcome"] as? String == "granted")
-            #expect(reply["orderId"] == nil, "not fulfilled as the coins order")
-            let refusal = try #require(reply["orderRefusal"] as? [String: Any], "\(reply)")
-            #expect(refusal["orderId"] as? String == orderId)
-            #expect(refusal["code"] as? String == "order_product_mismatch")
-            #expect((refusal["message"] as? String)?.contains("granted by its appAccountToken") == true)
-            let item = try #require((reply["transactions"] as? [[String: Any]])?.first)
-            #expect((item["orderRefusal"] as? [String: Any])?["code"] as? String == "order_product_mismatch")
-            #expect(reply.ownedEntitlements.entitlementNames.contains("season"), "\(reply)")
+            #expect(reply.outcome == .granted)
+            #expect(reply.orderId == nil, "not fulfilled as the coins order")
+            let refusal = try #require(reply.orderRefusal, "\(reply)")
+            #expect(refusal.orderId == orderId)
+            #expect(refusal.code == "order_product_mismatch")
+            #expect(refusal.message.contains("granted by its appAccountToken"))
+            let item = try #require(reply.transactions.first)
+            #expect(item.orderRefusal?.code == "order_product_mismatch")
+            #expect(reply.entitlements.entitlementNames.contains("season"), "\(reply)")
             #expect(try await system.entitlements(account).entitlementNames.contains("season"))
             #expect(try await system.entitlements(account).balance("coins") == nil, "no coins were paid for")
             // Sent again (the app's retry): already granted, and still not as that order.
             let (again, second) = try await system.call(.post, "/v1/purchases", as: account, upload)
-            #expect(again == .ok && second["outcome"] as? String == "alreadyGranted", "\(second)")
-            #expect((second["orderRefusal"] as? [String: Any])?["code"] as? String == "order_product_mismatch")
+            let secondReply = try decode(PurchaseReply.self, second)
+            #expect(again == .ok && secondReply.outcome == .alreadyGranted, "\(secondReply)")
+            #expect(secondReply.orderRefusal?.code == "order_product_mismatch")
             #expect(try await system.services.ledger.order(orderId)?.state == .created, "the coins order stays open")
         }
     }
@@ -49,13 +53,13 @@ struct HonestAnswersTests {
             let (account, store) = try await system.customer("spender")
             _ = try await system.buy(Self.coins, account: account, storeAccount: store)
             let (status, reply) = try await system.call(.post, "/v1/consumables/coins/spend", as: account,
-                                                        ["amount": Int64.max, "idempotencyKey": "too-much"])
-            let error = try #require(reply["error"] as? [String: Any], "\(reply)")
-            #expect(status == .unprocessableContent && error["code"] as? String == "invalid_input")
-            let message = try #require(error["message"] as? String)
+                                                        SpendRequest(amount: Int64.max, idempotencyKey: "too-much"))
+            let error = try decode(ErrorBody.self, reply).error
+            #expect(status == .unprocessableContent && error.code == "invalid_input")
+            let message = error.message
             #expect(message.contains("over the limit") && !message.contains("positive"), "\(message)")
-            let (_, zero) = try await system.call(.post, "/v1/consumables/coins/spend", as: account, ["amount": 0, "idempotencyKey": "nothing"])
-            #expect(((zero["error"] as? [String: Any])?["message"] as? String)?.contains("positive") == true)
+            let (_, zero) = try await system.call(.post, "/v1/consumables/coins/spend", as: account, SpendRequest(amount: 0, idempotencyKey: "nothing"))
+            #expect(try decode(ErrorBody.self, zero).error.message.contains("positive"))
             #expect(try await system.entitlements(account).balance("coins") == 100)
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PurchaseAPI
 import PurchaseLedger
 @testable import PurchaseServer
 import Testing
@@ -20,8 +21,7 @@ struct HostileBytesTests {
         let response = try await system.server.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
         let text = String(decoding: response.body.readableBytesView, as: UTF8.self)
         #expect(response.status == .badRequest, "\(what): \(response.status.code) \(text)")
-        let reply = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any]
-        #expect((reply?["error"] as? [String: Any])?["code"] as? String == "invalid_input", "\(what): \(text)")
+        #expect((try? errorCode(Data(response.body.readableBytesView))) == "invalid_input", "\(what): \(text)")
         for word in Self.internals { #expect(!text.contains(word), "\(what): the answer names \(word): \(text)") }
     }
 
@@ -36,7 +36,7 @@ struct HostileBytesTests {
             try await expectRefused(system, .post, "/v1/consumables/co%00ins/spend", as: account,
                                     body: #"{"amount": 1, "idempotencyKey": "key-two"}"#, "the currency")
             let (_, paid, _) = try await system.buy("com.example.iapkit.premium", account: account, storeAccount: store, submit: false)
-            let jws = try #require(paid["signedTransaction"] as? String)
+            let jws = try #require(paid.signedTransaction)
             try await expectRefused(system, .post, "/v1/purchases", as: account,
                                     body: #"{"signedTransaction": "\#(jws)", "orderId": "order\u0000x"}"#, "the orderId")
             try await expectRefused(system, .post, "/admin/orders/order%00x/settle", admin: true, body: #"{"note": "closing it"}"#, "an admin path id")
@@ -52,7 +52,7 @@ struct HostileBytesTests {
             #expect(notUTF8.status == .badRequest)
             // Nothing was spent; the purchase still waits for its upload.
             #expect(try await system.entitlements(account).balance("coins") == 100)
-            let paidId = try #require(paid["transactionId"] as? String)
+            let paidId = try #require(paid.transactionId)
             #expect(try await system.services.ledger.transaction(paidId) == nil)
         }
     }

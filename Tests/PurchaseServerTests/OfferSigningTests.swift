@@ -1,6 +1,8 @@
 import AppStoreFormats
 import Foundation
+import IAPTestSupport
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import Testing
@@ -26,7 +28,7 @@ struct OfferSigningTests {
         await system.engine.recordedTransactions().last { $0.account == store && $0.payload.productId == productId }?.payload
     }
 
-    func sign(_ system: System, _ account: String, _ body: [String: Any]) async throws -> (Int, [String: Any]) {
+    func sign(_ system: System, _ account: String, _ body: [String: String]) async throws -> (Int, Data) {
         let (status, reply) = try await system.call(.post, "/v1/offers/sign", as: account, body)
         return (Int(status.code), reply)
     }
@@ -42,11 +44,11 @@ struct OfferSigningTests {
             #expect(try await sign(system, account, ["kind": "promotionalOffer", "productId": Self.monthly, "offerIdentifier": "pro.monthly.comeback"]).0 == 403,
                     "the win-back offer is for lapsed subscribers")
             let (unknownStatus, unknown) = try await sign(system, account, ["kind": "promotionalOffer", "productId": Self.yearly, "offerIdentifier": "nope"])
-            #expect(unknownStatus == 404 && (unknown["error"] as? [String: Any])?["code"] as? String == "unknown_offer")
+            #expect(try unknownStatus == 404 && (errorCode(unknown)) == "unknown_offer")
             #expect(try await sign(system, account, ["kind": "promotionalOffer", "productId": "com.example.iapkit.premium",
                                                      "offerIdentifier": "pro.yearly.upgrade"]).0 == 404)
             let (status, signed) = try await sign(system, account, ["kind": "promotionalOffer", "productId": Self.yearly, "offerIdentifier": "pro.yearly.upgrade"])
-            #expect(status == 200 && (signed["signature"] as? String)?.split(separator: ".").count == 3)
+            #expect(try status == 200 && (decode(OfferSignReply.self, signed).signature)?.split(separator: ".").count == 3)
 
             // The SDK asks for its own signature and redeems it: the upgrade is priced at the offer.
             guard case .granted = await app.client.purchase(Self.yearly, promotionalOffer: "pro.yearly.upgrade") else {
@@ -64,12 +66,12 @@ struct OfferSigningTests {
             await app.client.stop()
 
             // The original signature names no customer, only the payment's token: it needs this account's order.
-            let body: [String: Any] = ["kind": "promotionalOffer", "productId": Self.yearly, "offerIdentifier": "pro.yearly.upgrade", "format": "legacy"]
+            let body: [String: String] = ["kind": "promotionalOffer", "productId": Self.yearly, "offerIdentifier": "pro.yearly.upgrade", "format": "legacy"]
             #expect(try await sign(system, account, body).0 == 409, "no order named")
             let (stranger, _) = try await system.customer("stranger")
-            let (_, strangerOrder) = try await system.call(.post, "/v1/orders", as: stranger, ["productId": Self.yearly])
+            let (_, strangerOrder) = try await system.call(.post, "/v1/orders", as: stranger, OrderRequest(productId: Self.yearly))
             var othersOrder = body
-            othersOrder["appAccountToken"] = strangerOrder["appAccountToken"]
+            othersOrder["appAccountToken"] = try decode(OrderReply.self, strangerOrder).appAccountToken.lowercasedString
             #expect(try await sign(system, account, othersOrder).0 == 409, "another account's order")
         }
     }
@@ -81,7 +83,7 @@ struct OfferSigningTests {
         try await System.run(options) { system in
             let (newcomer, _) = try await system.customer("unknown")
             let (status, reply) = try await sign(system, newcomer, ["kind": "promotionalOffer", "productId": Self.monthly, "offerIdentifier": "pro.monthly.comeback"])
-            #expect(status == 409 && (reply["error"] as? [String: Any])?["code"] as? String == "no_customer_transaction")
+            #expect(try status == 409 && (errorCode(reply)) == "no_customer_transaction")
         }
     }
 
@@ -102,7 +104,7 @@ struct OfferSigningTests {
             let (presented, _) = try await system.call(.post, "/v1/purchases", as: account, ["appTransaction": try await system.engine.sign(appTransaction)])
             #expect(presented == .ok)
             let (status, eligibility) = try await sign(system, account, ["kind": "introductoryOfferEligibility", "productId": Self.monthly])
-            #expect(status == 200 && eligibility["allowIntroductoryOffer"] as? Bool == false)
+            #expect(try status == 200 && (decode(OfferSignReply.self, eligibility).allowIntroductoryOffer) == false)
 
             let second = try App.launch(system, account: account, storeAccount: secondStore)
             guard case .granted = await second.client.purchase(Self.monthly, promotionalOffer: nil, serverIntroductoryEligibility: true) else {
@@ -114,7 +116,8 @@ struct OfferSigningTests {
             // A customer the server would let have it gets no signature: StoreKit judges per Apple ID, as without one.
             let (newcomer, _) = try await system.customer("newcomer")
             let (allowedStatus, allowed) = try await sign(system, newcomer, ["kind": "introductoryOfferEligibility", "productId": Self.monthly])
-            #expect(allowedStatus == 200 && allowed["allowIntroductoryOffer"] as? Bool == true && allowed["signature"] == nil)
+            let allowedReply = try decode(OfferSignReply.self, allowed)
+            #expect(allowedStatus == 200 && allowedReply.allowIntroductoryOffer == true && allowedReply.signature == nil)
         }
     }
 }

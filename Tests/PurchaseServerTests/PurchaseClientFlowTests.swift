@@ -5,6 +5,8 @@ import FoundationNetworking
 #endif
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseClient
 import PurchaseServer
 import StoreSimulator
@@ -105,9 +107,9 @@ struct PurchaseClientFlowTests {
         try await System.run(.init(deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-ben"])
             // The order is created, then the server "dies": uploads go to a dead port.
-            let order = try await system.call(.post, "/v1/orders", as: "ben", ["productId": Self.coins]).1
+            let order = try decode(OrderReply.self, await system.call(.post, "/v1/orders", as: "ben", OrderRequest(productId: Self.coins)).1)
             let dead = try App.launch(system, account: "ben", storeAccount: "store-ben", serverURL: URL(string: "http://127.0.0.1:1")!)
-            let transaction = try await paid(system, store: dead.store, productId: Self.coins, token: order["appAccountToken"] as? String)
+            let transaction = try await paid(system, store: dead.store, productId: Self.coins, token: order.appAccountToken.lowercasedString)
             let outcome = await dead.client.resume()
             #expect(outcome == 0)
             #expect(dead.journalEntries.map(\.transactionId) == [transaction.transactionId], "journaled before the upload")
@@ -119,8 +121,8 @@ struct PurchaseClientFlowTests {
             #expect(try await next.client.entitlements().balances["coins"] == 100)
             #expect(next.journalEntries.isEmpty)
             #expect(try await next.store.unfinished().isEmpty)
-            let orders = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
-            #expect(orders.contains { $0["orderId"] as? String == order["orderId"] as? String }, "bound to its order through the token")
+            let orders = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=granted").1).orders
+            #expect(orders.contains { $0.orderId == order.orderId }, "bound to its order through the token")
             await next.client.stop()
         }
     }
@@ -135,7 +137,7 @@ struct PurchaseClientFlowTests {
             try FileJournal(directory: app.journalDirectory).write(JournalEntry(
                 kind: .paid, orderId: nil, productId: Self.coins, appAccountToken: nil, transactionId: transaction.transactionId,
                 signedTransaction: transaction.signedTransaction))
-            #expect(try await system.call(.post, "/v1/purchases", as: "cal", ["signedTransaction": transaction.signedTransaction]).1["outcome"] as? String == "granted")
+            #expect(try decode(PurchaseReply.self, await system.call(.post, "/v1/purchases", as: "cal", PurchaseRequest(signedTransaction: transaction.signedTransaction)).1).outcome == .granted)
             #expect(await app.client.start() == 1)
             #expect(try await app.store.unfinished().isEmpty)
             #expect(app.journalEntries.isEmpty)
@@ -164,16 +166,16 @@ struct PurchaseClientFlowTests {
     func reinstalled() async throws {
         try await System.run(.init(deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-dee"])
-            let order = try await system.call(.post, "/v1/orders", as: "dee", ["productId": Self.premium]).1
+            let order = try decode(OrderReply.self, await system.call(.post, "/v1/orders", as: "dee", OrderRequest(productId: Self.premium)).1)
             let first = try App.launch(system, account: "dee", storeAccount: "store-dee")
-            _ = try await paid(system, store: first.store, productId: Self.premium, token: order["appAccountToken"] as? String)
+            _ = try await paid(system, store: first.store, productId: Self.premium, token: order.appAccountToken.lowercasedString)
             try? FileManager.default.removeItem(at: first.journalDirectory)
             let fresh = try App.launch(system, account: "dee", storeAccount: "store-dee")
             #expect(fresh.journalEntries.isEmpty)
             #expect(await fresh.client.start() == 1)
             #expect(try await fresh.client.entitlements().has("premium"))
-            let orders = try await system.admin(.get, "/admin/orders?state=granted").1["orders"] as? [[String: Any]] ?? []
-            #expect(orders.contains { $0["orderId"] as? String == order["orderId"] as? String })
+            let orders = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=granted").1).orders
+            #expect(orders.contains { $0.orderId == order.orderId })
             await fresh.client.stop()
         }
     }
@@ -260,21 +262,21 @@ struct PurchaseClientReceiptAndIntegrityTests {
         try await System.run(.init(deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-ivy"])
             let (_, purchase, reply) = try await system.buy("com.example.iapkit.coins.100", account: "ivy", storeAccount: "store-ivy", submit: false)
-            #expect(reply.isEmpty)
-            let jws = try #require(purchase["signedTransaction"] as? String)
-            let id = try #require(purchase["transactionId"] as? String)
-            let body: [String: Any] = ["signedTransaction": jws, "deviceIntegrity": ["signals": ["known-paths"], "applicable": true]]
+            #expect(reply == nil)
+            let jws = try #require(purchase.signedTransaction)
+            let id = try #require(purchase.transactionId)
+            let body = PurchaseRequest(signedTransaction: jws, deviceIntegrity: DeviceIntegrityReport(signals: ["known-paths"], applicable: true))
             #expect(try await system.call(.post, "/v1/purchases", as: "ivy", body).0 == .ok)
             #expect(try await system.services.ledger.deviceReports(transactionId: id) == [["known-paths"]])
         }
         try await System.run(.init(deliver: false, refuseSuspiciousDevices: true)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-jo"])
             let (_, purchase, _) = try await system.buy("com.example.iapkit.coins.100", account: "jo", storeAccount: "store-jo", submit: false)
-            let jws = try #require(purchase["signedTransaction"] as? String)
+            let jws = try #require(purchase.signedTransaction)
             let refused = try await system.call(.post, "/v1/purchases", as: "jo",
-                                                ["signedTransaction": jws, "deviceIntegrity": ["signals": ["dyld-insert"], "applicable": true]])
+                                                PurchaseRequest(signedTransaction: jws, deviceIntegrity: DeviceIntegrityReport(signals: ["dyld-insert"], applicable: true)))
             #expect(refused.0 == .forbidden)
-            #expect((refused.1["error"] as? [String: Any])?["code"] as? String == "device_integrity")
+            #expect(try errorCode(refused.1) == "device_integrity")
             #expect(try await system.entitlements("jo").balance("coins") == nil)
         }
     }

@@ -5,6 +5,8 @@ import FoundationNetworking
 #endif
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 @testable import PurchaseClient
 import PurchaseServer
 import StoreSimulator
@@ -73,12 +75,12 @@ struct PurchaseClientPathTests {
     static let monthly = "com.example.iapkit.pro.monthly"
 
     /// The account's orders, open or granted.
-    func orders(_ system: System, _ account: String) async throws -> [[String: Any]] {
-        var all: [[String: Any]] = []
+    func orders(_ system: System, _ account: String) async throws -> [AdminOrder] {
+        var all: [AdminOrder] = []
         for state in ["created", "granted"] {
-            all += try await system.admin(.get, "/admin/orders?state=\(state)").1["orders"] as? [[String: Any]] ?? []
+            all += try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=\(state)").1).orders
         }
-        return all.filter { $0["accountId"] as? String == account }
+        return all.filter { $0.accountId == account }
     }
 
     // MARK: 1. Account switch
@@ -194,10 +196,9 @@ struct PurchaseClientPathTests {
                 var request = URLRequest(url: misconfigured.appendingPathComponent("v1/purchases"))
                 request.httpMethod = "POST"
                 request.setValue("Bearer \(try await system.token("oli"))", forHTTPHeaderField: "Authorization")
-                request.httpBody = try JSONSerialization.data(withJSONObject: ["signedTransaction": jws])
+                request.httpBody = try encodeRequest(PurchaseRequest(signedTransaction: jws))
                 let (data, _) = try await URLSession.shared.data(for: request)
-                let error = (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["error"] as? [String: Any]
-                #expect(error?["class"] as? String == "operator")
+                #expect(try decode(ErrorBody.self, data).error.class?.rawValue == "operator")
             }
             // The operator fixes the deploy; the app launches against the fixed server.
             let fixed = try App.launch(system, account: "oli", storeAccount: "store-oli", journal: journal)
@@ -216,16 +217,16 @@ struct PurchaseClientPathTests {
     func refusalClassesOverHTTP() async throws {
         try await System.run(.init(deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-zoe"])
-            func refusal(_ body: [String: Any], as account: String) async throws -> (code: String?, class: String?) {
-                let error = try await system.call(.post, "/v1/purchases", as: account, body).1["error"] as? [String: Any]
-                return (error?["code"] as? String, error?["class"] as? String)
+            func refusal(_ body: [String: String], as account: String) async throws -> (code: String?, class: String?) {
+                let error = try? decode(ErrorBody.self, await system.call(.post, "/v1/purchases", as: account, body).1).error
+                return (error?.code.rawValue, error?.class?.rawValue)
             }
             // Not decodable: perhaps Apple's own after a change, so the device keeps it for the operator.
             let malformed = try await refusal(["signedTransaction": "not.a.jws"], as: "zoe")
             #expect(malformed == ("malformed", "operator"), "\(malformed)")
             let (_, purchase, reply) = try await system.buy(Self.coins, account: "zoe", storeAccount: "store-zoe")
-            #expect(reply["outcome"] as? String == "granted")
-            let jws = try #require(purchase["signedTransaction"] as? String)
+            #expect(reply?.outcome == .granted)
+            let jws = try #require(purchase.signedTransaction)
             // Flip one character of the signature: forged.
             var forged = Array(jws)
             forged[forged.count - 5] = forged[forged.count - 5] == "A" ? "B" : "A"
@@ -233,14 +234,14 @@ struct PurchaseClientPathTests {
             #expect(badSignature == ("bad_signature", "final"))
             // Paid without an order (no token naming one): the first account to present it owns it, and another
             // account presenting it is refused for good.
-            let orderless = try await system.device(.post, "/sim/purchases", ["account": "store-zoe", "device": "phone", "productId": Self.coins,
-                                                                              "appAccountToken": UUID().uuidString])
-            let orderlessJWS = try #require(orderless["signedTransaction"] as? String)
-            #expect(try await system.call(.post, "/v1/purchases", as: "zoe", ["signedTransaction": orderlessJWS]).0 == .ok)
+            let orderless = try await system.storePurchase(["account": "store-zoe", "device": "phone", "productId": Self.coins,
+                                                            "appAccountToken": UUID().uuidString])
+            let orderlessJWS = try #require(orderless.signedTransaction)
+            #expect(try await system.call(.post, "/v1/purchases", as: "zoe", PurchaseRequest(signedTransaction: orderlessJWS)).0 == .ok)
             let replay = try await refusal(["signedTransaction": orderlessJWS], as: "mallory")
             #expect(replay == ("transaction_bound_elsewhere", "final"))
             // With Zoe's order in its token, it is delivered to Zoe whoever uploads it: not a refusal at all.
-            #expect(try await system.call(.post, "/v1/purchases", as: "mallory", ["signedTransaction": jws]).1["outcome"] as? String == "deliveredToOwner")
+            #expect(try decode(PurchaseReply.self, await system.call(.post, "/v1/purchases", as: "mallory", PurchaseRequest(signedTransaction: jws)).1).outcome == .deliveredToOwner)
             let unknownOrder = try await refusal(["signedTransaction": jws, "orderId": "no-such-order"], as: "zoe")
             #expect(unknownOrder == ("order_not_found", "operator"))
         }
@@ -488,20 +489,21 @@ struct PurchaseClientPathTests {
         try await System.run(.init(deliver: false)) { system in
             let (ann, store) = try await system.customer("ann")
             let (order, purchase, _) = try await system.buy(Self.premium, account: ann, storeAccount: store, submit: false)
-            let jws = try #require(purchase["signedTransaction"] as? String)
-            let id = try #require(purchase["transactionId"] as? String)
-            let (status, body) = try await system.call(.post, "/v1/purchases", as: "bea", ["signedTransaction": jws, "expectedAccountId": ann])
-            #expect(status == .conflict && (body["error"] as? [String: Any])?["code"] as? String == "account_mismatch", "\(body)")
-            #expect((body["error"] as? [String: Any])?["class"] as? String == "operator", "never final: the device keeps the payment")
+            let jws = try #require(purchase.signedTransaction)
+            let id = try #require(purchase.transactionId)
+            let (status, body) = try await system.call(.post, "/v1/purchases", as: "bea", PurchaseRequest(signedTransaction: jws, expectedAccountId: ann))
+            let error = try decode(ErrorBody.self, body).error
+            #expect(status == .conflict && error.code == "account_mismatch", "\(text(body))")
+            #expect(error.class?.rawValue == "operator", "never final: the device keeps the payment")
             #expect(try await system.admin(.get, "/admin/transactions/\(id)").0 == .notFound)
             let (granted, reply) = try await system.call(.post, "/v1/purchases", as: ann,
-                                                         ["signedTransaction": jws, "orderId": order["orderId"] as? String ?? "", "expectedAccountId": ann])
-            #expect(granted == .ok && reply["outcome"] as? String == "granted", "\(reply)")
+                                                         PurchaseRequest(signedTransaction: jws, orderId: order.orderId, expectedAccountId: ann))
+            #expect(try granted == .ok && (decode(PurchaseReply.self, reply).outcome) == .granted, "\(text(reply))")
             // An order meant for Ann, made with Bea's token (the app's sign-in changed while it fetched the token): refused,
             // and no order is made for either.
             let before = try await system.services.ledger.orders(.created).count
             let (ordered, refusal) = try await system.call(.post, "/v1/orders", as: "bea", ["productId": Self.premium, "expectedAccountId": ann])
-            #expect(ordered == .conflict && (refusal["error"] as? [String: Any])?["code"] as? String == "account_mismatch", "\(refusal)")
+            #expect(try ordered == .conflict && (errorCode(refusal)) == "account_mismatch", "\(text(refusal))")
             #expect(try await system.services.ledger.orders(.created).count == before)
             let (own, _) = try await system.call(.post, "/v1/orders", as: ann, ["productId": Self.premium, "expectedAccountId": ann])
             #expect(own == .created)

@@ -2,6 +2,8 @@ import AppStoreFormats
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -22,13 +24,13 @@ struct PurchaseFlowTests {
             var transactionIds: [String] = []
             for product in [Self.coins, Self.premium, Self.season, Self.monthly] {
                 let (_, purchase, reply) = try await system.buy(product, account: account, storeAccount: store)
-                let jws = try #require(purchase["signedTransaction"] as? String)
-                transactionIds.append(try #require(purchase["transactionId"] as? String))
+                let jws = try #require(purchase.signedTransaction)
+                transactionIds.append(try #require(purchase.transactionId))
                 // The notification may have bound it first: either way it is granted once, and the answer carries it.
-                #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String))
-                let again = try await system.call(.post, "/v1/purchases", as: account, ["signedTransaction": jws])
+                #expect([.granted, .alreadyGranted].contains(reply?.outcome))
+                let again = try await system.call(.post, "/v1/purchases", as: account, PurchaseRequest(signedTransaction: jws))
                 #expect(again.0 == .ok)
-                #expect(again.1["outcome"] as? String == "alreadyGranted")
+                #expect(try decode(PurchaseReply.self, again.1).outcome == .alreadyGranted)
             }
             var owned = try await system.entitlements(account)
             #expect(owned.balance("coins") == 100)
@@ -39,11 +41,12 @@ struct PurchaseFlowTests {
             #expect(owned.balance("coins") == 0, "the refund claws the coins back")
             #expect(owned.entitlementNames.isEmpty, "refunds revoke premium, the season pass and pro")
             // The operator's view of the ledger's own checks; the rows this test wrote pass them.
-            let (status, consistency) = try await system.admin(.get, "/admin/consistency")
+            let (status, answer) = try await system.admin(.get, "/admin/consistency")
+            let consistency = try decode(ConsistencyReply.self, answer)
             #expect(status == .ok)
-            let problems = consistency["inconsistencies"] as? [[String: Any]] ?? []
-            #expect(!problems.contains { ($0["detail"] as? String ?? "").contains(account) }, "\(problems)")
-            #expect(kind == .postgres || consistency["consistent"] as? Bool == true, "\(consistency)")
+            let problems = consistency.inconsistencies
+            #expect(!problems.contains { $0.detail.contains(account) }, "\(problems)")
+            #expect(kind == .postgres || consistency.consistent == true, "\(consistency)")
         }
     }
 
@@ -54,28 +57,28 @@ struct PurchaseFlowTests {
             let (_, first, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
             let (_, second, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
             #expect(try await system.entitlements(account).balance("coins") == 200)
-            let firstId = try #require(first["transactionId"] as? String)
-            let secondId = try #require(second["transactionId"] as? String)
+            let firstId = try #require(first.transactionId)
+            let secondId = try #require(second.transactionId)
             // Apple's example of a percentage: 67.932 % of 100 coins is 67.932, so 68 come back and 32 stay.
             _ = try await system.device(.post, "/sim/transactions/\(firstId)/refund", ["revocationPercentage": 67_932, "revocationReason": 1])
             #expect(try await system.entitlements(account).balance("coins") == 132)
             _ = try await system.device(.post, "/sim/transactions/\(secondId)/refund")
             #expect(try await system.entitlements(account).balance("coins") == 32, "a refund without a percentage is a full one")
-            let (status, record) = try await system.admin(.get, "/admin/transactions/\(firstId)")
+            let (status, answer) = try await system.admin(.get, "/admin/transactions/\(firstId)")
+            let record = try decode(TransactionRecord.self, answer)
             #expect(status == .ok)
-            #expect(record["revocationType"] as? String == "REFUND_PRORATED", "\(record)")
-            #expect(record["revocationPercentage"] as? Int == 67_932, "\(record)")
-            #expect(record["revocationReason"] as? Int == 1, "\(record)")
-            let (_, consistency) = try await system.admin(.get, "/admin/consistency")
-            let problems = consistency["inconsistencies"] as? [[String: Any]] ?? []
-            #expect(!problems.contains { ($0["detail"] as? String ?? "").contains(account) }, "\(problems)")
+            #expect(record.revocationType == "REFUND_PRORATED", "\(record)")
+            #expect(record.revocationPercentage == 67_932, "\(record)")
+            #expect(record.revocationReason == 1, "\(record)")
+            let problems = try decode(ConsistencyReply.self, await system.admin(.get, "/admin/consistency").1).inconsistencies
+            #expect(!problems.contains { $0.detail.contains(account) }, "\(problems)")
             // A percentage is in milliunits of a percent: out of range is a typed 400, and nothing is refunded.
             let (_, third, _) = try await system.buy(Self.coins, account: account, storeAccount: store)
-            let thirdId = try #require(third["transactionId"] as? String)
+            let thirdId = try #require(third.transactionId)
             let refused = try await system.device(.post, "/sim/transactions/\(thirdId)/refund", ["revocationPercentage": 100_001])
-            #expect("\(refused)".contains("milliunits"), "\(refused)")
+            #expect(String(decoding: refused, as: UTF8.self).contains("milliunits"), "\(String(decoding: refused, as: UTF8.self))")
             #expect(try await system.entitlements(account).balance("coins") == 132)
-            #expect(try await system.admin(.get, "/admin/transactions/\(thirdId)").1["revocationDate"] == nil)
+            #expect(try decode(TransactionRecord.self, await system.admin(.get, "/admin/transactions/\(thirdId)").1).revocationDate == nil)
         }
     }
 }

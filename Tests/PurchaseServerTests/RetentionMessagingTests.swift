@@ -1,6 +1,8 @@
 import AppStoreClient
 import AppStoreFormats
 import Foundation
+import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -47,8 +49,28 @@ struct RetentionMessagingServerTests {
     }
 
     /// The customer opens the subscription's page, where they could cancel: what the App Store shows.
-    static func view(_ system: System, _ originalTransactionId: String, locale: String = "en-US") async throws -> [String: Any] {
-        try await system.device(.post, "/sim/subscriptions/\(originalTransactionId)/retention-message", ["userLocale": locale])
+    static func view(_ system: System, _ originalTransactionId: String, locale: String = "en-US") async throws -> Shown {
+        try AppStoreJSON.decoder().decode(Shown.self, from: await system.device(.post, "/sim/subscriptions/\(originalTransactionId)/retention-message",
+                                                                                 ["userLocale": locale]))
+    }
+
+    /// What the simulator's App Store shows the customer (`/sim/subscriptions/{id}/retention-message`).
+    struct Shown: Decodable {
+        /// `REALTIME`, `DEFAULT` or `NONE`.
+        var source: String
+        /// Lower case, as Apple writes UUIDs.
+        var messageIdentifier: String?
+        var alternateProduct: AlternateProduct?
+        var promotionalOfferIdentifier: String?
+        var promotionalOfferProductId: String?
+        var promotionalOfferSignatureV2: String?
+        var sendAttemptResult: String?
+        var problem: String?
+    }
+
+    /// The claims of a promotional offer's V2 signature that these tests read.
+    struct OfferClaims: Decodable {
+        var transactionId: String?
     }
 
     @Test("A subscriber gets the offer its rules allow, signed for that subscription and redeemed once; another locale gets another plan; a subscription the server never saw is still the one Apple vouches for")
@@ -57,45 +79,45 @@ struct RetentionMessagingServerTests {
             _ = try await Self.setUpAtApple(system)
             let (account, store) = try await system.customer("keeper")
             let (_, purchase, reply) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            #expect(["granted", "alreadyGranted"].contains(reply["outcome"] as? String), "\(reply)")
-            let original = try #require(purchase["transactionId"] as? String)
+            #expect([.granted, .alreadyGranted].contains(reply?.outcome), "\(String(describing: reply))")
+            let original = try #require(purchase.transactionId)
 
             let offered = try await Self.view(system, original)
-            #expect(offered["source"] as? String == "REALTIME" && offered["problem"] == nil, "\(offered)")
-            #expect(offered["messageIdentifier"] as? String == Self.offerMessage.uuidString.lowercased())
-            #expect(offered["promotionalOfferIdentifier"] as? String == "pro.yearly.upgrade" && offered["promotionalOfferProductId"] as? String == Self.yearly)
+            #expect(offered.source == "REALTIME" && offered.problem == nil, "\(offered)")
+            #expect(offered.messageIdentifier == Self.offerMessage.uuidString.lowercased())
+            #expect(offered.promotionalOfferIdentifier == "pro.yearly.upgrade" && offered.promotionalOfferProductId == Self.yearly)
 
             let switched = try await Self.view(system, original, locale: "de-DE")
-            #expect(switched["source"] as? String == "REALTIME" && switched["messageIdentifier"] as? String == Self.switchMessage.uuidString.lowercased())
-            #expect((switched["alternateProduct"] as? [String: Any])?["productId"] as? String == Self.yearly)
+            #expect(switched.source == "REALTIME" && switched.messageIdentifier == Self.switchMessage.uuidString.lowercased())
+            #expect(switched.alternateProduct?.productId == Self.yearly)
 
             // The customer accepts the offer in the App Store's sheet: the signature names their subscription, once.
-            let signature = try #require(offered["promotionalOfferSignatureV2"] as? String)
-            let fresh = try #require(try await Self.view(system, original)["promotionalOfferSignatureV2"] as? String)
+            let signature = try #require(offered.promotionalOfferSignatureV2)
+            let fresh = try #require(try await Self.view(system, original).promotionalOfferSignatureV2)
             #expect(fresh != signature, "each answer is signed anew, with its own nonce")
-            let offer: [String: Any] = ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": signature]
-            let redeemed = try await system.device(.post, "/sim/purchases", ["account": store, "device": "settings", "productId": Self.yearly, "offer": offer])
-            #expect(redeemed["signedTransaction"] is String, "\(redeemed)")
-            let again = try await system.device(.post, "/sim/purchases", ["account": store, "device": "settings", "productId": Self.yearly, "offer": offer])
-            #expect(again["signedTransaction"] == nil, "a signature is taken once: \(again)")
+            let offer = ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": signature]
+            let redeemed = try await system.storePurchase(["account": store, "device": "settings", "productId": Self.yearly, "offer": offer])
+            #expect(redeemed.signedTransaction != nil, "\(redeemed)")
+            let again = try await system.storePurchase(["account": store, "device": "settings", "productId": Self.yearly, "offer": offer])
+            #expect(again.signedTransaction == nil, "a signature is taken once: \(again)")
             // Another customer cannot use an unused one either: it names this subscription.
             let (_, thief) = try await system.customer("thief")
-            let stolen = try await system.device(.post, "/sim/purchases", ["account": thief, "device": "d", "productId": Self.yearly,
-                                                                          "offer": ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": fresh]])
-            #expect(stolen["signedTransaction"] == nil, "\(stolen)")
+            let stolen = try await system.storePurchase(["account": thief, "device": "d", "productId": Self.yearly,
+                                                         "offer": ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": fresh]])
+            #expect(stolen.signedTransaction == nil, "\(stolen)")
             // Now on the yearly plan, the monthly plan's offer rule no longer fits: the plain message.
             let upgraded = try await Self.view(system, original)
-            #expect(upgraded["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased(), "\(upgraded)")
+            #expect(upgraded.messageIdentifier == Self.stayMessage.uuidString.lowercased(), "\(upgraded)")
 
             // A subscription bought where the server never saw it: Apple's signed request shows it is active, so the
             // subscribers' offer is given — signed for that subscription, it serves its customer only.
             let (_, stranger) = try await system.customer("stranger")
-            let unseen = try await system.device(.post, "/sim/purchases", ["account": stranger, "device": "d", "productId": Self.monthly])
-            let unseenId = try #require(unseen["transactionId"] as? String)
+            let unseen = try await system.storePurchase(["account": stranger, "device": "d", "productId": Self.monthly])
+            let unseenId = try #require(unseen.transactionId)
             let offeredToStranger = try await Self.view(system, unseenId)
-            #expect(offeredToStranger["promotionalOfferIdentifier"] as? String == "pro.yearly.upgrade", "\(offeredToStranger)")
-            let claims = try #require((offeredToStranger["promotionalOfferSignatureV2"] as? String).flatMap { try? CompactJWS($0).payload() })
-            #expect((try JSONSerialization.jsonObject(with: Data(claims)) as? [String: Any])?["transactionId"] as? String == unseenId)
+            #expect(offeredToStranger.promotionalOfferIdentifier == "pro.yearly.upgrade", "\(offeredToStranger)")
+            let claims = try #require(offeredToStranger.promotionalOfferSignatureV2.flatMap { try? CompactJWS($0).payload() })
+            #expect(try AppStoreJSON.decoder().decode(OfferClaims.self, from: Data(claims)).transactionId == unseenId)
         }
     }
 
@@ -106,32 +128,33 @@ struct RetentionMessagingServerTests {
         try await System.run(options) { system in
             let (account, store) = try await system.customer("asked")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let original = try #require(purchase["transactionId"] as? String)
+            let original = try #require(purchase.transactionId)
             let minter = try Minter(authority: simulatorAuthority)
             func request(signedDate: Date, originalTransactionId: String = original) -> DecodedRealtimeRequestBody {
                 DecodedRealtimeRequestBody(originalTransactionId: originalTransactionId, appAppleId: 1_234_567_890, productId: Self.monthly,
                                            userLocale: "en-US", requestIdentifier: UUID(), signedDate: signedDate, environment: .sandbox)
             }
-            func post(_ signedPayload: String) async throws -> (Int, [String: Any]) {
-                let (status, body) = try await system.call(.post, "/v1/retention/appstore", as: nil, ["signedPayload": signedPayload])
+            func post(_ signedPayload: String) async throws -> (Int, Data) {
+                let (status, body) = try await system.call(.post, "/v1/retention/appstore", as: nil, SignedPayloadRequest(signedPayload: signedPayload))
                 return (Int(status.code), body)
             }
             let good = try minter.sign(request(signedDate: Date()))
             let (status, answer) = try await post(good)
-            #expect(status == 200 && (answer["message"] as? [String: Any])?["messageIdentifier"] as? String == Self.stayMessage.uuidString.lowercased(), "\(answer)")
+            #expect(try status == 200 && (AppStoreJSON.decoder().decode(RealtimeResponseBody.self, from: answer).message?.messageIdentifier) == Self.stayMessage,
+                    "\(text(answer))")
 
             // Another subscription's id put into a signed request: the signature no longer holds.
             let parts = good.split(separator: ".").map(String.init)
             let altered = parts[0] + "." + Base64.urlEncode(try AppStoreJSON.encoder(sortedKeys: true).encode(request(signedDate: Date(), originalTransactionId: "1"))) + "." + parts[2]
             let (alteredStatus, alteredBody) = try await post(altered)
-            #expect(alteredStatus == 422 && (alteredBody["error"] as? [String: Any])?["code"] as? String == "bad_signature", "\(alteredBody)")
+            #expect(try alteredStatus == 422 && (errorCode(alteredBody)) == "bad_signature", "\(text(alteredBody))")
             // Production names the app only by its app Apple id, and this server knows none: not answered.
             var production = request(signedDate: Date())
             production.environment = .production
             let (productionStatus, productionBody) = try await post(try minter.sign(production))
-            #expect(productionStatus == 422 && (productionBody["error"] as? [String: Any])?["code"] as? String == "wrong_app_apple_id", "\(productionBody)")
+            #expect(try productionStatus == 422 && (errorCode(productionBody)) == "wrong_app_apple_id", "\(text(productionBody))")
             let (staleStatus, staleBody) = try await post(try minter.sign(request(signedDate: Date().addingTimeInterval(-600))))
-            #expect(staleStatus == 422 && (staleBody["error"] as? [String: Any])?["code"] as? String == "stale_request")
+            #expect(try staleStatus == 422 && (errorCode(staleBody)) == "stale_request")
             #expect(try await system.call(.post, "/v1/retention/appstore", as: nil, ["signed": "x"]).0 == .badRequest)
             // A notification's payload is not a retention request, though Apple signed it.
             #expect(try await post("not.a.jws").0 == 422)
@@ -143,9 +166,9 @@ struct RetentionMessagingServerTests {
             try await apple.configureRealtimeURL("http://127.0.0.1:\(system.server.port!)/v1/retention/appstore")
             let (account, store) = try await system.customer("unconfigured")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let shown = try await Self.view(system, try #require(purchase["transactionId"] as? String))
-            #expect(shown["source"] as? String == "DEFAULT" && shown["sendAttemptResult"] as? String == "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "\(shown)")
-            #expect(shown["messageIdentifier"] as? String == Self.defaultMessage.uuidString.lowercased())
+            let shown = try await Self.view(system, try #require(purchase.transactionId))
+            #expect(shown.source == "DEFAULT" && shown.sendAttemptResult == "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "\(shown)")
+            #expect(shown.messageIdentifier == Self.defaultMessage.uuidString.lowercased())
         }
     }
 
@@ -155,7 +178,7 @@ struct RetentionMessagingServerTests {
             let apple = try await Self.setUpAtApple(system)
             let (account, store) = try await system.customer("tested")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let started = try await apple.initiatePerformanceTest(originalTransactionId: try #require(purchase["transactionId"] as? String))
+            let started = try await apple.initiatePerformanceTest(originalTransactionId: try #require(purchase.transactionId))
             let requestId = try #require(started.requestId)
             var result = try await apple.performanceTestResult(requestId)
             let deadline = ContinuousClock.now + .seconds(60)

@@ -17,13 +17,13 @@ struct ServerAppleRootsTests {
     }
 
     /// The services `iap serve` opens for `configuration`, with a throwaway SQLite ledger.
-    static func withServices(_ configuration: ServerConfiguration, _ body: (PurchaseServer.Services) async throws -> Void) async throws {
+    static func withServices(_ configuration: ServerConfiguration, _ body: (PurchaseServices) async throws -> Void) async throws {
         var configuration = configuration
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-roots-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
         configuration.dataDirectory = data.path
         configuration.auth.hs256Secret = String(repeating: "roots-secret-", count: 3)
-        let services = try await PurchaseServer.Services.open(configuration)
+        let services = try await PurchaseServices.open(configuration)
         do { try await body(services) } catch {
             try await services.ledger.store.close()
             throw error

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import PurchaseAPI
 import PurchaseServer
 import Testing
 
@@ -23,12 +24,12 @@ struct ServerClockTests {
     func minuteSlow() async throws {
         try await System.run(.init(deliver: false, serverClockBehind: 60)) { system in
             let (account, store) = try await system.customer("slow")
-            var reply: [String: Any] = [:]
+            var reply: PurchaseReply?
             for product in [Self.premium, Self.monthly] {
                 reply = try await system.buy(product, account: account, storeAccount: store).reply
-                #expect(reply["outcome"] as? String == "granted")
+                #expect(reply?.outcome == .granted)
             }
-            #expect(Set(reply.ownedEntitlements.entitlementNames) == ["premium", "pro"], "\(reply)")
+            #expect(Set(try #require(reply).entitlements.entitlementNames) == ["premium", "pro"], "\(String(describing: reply))")
             #expect(Set(try await system.entitlements(account).entitlementNames) == ["premium", "pro"])
             let lead = try #require(try await Self.lead(system))
             // Apple signed before the server saw it: under a loaded machine the lead reads up to seconds short, never over.
@@ -40,9 +41,9 @@ struct ServerClockTests {
     func farBehind() async throws {
         try await System.run(.init(deliver: false, serverClockBehind: 600)) { system in
             let (account, store) = try await system.customer("far")
-            let reply = try await system.buy(Self.premium, account: account, storeAccount: store).reply
-            #expect(reply["outcome"] as? String == "granted", "granted all the same: the ledger holds it")
-            #expect(reply.ownedEntitlements.entitlementNames.isEmpty)
+            let reply = try #require(try await system.buy(Self.premium, account: account, storeAccount: store).reply)
+            #expect(reply.outcome == .granted, "granted all the same: the ledger holds it")
+            #expect(reply.entitlements.entitlementNames.isEmpty)
             let lead = try #require(try await Self.lead(system))
             #expect(lead >= 590 && lead <= 601, "\(lead)")
         }

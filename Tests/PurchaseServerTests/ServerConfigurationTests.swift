@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 @testable import PurchaseServer
 import Testing
@@ -163,10 +164,11 @@ struct ServerConfigurationTests {
         for secret in ["admin-secret-value", "hs256-secret-value", "shared-secret-value", "webhook-secret-value", "hook-password", "db-password"] {
             #expect(!shown.contains(secret), "\(secret) is shown")
         }
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(shown.utf8)) as? [String: Any])
-        #expect(object["adminKey"] as? String == "<set>" && object["port"] as? Int == 9123)
-        #expect(object["database"] as? String == "postgres://iap:***@db:5432/iap")
-        #expect((object["webhooks"] as? [String: Any])?["url"] as? String == "https://hooks:***@example.com/in")
+        // Read back as a configuration file (every key optional): what the view shows, typed.
+        let read = try JSONDecoder().decode(ServerConfiguration.self, from: Data(shown.utf8))
+        #expect(read.adminKey == "<set>" && read.port == 9123)
+        #expect(read.database == "postgres://iap:***@db:5432/iap")
+        #expect(read.webhooks?.url == "https://hooks:***@example.com/in")
     }
 
     @Test("docs/CONFIGURATION.md names every key the server reads")

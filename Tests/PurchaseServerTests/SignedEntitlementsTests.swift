@@ -6,6 +6,7 @@ import FoundationNetworking
 #endif
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
 import PurchaseClient
 import PurchaseServer
 import Testing
@@ -40,7 +41,7 @@ struct SignedEntitlementsTests {
             let verifier = try EntitlementsVerifier(publicKeyPEM: pem)
 
             // Asked without a nonce: no signature; with a bad one: refused.
-            #expect(try await system.call(.get, "/v1/entitlements", as: "yan").1["signedEntitlements"] == nil)
+            #expect(try await system.entitlements("yan").signedEntitlements == nil)
             var headers = HTTPFields()
             headers[.authorization] = "Bearer \(try await system.token("yan"))"
             headers[.init("X-Entitlements-Nonce")!] = "short"

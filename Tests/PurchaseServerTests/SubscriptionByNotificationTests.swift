@@ -2,6 +2,7 @@ import AppStoreFormats
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -15,8 +16,8 @@ struct SubscriptionByNotificationTests {
     /// The `pro` entitlement as the server answers it: its state and product, or nil.
     func pro(_ system: System, _ account: String) async throws -> (state: String, productId: String)? {
         let owned = try await system.entitlements(account)
-        guard let item = (owned["entitlements"] as? [[String: Any]])?.first(where: { $0["name"] as? String == "pro" }) else { return nil }
-        return (item["state"] as? String ?? "", item["productId"] as? String ?? "")
+        guard let item = owned.entitlements.entitlement("pro") else { return nil }
+        return (item.state.rawValue, item.productId)
     }
 
     /// Renewals, billing failure → grace → billing retry → recovery, upgrade, auto-renew off → expiry; the app submits
@@ -25,7 +26,7 @@ struct SubscriptionByNotificationTests {
         try await System.run(kind, faults: faults) { system in
             let (account, store) = try await system.customer("sub")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let original = try #require(purchase["transactionId"] as? String)
+            let original = try #require(purchase.transactionId)
             #expect(try await pro(system, account)?.state == "active")
 
             // The free week, then renewals: each DID_RENEW keeps pro going.

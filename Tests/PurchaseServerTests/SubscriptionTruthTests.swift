@@ -2,6 +2,7 @@ import AppStoreFormats
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -28,8 +29,8 @@ struct SubscriptionTruthTests {
 
     func pro(_ system: System, _ account: String) async throws -> (productId: String, state: String)? {
         let owned = try await system.entitlements(account)
-        guard let item = (owned["entitlements"] as? [[String: Any]])?.first(where: { $0["name"] as? String == "pro" }) else { return nil }
-        return (item["productId"] as? String ?? "", item["state"] as? String ?? "")
+        guard let item = owned.entitlements.entitlement("pro") else { return nil }
+        return (item.productId, item.state.rawValue)
     }
 
     /// Checks the server against the store now; returns the store's answer so a walk can assert it went where meant.
@@ -48,7 +49,7 @@ struct SubscriptionTruthTests {
         try await System.run(kind, faults: faults) { system in
             let (account, store) = try await system.customer("truth")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let original = try #require(purchase["transactionId"] as? String)
+            let original = try #require(purchase.transactionId)
             #expect(try await agree(system, account, original, "bought")?.productId == Self.monthly)
             try await system.advance(by: 180 + 301)
             try await agree(system, account, original, "renewed")
@@ -69,10 +70,10 @@ struct SubscriptionTruthTests {
             try await system.advance(by: 3700)
             #expect(try await agree(system, account, original, "expired") == nil)
             // Resubscribe to the monthly, then downgrade is moot; refund the current period.
-            let again = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.monthly])
+            let again = try await system.storePurchase(["account": store, "device": "phone", "productId": Self.monthly])
             try await system.advance(by: 0)
             #expect(try await agree(system, account, original, "resubscribed")?.productId == Self.monthly)
-            let current = try #require(again["transactionId"] as? String)
+            let current = try #require(again.transactionId)
             _ = try await system.device(.post, "/sim/transactions/\(current)/refund")
             try await system.advance(by: 0)
             #expect(try await agree(system, account, original, "current period refunded") == nil)
@@ -94,13 +95,13 @@ struct SubscriptionTruthTests {
         try await System.run(kind) { system in
             let (account, store) = try await system.customer("upref")
             let (_, purchase, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-            let original = try #require(purchase["transactionId"] as? String)
+            let original = try #require(purchase.transactionId)
             try await system.advance(by: 190)
             #expect(try await agree(system, account, original, "paid monthly period")?.productId == Self.monthly)
-            let upgrade = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.yearly])
+            let upgrade = try await system.storePurchase(["account": store, "device": "phone", "productId": Self.yearly])
             try await system.advance(by: 0)
             #expect(try await agree(system, account, original, "upgraded")?.productId == Self.yearly)
-            let upgradeId = try #require(upgrade["transactionId"] as? String)
+            let upgradeId = try #require(upgrade.transactionId)
             _ = try await system.device(.post, "/sim/transactions/\(upgradeId)/refund")
             try await system.advance(by: 10)
             #expect(try await agree(system, account, original, "upgrade refunded") == nil,
@@ -113,7 +114,7 @@ struct SubscriptionTruthTests {
         try await System.run { system in
             let (account, store) = try await system.customer("down")
             let (_, purchase, _) = try await system.buy(Self.yearly, account: account, storeAccount: store)
-            let original = try #require(purchase["transactionId"] as? String)
+            let original = try #require(purchase.transactionId)
             _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.monthly])
             try await system.advance(by: 60)
             #expect(try await agree(system, account, original, "downgrade chosen")?.productId == Self.yearly)

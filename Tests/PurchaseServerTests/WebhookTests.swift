@@ -1,5 +1,6 @@
 import Foundation
 import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import Testing
@@ -30,7 +31,7 @@ struct WebhookTests {
                 // The backend is down for the first deliveries: they are retried, not lost.
                 await receiver.setFailing(true)
                 let (_, subscription, _) = try await system.buy(Self.monthly, account: account, storeAccount: store)
-                let original = try #require(subscription["transactionId"] as? String)
+                let original = try #require(subscription.transactionId)
                 func drain() async throws { for _ in 0..<20 { if try await sender.deliverDue(limit: 1_000) == 0 { break } } }
                 for _ in 0..<50 where await !receiver.deliveries.contains(where: { $0.type == "INITIAL_PURCHASE" && $0.body["accountId"] == account }) {
                     try await drain()
@@ -48,18 +49,18 @@ struct WebhookTests {
                 _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": false])
                 _ = try await system.buy("com.example.iapkit.premium", account: account, storeAccount: store)   // NON_RENEWING_PURCHASE
                 let (_, coins, _) = try await system.buy("com.example.iapkit.coins.100", account: account, storeAccount: store)  // CONSUMABLE_CREDIT
-                let coinsId = try #require(coins["transactionId"] as? String)
+                let coinsId = try #require(coins.transactionId)
                 _ = try await system.device(.post, "/sim/transactions/\(coinsId)/refund")             // REFUND
                 _ = try await system.device(.post, "/sim/transactions/\(coinsId)/refund-reversal")    // REFUND_REVERSED
                 // An order whose payment went through without its token (the server stored it from Apple's notification,
                 // bound to nobody), settled by the operator with that transaction: TRANSFER, beside the grant's own event.
-                let (_, order) = try await system.call(.post, "/v1/orders", as: account, ["productId": "com.example.iapkit.season.pass"])
-                let paid = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": "com.example.iapkit.season.pass"])
-                let settled = try await system.admin(.post, "/admin/orders/\(order["orderId"] as? String ?? "")/settle",
-                                                     ["transactionId": paid["transactionId"] as? String ?? "", "note": "sent by email"])
-                #expect(settled.0 == .ok, "\(settled.1)")
+                let order = try decode(OrderReply.self, await system.call(.post, "/v1/orders", as: account, OrderRequest(productId: "com.example.iapkit.season.pass")).1)
+                let paid = try await system.storePurchase(["account": store, "device": "phone", "productId": "com.example.iapkit.season.pass"])
+                let settled = try await system.admin(.post, "/admin/orders/\(order.orderId)/settle",
+                                                     SettleRequest(transactionId: paid.transactionId ?? "", note: "sent by email"))
+                #expect(settled.0 == .ok, "\(text(settled.1))")
                 let test = try await system.admin(.post, "/admin/webhooks/test")                  // TEST
-                let testId = try #require(test.1["queued"] as? String)
+                let testId = try decode(WebhookTestReply.self, test.1).queued
 
                 // Everything due now, and the first (failed) ones once their backoff passed.
                 try await drain()
@@ -86,8 +87,8 @@ struct WebhookTests {
                 let credit = try #require(accepted.first { $0.type == "CONSUMABLE_CREDIT" })
                 #expect(credit.body["currency"] == "coins" && credit.body["amount"] == "100")
                 // The admin API lists them, delivered.
-                let listed = try await system.admin(.get, "/admin/webhooks?state=delivered&limit=10000").1["events"] as? [[String: Any]]
-                #expect(listed?.filter { $0["accountId"] as? String == account }.count == ids.count - 1)
+                let listed = try decode(WebhooksReply.self, await system.admin(.get, "/admin/webhooks?state=delivered&limit=10000").1).events
+                #expect(listed.filter { $0.accountId == account }.count == ids.count - 1)
                 #expect(try await system.admin(.post, "/admin/webhooks/nope/replay").0 == .notFound)
                 #expect(try await system.admin(.get, "/admin/webhooks?state=lost").0 == .badRequest)
             }
@@ -126,11 +127,11 @@ struct WebhookTests {
             _ = try await system.buy(Self.monthly, account: account, storeAccount: store)
             #expect(try await system.services.ledger.webhookEvents().isEmpty)
             // Services made directly (an embedding app, the demo) start with no receiver, so with no events either.
-            let made = PurchaseServer.Services(ledger: system.services.ledger, verifier: system.services.verifier,
+            let made = PurchaseServices(ledger: system.services.ledger, verifier: system.services.verifier,
                                                authenticator: system.services.authenticator)
             #expect(!made.ledger.recordsWebhookEvents)
             let (status, body) = try await system.admin(.post, "/admin/webhooks/test")
-            #expect(status == .badRequest && (body["error"] as? [String: Any])?["code"] as? String == "webhooks_not_configured", "\(body)")
+            #expect(try status == .badRequest && (errorCode(body)) == "webhooks_not_configured", "\(text(body))")
         }
     }
 }

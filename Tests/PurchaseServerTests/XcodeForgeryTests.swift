@@ -1,6 +1,7 @@
 import AppStoreFormats
 import Foundation
 import IAPTestSupport
+import PurchaseAPI
 import PurchaseServer
 import StoreSimulator
 import Testing
@@ -14,8 +15,8 @@ struct XcodeForgeryTests {
         try await System.run(.init(deliver: false, environments: ["Sandbox", "Xcode"])) { system in
             let (victim, store) = try await system.customer("vera")
             let (_, purchase, reply) = try await system.buy(Self.premium, account: victim, storeAccount: store)
-            #expect(reply["outcome"] as? String == "granted")
-            let id = try #require(purchase["transactionId"] as? String)
+            #expect(reply?.outcome == .granted)
+            let id = try #require(purchase.transactionId)
             let forger = try XcodeForger()
             var refunded = JWSTransactionDecodedPayload()
             refunded.transactionId = id
@@ -41,14 +42,14 @@ struct XcodeForgeryTests {
             notification.signedDate = Date()
             notification.data = data
             let (status, body) = try await system.call(.post, "/v1/notifications/appstore", as: nil, ["signedPayload": try forger.sign(notification)])
-            #expect(status.code >= 400 && status.code < 500, "\(status) \(body)")
+            #expect(status.code >= 400 && status.code < 500, "\(status) \(text(body))")
             // The same forged transaction uploaded by an account of the forger's is an Xcode purchase of its own (the
             // server takes its developers' Xcode purchases), kept apart from the customer's.
-            let (uploaded, answer) = try await system.call(.post, "/v1/purchases", as: "forger", ["signedTransaction": data.signedTransactionInfo ?? ""])
-            #expect(uploaded == .ok && answer["transactionId"] as? String == id, "\(uploaded) \(answer)")
-            #expect(try await system.admin(.get, "/admin/transactions/Xcode:\(id)").1["accountId"] as? String == "forger")
-            let stored = try await system.admin(.get, "/admin/transactions/\(id)").1
-            #expect(stored["revocationDate"] == nil && stored["environment"] as? String == "Sandbox", "\(stored)")
+            let (uploaded, answer) = try await system.call(.post, "/v1/purchases", as: "forger", PurchaseRequest(signedTransaction: data.signedTransactionInfo ?? ""))
+            #expect(try uploaded == .ok && (decode(PurchaseReply.self, answer).transactionId) == id, "\(uploaded) \(text(answer))")
+            #expect(try decode(TransactionRecord.self, await system.admin(.get, "/admin/transactions/Xcode:\(id)").1).accountId == "forger")
+            let stored = try decode(TransactionRecord.self, await system.admin(.get, "/admin/transactions/\(id)").1)
+            #expect(stored.revocationDate == nil && stored.environment == "Sandbox", "\(stored)")
             #expect(try await system.entitlements(victim).entitlementNames.contains("premium"))
         }
     }
@@ -60,7 +61,7 @@ struct XcodeForgeryTests {
             let (forgerAccount, _) = try await system.customer("fred")
             // The forger learns where the store's ids stand (its own purchase) and signs the next five as Xcode's.
             let (_, own, _) = try await system.buy(Self.premium, account: forgerAccount, storeAccount: "store-\(forgerAccount)")
-            let last = try #require(Int(own["transactionId"] as? String ?? ""))
+            let last = try #require(Int(own.transactionId ?? ""))
             let forger = try XcodeForger()
             for next in last + 1...last + 5 {
                 var squat = JWSTransactionDecodedPayload()
@@ -69,27 +70,27 @@ struct XcodeForgeryTests {
                 (squat.purchaseDate, squat.signedDate, squat.expiresDate) = (Date() - 60, Date(), Date() - 1)
                 (squat.quantity, squat.inAppOwnershipType, squat.environment) = (1, .purchased, .xcode)
                 let (status, body) = try await system.call(.post, "/v1/purchases", as: forgerAccount, ["signedTransaction": try forger.sign(squat)])
-                #expect(status == .ok, "\(status) \(body)")
+                #expect(status == .ok, "\(status) \(text(body))")
             }
             // The customer's real purchases get those ids: a subscription (its first period) and a non-consumable.
             // (The App Store's notification may have granted one before the app's upload: then it is alreadyGranted.)
             let squatted = last + 1...last + 5
             let (_, plan, planReply) = try await system.buy("com.example.iapkit.pro.monthly", account: victim, storeAccount: store)
-            #expect(Int(plan["transactionId"] as? String ?? "").map(squatted.contains) == true)
-            #expect(["granted", "alreadyGranted"].contains(planReply["outcome"] as? String), "\(planReply)")
+            #expect(Int(plan.transactionId ?? "").map(squatted.contains) == true)
+            #expect([.granted, .alreadyGranted].contains(planReply?.outcome), "\(String(describing: planReply))")
             let (_, lifetime, lifetimeReply) = try await system.buy(Self.premium, account: victim, storeAccount: store)
-            #expect(Int(lifetime["transactionId"] as? String ?? "").map(squatted.contains) == true)
-            #expect(["granted", "alreadyGranted"].contains(lifetimeReply["outcome"] as? String), "\(lifetimeReply)")
+            #expect(Int(lifetime.transactionId ?? "").map(squatted.contains) == true)
+            #expect([.granted, .alreadyGranted].contains(lifetimeReply?.outcome), "\(String(describing: lifetimeReply))")
             // Its renewal (a squatted id too), told by the App Store's notification, extends the customer's plan.
             try await system.advance(by: 180 + 30)
             let owned = try await system.entitlements(victim)
             #expect(Set(owned.entitlementNames).isSuperset(of: ["premium", "pro"]), "\(owned)")
-            let pro = (owned["entitlements"] as? [[String: Any]])?.first { $0["name"] as? String == "pro" }
-            let renewal = try #require(Int(pro?["transactionId"] as? String ?? ""))
-            #expect(squatted.contains(renewal) && renewal != Int(plan["transactionId"] as? String ?? ""), "\(owned)")
-            for id in [plan["transactionId"], lifetime["transactionId"]].compactMap({ $0 as? String }) + ["\(renewal)"] {
-                let stored = try await system.admin(.get, "/admin/transactions/\(id)").1
-                #expect(stored["accountId"] as? String == victim && stored["environment"] as? String == "Sandbox", "\(stored)")
+            let pro = owned.entitlements.entitlement("pro")
+            let renewal = try #require(Int(pro?.transactionId ?? ""))
+            #expect(squatted.contains(renewal) && renewal != Int(plan.transactionId ?? ""), "\(owned)")
+            for id in [plan.transactionId, lifetime.transactionId].compactMap({ $0 }) + ["\(renewal)"] {
+                let stored = try decode(TransactionRecord.self, await system.admin(.get, "/admin/transactions/\(id)").1)
+                #expect(stored.accountId == victim && stored.environment == "Sandbox", "\(stored)")
             }
         }
     }
@@ -133,8 +134,8 @@ struct XcodeForgeryTests {
             }
             let forged = try rescindConsent(carrying: XcodeForger().sign(appTransaction(.xcode)))
             let (status, body) = try await system.call(.post, "/v1/notifications/appstore", as: nil, ["signedPayload": forged])
-            #expect(status.code >= 400 && status.code < 500, "\(status) \(body)")
-            #expect((body["error"] as? [String: Any])?["code"] as? String == "wrong_environment", "\(body)")
+            #expect(status.code >= 400 && status.code < 500, "\(status) \(text(body))")
+            #expect(try errorCode(body) == "wrong_environment", "\(text(body))")
             // The same notice with the App Store's own app transaction is taken.
             let genuine = try rescindConsent(carrying: Minter(authority: simulatorAuthority).sign(appTransaction(.sandbox)))
             #expect(try await system.call(.post, "/v1/notifications/appstore", as: nil, ["signedPayload": genuine]).0 == .ok)

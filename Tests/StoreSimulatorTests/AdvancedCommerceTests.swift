@@ -56,15 +56,16 @@ struct AdvancedCommerceTests {
         return input + "." + Base64.urlEncode(try key.signature(for: Array(input.utf8)).rawRepresentation)
     }
 
-    /// Calls `/advancedCommerce/v1/{path}/{transactionId}`; the status and the JSON answered.
-    func call(_ client: some TestClientProtocol, _ path: String, _ transactionId: String, _ body: [String: Any]) async throws -> (HTTPResponse.Status, [String: Any]) {
+    /// Calls `/advancedCommerce/v1/{path}/{transactionId}` with a body built as JSON objects (many of them what Apple
+    /// refuses: an unknown field, prices that overflow, two changes of one SKU); the status and Apple's error answered.
+    func call(_ client: some TestClientProtocol, _ path: String, _ transactionId: String, _ body: [String: Any]) async throws -> (HTTPResponse.Status, APIAnswer) {
         let response = try await client.execute(uri: "/advancedCommerce/v1/\(path)/\(transactionId)", method: .post,
                                                 headers: [.authorization: "Bearer \(try token())", .contentType: "application/json"], body: jsonBody(body))
-        return (response.status, (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]) ?? [:])
+        return (response.status, APIAnswer(response))
     }
 
-    func requestInfo(_ id: UUID = UUID(), consistencyToken: String? = nil) -> [String: Any] {
-        var info: [String: Any] = ["requestReferenceId": id.uuidString.lowercased()]
+    func requestInfo(_ id: UUID = UUID(), consistencyToken: String? = nil) -> [String: String] {
+        var info = ["requestReferenceId": id.uuidString.lowercased()]
         if let consistencyToken { info["consistencyToken"] = consistencyToken }
         return info
     }
@@ -93,17 +94,16 @@ struct AdvancedCommerceTests {
         let subscription = try #require(signed["subscription"]), otherKey = try #require(signed["otherKey"]), oneTimeCharge = try #require(signed["oneTime"])
         try await application(store).test(.router) { client in
             for id in ["ann", "bob"] { _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": id])) }
-            func buy(_ account: String, _ product: String, _ data: String?) async throws -> [String: Any] {
-                var body: [String: Any] = ["account": account, "device": "d", "productId": product, "withReceipt": false]
-                if let data { body["advancedCommerceData"] = data }
-                return try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(body)))
+            func buy(_ account: String, _ product: String, _ data: String?) async throws -> SimPurchase {
+                let body = SimPurchaseRequest(account: account, productId: product, withReceipt: false, advancedCommerceData: data)
+                return try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(body)))
             }
-            #expect(try await buy("ann", Self.generic, nil)["status"] as? String == "failed", "the generic product is sold only with a request")
-            #expect(try await buy("ann", Self.generic, otherKey)["status"] as? String == "failed", "signed with another key")
-            #expect(try await buy("ann", Self.monthly, subscription)["status"] as? String == "failed", "an ordinary product")
+            #expect(try await buy("ann", Self.generic, nil).status == "failed", "the generic product is sold only with a request")
+            #expect(try await buy("ann", Self.generic, otherKey).status == "failed", "signed with another key")
+            #expect(try await buy("ann", Self.monthly, subscription).status == "failed", "an ordinary product")
             let bought = try await buy("ann", Self.generic, subscription)
-            #expect(bought["status"] as? String == "purchased", "\(bought)")
-            #expect(try await buy("bob", Self.generic, subscription)["status"] as? String == "failed", "the nonce was used")
+            #expect(bought.status == "purchased", "\(bought)")
+            #expect(try await buy("bob", Self.generic, subscription).status == "failed", "the nonce was used")
 
             var seen = 0
             let subscribed = try #require(try await told(store, since: &seen).first)
@@ -127,20 +127,20 @@ struct AdvancedCommerceTests {
             #expect(renewals.map(\.transaction.price) == [12980, 12980, 13980], "\(renewals.map(\.transaction.price))")
 
             let charge = try await buy("bob", Self.oneTime, oneTimeCharge)
-            #expect(charge["status"] as? String == "purchased", "\(charge)")
+            #expect(charge.status == "purchased", "\(charge)")
             let oneTime = try #require(try await told(store, since: &seen).first)
             #expect(oneTime.type == .oneTimeCharge && oneTime.transaction.price == 1990 && oneTime.transaction.type == .consumable)
             #expect(oneTime.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self)?.items?.first?.sku == "article.42")
 
             // Apple's library reads what the simulator signed, Advanced Commerce fields included.
-            let signedTransaction = try #require(bought["signedTransaction"] as? String)
+            let signedTransaction = try #require(bought.signedTransaction)
             if let lines = try await AppleLibraryTests.appleVerify([("notification", subscribed.signed), ("notification", oneTime.signed), ("transaction", signedTransaction)],
                                                                    bundleId: "com.example.iapkit") {
-                #expect(lines.prefix(2).map { $0["notificationType"] as? String } == ["SUBSCRIBED", "ONE_TIME_CHARGE"], "\(lines)")
-                let info = lines.last?["advancedCommerceInfo"] as? [String: Any]
-                let items = info?["items"] as? [[String: Any]]
-                #expect(items?.compactMap { $0["SKU"] as? String } == ["news.basic", "news.sports"], "Apple's AdvancedCommerceTransactionInfo: \(lines.last ?? [:])")
-                #expect((items?.last?["offer"] as? [String: Any])?["periodCount"] as? Int == 3 && info?["period"] as? String == "P1M")
+                #expect(lines.prefix(2).map { $0["notificationType"]?.string } == ["SUBSCRIBED", "ONE_TIME_CHARGE"], "\(lines)")
+                let info = lines.last?["advancedCommerceInfo"]
+                let items = info?["items"]?.array
+                #expect(items?.compactMap { $0["SKU"]?.string } == ["news.basic", "news.sports"], "Apple's AdvancedCommerceTransactionInfo: \(lines.last ?? [:])")
+                #expect(items?.last?["offer"]?["periodCount"]?.int == 3 && info?["period"]?.string == "P1M")
             }
         }
     }
@@ -153,19 +153,19 @@ struct AdvancedCommerceTests {
         let subscription = try #require(signed["subscription"])
         try await application(store).test(.router) { client in
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
-            let bought = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
-                "account": "ann", "device": "d", "productId": Self.generic, "advancedCommerceData": subscription])))
-            let original = try #require(bought["transactionId"] as? String)
+            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+                SimPurchaseRequest(account: "ann", productId: Self.generic, advancedCommerceData: subscription))))
+            let original = try #require(bought.transactionId)
             var seen = 0
             let first = try #require(try await told(store, since: &seen).first?.renewal?.advancedCommerceInfo?.decoded(as: AdvancedCommerceRenewalInfo.self))
 
             #expect(try await call(client, "subscription/changeMetadata", "999", ["requestInfo": requestInfo()]).0 == .notFound)
             let stale = try await call(client, "subscription/changeMetadata", original, [
                 "requestInfo": requestInfo(consistencyToken: "1.9.stale"), "descriptors": ["displayName": "News Max", "effective": "IMMEDIATELY"]])
-            #expect(stale.0 == .badRequest && stale.1["errorCode"] as? Int == 4_000_082)
+            #expect(stale.0 == .badRequest && stale.1.errorCode == 4_000_082)
             let long = try await call(client, "subscription/changeMetadata", original, [
                 "requestInfo": requestInfo(), "descriptors": ["displayName": String(repeating: "x", count: 31), "effective": "IMMEDIATELY"]])
-            #expect(long.1["errorCode"] as? Int == 4_000_089, "display names are at most 30 characters")
+            #expect(long.1.errorCode == 4_000_089, "display names are at most 30 characters")
 
             let change: [String: Any] = [
                 "requestInfo": requestInfo(consistencyToken: first.consistencyToken),
@@ -177,7 +177,7 @@ struct AdvancedCommerceTests {
             #expect(retried.0 == .ok, "the same request again (a retry after a timeout)")
             var reused = change
             reused["descriptors"] = ["displayName": "Other", "effective": "IMMEDIATELY"]
-            #expect(try await call(client, "subscription/changeMetadata", original, reused).1["errorCode"] as? Int == 4_000_097)
+            #expect(try await call(client, "subscription/changeMetadata", original, reused).1.errorCode == 4_000_097)
             let update = try await told(store, since: &seen)
             #expect(update.map(\.type) == [.metadataUpdate], "told once: \(update.map(\.type))")
             let now = try #require(update.first?.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self))
@@ -200,7 +200,7 @@ struct AdvancedCommerceTests {
             // Less than a day before the renewal: too late for a price change.
             try await store.advanceClock(by: 290)
             let late = try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "news.basic", "price": 1]]])
-            #expect(late.1["errorCode"] as? Int == 4_030_010, "\(late.1)")
+            #expect(late.1.errorCode == 4_030_010, "\(late.1)")
 
             #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo()]).0 == .ok)
             let cancelled = try #require(try await told(store, since: &seen).first)
@@ -213,11 +213,11 @@ struct AdvancedCommerceTests {
             let refunded = refund.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self)?.items?.first
             #expect(refunded?.refunds?.first?.refundAmount == 11990 && refunded?.refunds?.first?.refundType == "FULL" && refunded?.revocationDate != nil)
             #expect(try await call(client, "subscription/revoke", original, [
-                "requestInfo": requestInfo(), "refundRiskingPreference": true, "refundType": "FULL", "refundReason": "LEGAL"]).1["errorCode"] as? Int == 4_000_186)
+                "requestInfo": requestInfo(), "refundRiskingPreference": true, "refundType": "FULL", "refundReason": "LEGAL"]).1.errorCode == 4_000_186)
 
             if let lines = try await AppleLibraryTests.appleVerify(update.map { ("notification", $0.signed) } + [("notification", priced.signed), ("notification", refund.signed)],
                                                                    bundleId: "com.example.iapkit") {
-                #expect(lines.map { $0["notificationType"] as? String } == ["METADATA_UPDATE", "PRICE_CHANGE", "REFUND"], "\(lines)")
+                #expect(lines.map { $0["notificationType"]?.string } == ["METADATA_UPDATE", "PRICE_CHANGE", "REFUND"], "\(lines)")
             }
         }
     }
@@ -234,39 +234,39 @@ struct AdvancedCommerceTests {
             huge.period = "P1M"
             huge.items = [.init(sku: "a", description: "A", displayName: "A", price: 5_000_000_000_000_000_000),
                           .init(sku: "b", description: "B", displayName: "B", price: 5_000_000_000_000_000_000)]
-            func buy(_ request: AdvancedCommerceInAppRequest, wrapped: Bool = false) async throws -> [String: Any] {
+            func buy(_ request: AdvancedCommerceInAppRequest, wrapped: Bool = false) async throws -> SimPurchase {
                 let jws = try signer.sign(request)
                 let data = wrapped ? #"{"signatureInfo":{"token":"\#(jws)"}}"# : jws
-                return try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
-                    "account": "ann", "device": "d", "productId": Self.generic, "advancedCommerceData": data])))
+                return try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+                    SimPurchaseRequest(account: "ann", productId: Self.generic, advancedCommerceData: data))))
             }
-            #expect(try await buy(huge)["status"] as? String == "failed", "prices whose sum overflows")
+            #expect(try await buy(huge).status == "failed", "prices whose sum overflows")
             var request = huge
             request.requestInfo = .init(requestReferenceId: UUID().uuidString)
             request.items = [.init(sku: "a", description: "A", displayName: "A", price: 1000), .init(sku: "b", description: "B", displayName: "B", price: 2000)]
             let bought = try await buy(request, wrapped: true)
-            let original = try #require(bought["transactionId"] as? String, "StoreKit's wrapper: \(bought)")
+            let original = try #require(bought.transactionId, "StoreKit's wrapper: \(bought)")
 
             let overflow = try await call(client, "subscription/changePrice", original, [
                 "requestInfo": requestInfo(), "items": [["SKU": "a", "price": 5_000_000_000_000_000_000], ["SKU": "b", "price": 5_000_000_000_000_000_000]]])
             #expect(overflow.0 == .badRequest, "\(overflow.1)")
             let twice = try await call(client, "subscription/changeMetadata", original, [
                 "requestInfo": requestInfo(), "items": [["currentSKU": "a", "SKU": "b", "effective": "IMMEDIATELY"]]])
-            #expect(twice.1["errorCode"] as? Int == 4_000_114, "renamed onto another item's SKU: \(twice.1)")
+            #expect(twice.1.errorCode == 4_000_114, "renamed onto another item's SKU: \(twice.1)")
             let same = try await call(client, "subscription/changeMetadata", original, [
                 "requestInfo": requestInfo(), "items": [["currentSKU": "a", "displayName": "X", "effective": "IMMEDIATELY"],
                                                         ["currentSKU": "a", "description": "Y", "effective": "IMMEDIATELY"]]])
-            #expect(same.1["errorCode"] as? Int == 4_000_143)
+            #expect(same.1.errorCode == 4_000_143)
             #expect(try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "a", "price": 1500]]]).0 == .ok)
-            #expect(try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "a", "price": 1700]]]).1["errorCode"] as? Int == 4_000_205)
-            #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo(), "storefront": "JPN"]).1["errorCode"] as? Int == 4_000_133)
+            #expect(try await call(client, "subscription/changePrice", original, ["requestInfo": requestInfo(), "items": [["SKU": "a", "price": 1700]]]).1.errorCode == 4_000_205)
+            #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo(), "storefront": "JPN"]).1.errorCode == 4_000_133)
             let many = (0...AdvancedCommerceLimits.maxItems).map { ["currentSKU": "a", "displayName": "X\($0)", "effective": "IMMEDIATELY"] }
-            #expect(try await call(client, "subscription/changeMetadata", original, ["requestInfo": requestInfo(), "items": many]).1["errorCode"] as? Int == 4_000_179)
+            #expect(try await call(client, "subscription/changeMetadata", original, ["requestInfo": requestInfo(), "items": many]).1.errorCode == 4_000_179)
             // 23 characters, 46 code points (e and a combining accent): over 45 as Apple's libraries count.
             let accented = String(repeating: "e\u{301}", count: 23)
             let longer = try await call(client, "subscription/changeMetadata", original, [
                 "requestInfo": requestInfo(), "descriptors": ["description": accented, "effective": "IMMEDIATELY"]])
-            #expect(longer.1["errorCode"] as? Int == 4_000_088, "\(longer.1)")
+            #expect(longer.1.errorCode == 4_000_088, "\(longer.1)")
 
             var seen = await store.notifications().count
             let declined = try await call(client, "subscription/revoke", original, [
@@ -276,12 +276,12 @@ struct AdvancedCommerceTests {
             #expect(told.map(\.type) == [.refundDeclined] && told.first?.transaction.revocationDate == nil && told.first?.renewal?.autoRenewStatus == .on)
 
             // A customer who subscribes to the generic product already cannot get a second subscription by migration.
-            let monthly = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
-                "account": "ann", "device": "d", "productId": Self.monthly, "withReceipt": false])))
-            let migrate = try await call(client, "subscription/migrate", try #require(monthly["transactionId"] as? String), [
+            let monthly = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+                SimPurchaseRequest(account: "ann", productId: Self.monthly, withReceipt: false))))
+            let migrate = try await call(client, "subscription/migrate", try #require(monthly.transactionId), [
                 "requestInfo": requestInfo(), "targetProductId": Self.generic, "taxCode": "C003-00-2",
                 "descriptors": ["displayName": "Pro", "description": "Everything"], "items": [["SKU": "pro.all", "displayName": "Pro", "description": "Everything"]]])
-            #expect(migrate.1["errorCode"] as? Int == 4_030_009, "\(migrate.1)")
+            #expect(migrate.1.errorCode == 4_030_009, "\(migrate.1)")
         }
     }
 
@@ -291,44 +291,44 @@ struct AdvancedCommerceTests {
         let signer = AdvancedCommerceTestSigner(key: key, keyId: keyId, issuerId: issuerId)
         try await application(store).test(.router) { client in
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
-            func buy(_ request: AdvancedCommerceInAppRequest) async throws -> [String: Any] {
-                try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
-                    "account": "ann", "device": "d", "productId": Self.generic, "advancedCommerceData": try signer.sign(request)])))
+            func buy(_ request: AdvancedCommerceInAppRequest) async throws -> SimPurchase {
+                try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+                    SimPurchaseRequest(account: "ann", productId: Self.generic, advancedCommerceData: try signer.sign(request)))))
             }
             var create = AdvancedCommerceInAppRequest(operation: AdvancedCommerceInAppRequest.createSubscription, requestInfo: .init(requestReferenceId: UUID().uuidString),
                                                       currency: "USD", taxCode: "C003-00-2")
             create.descriptors = .init(description: "All", displayName: "All")
             create.period = "P1M"
             create.items = [.init(sku: "a", description: "A", displayName: "A", price: 1000), .init(sku: "b", description: "B", displayName: "B", price: 3000)]
-            let original = try #require(try await buy(create)["transactionId"] as? String)
+            let original = try #require(try await buy(create).transactionId)
             var reactivate = AdvancedCommerceInAppRequest(operation: AdvancedCommerceInAppRequest.reactivateSubscription, requestInfo: .init(requestReferenceId: UUID().uuidString))
             reactivate.transactionId = original
-            #expect(try await buy(reactivate)["status"] as? String == "failed", "auto-renew is on: nothing to reactivate")
+            #expect(try await buy(reactivate).status == "failed", "auto-renew is on: nothing to reactivate")
             #expect(try await call(client, "subscription/cancel", original, ["requestInfo": requestInfo()]).0 == .ok)
             var seen = await store.notifications().count
             // Waiting for a parent, a reactivation would later be bought as something else: refused now instead.
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann", "askToBuy": true]))
             reactivate.requestInfo = .init(requestReferenceId: UUID().uuidString)
-            #expect((try await buy(reactivate)["reason"] as? String)?.hasPrefix("OperationNotAllowed") == true)
+            #expect(try await buy(reactivate).reason?.hasPrefix("OperationNotAllowed") == true)
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann", "askToBuy": false]))
             reactivate.requestInfo = .init(requestReferenceId: UUID().uuidString)
             let back = try await buy(reactivate)
-            #expect(back["status"] as? String == "purchased" && back["transactionId"] as? String == original, "\(back)")
+            #expect(back.status == "purchased" && back.transactionId == original, "\(back)")
             let told = try await self.told(store, since: &seen)
             #expect(told.map(\.type) == [.didChangeRenewalStatus] && told.first?.subtype == .autoRenewEnabled && told.first?.renewal?.autoRenewStatus == .on)
 
-            func refund(_ items: [[String: Any]]) async throws -> (HTTPResponse.Status, [String: Any]) {
+            func refund(_ items: [[String: Any]]) async throws -> (HTTPResponse.Status, APIAnswer) {
                 try await call(client, "transaction/requestRefund", original, ["requestInfo": requestInfo(), "refundRiskingPreference": true, "items": items])
             }
-            #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_000_153)
-            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false, "refundAmount": 5]]).1["errorCode"] as? Int == 4_000_155)
-            #expect(try await refund([["SKU": "zz", "refundType": "FULL", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_000_122)
+            #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false]]).1.errorCode == 4_000_153)
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false, "refundAmount": 5]]).1.errorCode == 4_000_155)
+            #expect(try await refund([["SKU": "zz", "refundType": "FULL", "refundReason": "OTHER", "revoke": false]]).1.errorCode == 4_000_122)
             // A period past: prorating is for the latest one.
             try await store.advanceClock(by: 301)
             seen = await store.notifications().count
-            #expect(try await refund([["SKU": "a", "refundType": "PRORATED", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_000_182)
+            #expect(try await refund([["SKU": "a", "refundType": "PRORATED", "refundReason": "OTHER", "revoke": false]]).1.errorCode == 4_000_182)
             #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false],
-                                      ["SKU": "b", "refundType": "FULL", "refundReason": "SIMULATE_REFUND_DECLINE", "revoke": false]]).1["errorCode"] as? Int == 4_000_184)
+                                      ["SKU": "b", "refundType": "FULL", "refundReason": "SIMULATE_REFUND_DECLINE", "revoke": false]]).1.errorCode == 4_000_184)
             // Item a refunded in part, kept: the transaction stands (access continues), REFUND tells of the refund.
             #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false, "refundAmount": 400]]).0 == .ok)
             let partial = try #require(try await self.told(store, since: &seen).first)
@@ -336,18 +336,18 @@ struct AdvancedCommerceTests {
             #expect(partial.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self)?.items?.first?.refunds?.first?.refundAmount == 400)
             #expect(try await refund([["SKU": "a", "refundType": "CUSTOM", "refundReason": "OTHER", "revoke": false, "refundAmount": 600]]).0 == .ok)
             _ = try await self.told(store, since: &seen)
-            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false]]).1["errorCode"] as? Int == 4_030_021,
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": false]]).1.errorCode == 4_030_021,
                     "nothing left of a to refund")
             // Both revoked: the transaction is revoked in full.
             #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": true],
-                                      ["SKU": "b", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1["errorCode"] as? Int == nil)
+                                      ["SKU": "b", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1.errorCode == nil)
             let revoked = try #require(try await self.told(store, since: &seen).first)
             #expect(revoked.type == .refund && revoked.transaction.revocationDate != nil, "every item revoked")
             #expect(revoked.transaction.revocationType == .refundFull && revoked.transaction.revocationPercentage == 100_000,
                     "every item revoked is the whole purchase revoked")
             let items = revoked.transaction.advancedCommerceInfo?.decoded(as: AdvancedCommerceTransactionInfo.self)?.items ?? []
             #expect(items.map { ($0.refunds ?? []).reduce(0) { $0 + ($1.refundAmount ?? 0) } } == [1000, 3000], "400 + 600 + 0 of a, all of b: never more than paid")
-            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1["errorCode"] as? Int == 4_030_021)
+            #expect(try await refund([["SKU": "a", "refundType": "FULL", "refundReason": "OTHER", "revoke": true]]).1.errorCode == 4_030_021)
         }
     }
 
@@ -356,9 +356,9 @@ struct AdvancedCommerceTests {
         let store = try engine()
         try await application(store).test(.router) { client in
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
-            let bought = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
-                "account": "ann", "device": "d", "productId": Self.monthly, "withReceipt": false])))
-            let old = try #require(bought["transactionId"] as? String)
+            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+                SimPurchaseRequest(account: "ann", productId: Self.monthly, withReceipt: false))))
+            let old = try #require(bought.transactionId)
             try await store.advanceClock(by: 180 + 1)  // past the free week: paying 4.99 a month
             var seen = await store.notifications().count
             let latest = try #require(try await store.subscriptionStatuses(containing: old).first?.latest)
@@ -369,7 +369,7 @@ struct AdvancedCommerceTests {
                 "items": [["SKU": "pro.all", "displayName": "Pro", "description": "Everything"]]]
             var wrong = migrate
             wrong["targetProductId"] = Self.monthly
-            #expect(try await call(client, "subscription/migrate", old, wrong).1["errorCode"] as? Int == 4_000_167)
+            #expect(try await call(client, "subscription/migrate", old, wrong).1.errorCode == 4_000_167)
             let migrated = try await call(client, "subscription/migrate", old, migrate)
             #expect(migrated.0 == .ok, "\(migrated.1)")
             let told = try #require(try await told(store, since: &seen).first)
@@ -381,14 +381,14 @@ struct AdvancedCommerceTests {
             #expect(told.renewal?.renewalPrice == 4990 && told.renewal?.advancedCommerceInfo?.decoded(as: AdvancedCommerceRenewalInfo.self)?.items?.first?.sku == "pro.all")
             var again = migrate
             again["requestInfo"] = requestInfo()
-            #expect(try await call(client, "subscription/migrate", old, again).1["errorCode"] as? Int == 4_000_176)
+            #expect(try await call(client, "subscription/migrate", old, again).1.errorCode == 4_000_176)
             // Only the migrated series renews now.
             try await store.advanceClock(by: 300)
             let renewals = try await self.told(store, since: &seen)
             #expect(renewals.map(\.type) == [.didRenew] && renewals.first?.transaction.originalTransactionId == transaction.transactionId, "\(renewals.map(\.type))")
             #expect(renewals.first?.transaction.price == 4990 && renewals.first?.transaction.previousOriginalTransactionId == old)
             if let lines = try await AppleLibraryTests.appleVerify([("notification", told.signed)], bundleId: "com.example.iapkit") {
-                #expect(lines.first?["notificationType"] as? String == "MIGRATION", "\(lines)")
+                #expect(lines.first?["notificationType"]?.string == "MIGRATION", "\(lines)")
             }
         }
     }

@@ -71,8 +71,8 @@ struct CommitmentPlanTests {
 
         // Apple's own library takes the commitment's payloads.
         if let lines = try await AppleLibraryTests.appleVerify([("transaction", rest[0].signedTransaction), ("renewal", rest[0].signedRenewal)], bundleId: "com.revenuecat") {
-            #expect((lines.first?["commitmentInfo"] as? [String: Any])?["billingPeriodNumber"] as? Int == 6, "\(lines)")
-            #expect((lines.last?["commitmentInfo"] as? [String: Any])?["commitmentAutoRenewStatus"] as? Int == 0, "\(lines)")
+            #expect(lines.first?["commitmentInfo"]?["billingPeriodNumber"]?.int == 6, "\(lines)")
+            #expect(lines.last?["commitmentInfo"]?["commitmentAutoRenewStatus"]?.int == 0, "\(lines)")
         }
     }
 

@@ -50,7 +50,7 @@ struct ExternalPurchaseTokenTests {
 
         // Apple's own verifier takes them (its 3.1.2 keeps CREATED as a raw subtype).
         if let lines = try await AppleLibraryTests.appleVerify([("notification", created[0].2), ("notification", unreported[0].2)], bundleId: "com.example.iapkit") {
-            #expect(lines.allSatisfy { $0["error"] == nil && $0["notificationType"] as? String == "EXTERNAL_PURCHASE_TOKEN" }, "\(lines)")
+            #expect(lines.allSatisfy { $0["error"] == nil && $0["notificationType"]?.string == "EXTERNAL_PURCHASE_TOKEN" }, "\(lines)")
         }
     }
 }

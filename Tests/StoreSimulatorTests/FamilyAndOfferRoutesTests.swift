@@ -23,27 +23,27 @@ struct FamilyAndOfferRoutesTests {
             #expect(unknown.status == .notFound)
             // "stranger" was refused as a whole: the son is still in the family.
 
-            let products = try object(try await client.execute(uri: "/sim/products?ids=com.example.iapkit.pro.monthly", method: .get))
-            let monthly = try #require((products["products"] as? [[String: Any]])?.first)
-            #expect(monthly["familyShareable"] as? Bool == true)
-            #expect((monthly["promotionalOffers"] as? [[String: Any]])?.first?["id"] as? String == "pro.monthly.comeback")
-            #expect((monthly["offerCodes"] as? [[String: Any]])?.first?["id"] as? String == "PRO-FRIENDS")
+            let products = try decode(SimProducts.self, try await client.execute(uri: "/sim/products?ids=com.example.iapkit.pro.monthly", method: .get))
+            let monthly = try #require(products.products.first)
+            #expect(monthly.familyShareable == true)
+            #expect(monthly.promotionalOffers.first?.id == "pro.monthly.comeback")
+            #expect(monthly.offerCodes.first?.id == "PRO-FRIENDS")
 
-            let bought = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
+            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
                 "account": "mum", "device": "phone", "productId": "com.example.iapkit.pro.monthly",
                 "offer": ["kind": "offerCode", "id": "PRO-FRIENDS"],
             ])))
-            #expect(bought["status"] as? String == "purchased")
-            let transaction = try await verifier.verifyTransaction(try #require(bought["signedTransaction"] as? String)).payload
+            #expect(bought.status == "purchased")
+            let transaction = try await verifier.verifyTransaction(try #require(bought.signedTransaction)).payload
             #expect(transaction.offerType == .offerCode)
-            let refused = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
+            let refused = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
                 "account": "mum", "device": "phone", "productId": "com.example.iapkit.pro.monthly",
                 "offer": ["kind": "offerCode", "id": "PRO-FRIENDS"],
             ])))
-            #expect(refused["status"] as? String == "failed")
+            #expect(refused.status == "failed")
 
-            let sonsRestore = try object(try await client.execute(uri: "/sim/accounts/son/restore", method: .post))
-            let shared = try #require((sonsRestore["signedTransactions"] as? [String])?.first)
+            let sonsRestore = try decode(SimSignedList.self, try await client.execute(uri: "/sim/accounts/son/restore", method: .post))
+            let shared = try #require(sonsRestore.signedTransactions.first)
             #expect(try await verifier.verifyTransaction(shared).payload.inAppOwnershipType == .familyShared)
 
             _ = try await client.execute(uri: "/sim/accounts/mum/family", method: .put, body: jsonBody(["members": [String]()]))

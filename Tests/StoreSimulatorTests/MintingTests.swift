@@ -120,8 +120,9 @@ struct MintingTests {
 @Suite("Apple's own Python library accepts what the simulator mints")
 struct AppleLibraryTests {
     /// Runs Apple's `SignedDataVerifier` (scripts/apple_library_verify.py) over `inputs` (kind, JWS), trusting the
-    /// simulator's root: one decoded object (or `{"error"}`) per input; nil, with an issue recorded, without Apple's library.
-    static func appleVerify(_ inputs: [(kind: String, jws: String)], bundleId: String) async throws -> [[String: Any]]? {
+    /// simulator's root: one decoded object (or `{"error"}`) per input, as the library's models print (free-form JSON);
+    /// nil, with an issue recorded, without Apple's library.
+    static func appleVerify(_ inputs: [(kind: String, jws: String)], bundleId: String) async throws -> [[String: AppStoreJSONValue]]? {
         guard let python = ProcessInfo.processInfo.environment["IAPKIT_PYTHON"] else {
             Issue.record("IAPKIT_PYTHON is not set: run the suite with scripts/test, which installs Apple's library")
             return nil
@@ -141,7 +142,7 @@ struct AppleLibraryTests {
             .deletingLastPathComponent().appendingPathComponent("scripts/apple_library_verify.py").path
         let run = try await Subprocess.run(python, [script, rootPath, bundleId, "Sandbox"] + arguments)
         #expect(run.status == 0, "\(run.stderr)")
-        let lines = run.stdout.split(separator: "\n").map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+        let lines = run.stdout.split(separator: "\n").map { (try? JSONDecoder().decode([String: AppStoreJSONValue].self, from: Data($0.utf8))) ?? [:] }
         try #require(lines.count == inputs.count, "Apple's library printed: \(run.stdout)")
         return lines
     }
@@ -176,15 +177,15 @@ struct AppleLibraryTests {
                                                       ("notification", try minter.sign(notification))], bundleId: "com.example.sim") else { return }
         let (t, r, n) = (lines[0], lines[1], lines[2])
         #expect(t["error"] == nil, "transaction rejected: \(t)")
-        #expect(t["transactionId"] as? String == transaction.transactionId)
-        #expect((t["appAccountToken"] as? String)?.lowercased() == transaction.appAccountToken?.uuidString.lowercased())
-        #expect(t["price"] as? Int == 4990)
-        #expect(t["type"] as? String == "Auto-Renewable Subscription")
+        #expect(t["transactionId"]?.string == transaction.transactionId)
+        #expect(t["appAccountToken"]?.string?.lowercased() == transaction.appAccountToken?.uuidString.lowercased())
+        #expect(t["price"]?.int == 4990)
+        #expect(t["type"]?.string == "Auto-Renewable Subscription")
         #expect(r["error"] == nil, "renewal info rejected: \(r)")
-        #expect(r["autoRenewProductId"] as? String == transaction.productId)
+        #expect(r["autoRenewProductId"]?.string == transaction.productId)
         #expect(n["error"] == nil, "notification rejected: \(n)")
-        #expect(n["notificationType"] as? String == "SUBSCRIBED")
-        #expect(n["subtype"] as? String == "INITIAL_BUY")
+        #expect(n["notificationType"]?.string == "SUBSCRIBED")
+        #expect(n["subtype"]?.string == "INITIAL_BUY")
     }
 
     @Test("Apple's SignedDataVerifier takes the simulator's CONSUMPTION_REQUEST (with its reason) and RESCIND_CONSENT (appData, no data)")
@@ -201,11 +202,11 @@ struct AppleLibraryTests {
         try #require(notices.count == 2)
         guard let lines = try await Self.appleVerify(notices.map { ("notification", $0.signedPayload) }, bundleId: engine.catalog.bundleId) else { return }
         #expect(lines[0]["error"] == nil, "\(lines[0])")
-        #expect(lines[0]["notificationType"] as? String == "CONSUMPTION_REQUEST")
-        #expect((lines[0]["data"] as? [String: Any])?["consumptionRequestReason"] as? String == "FULFILLMENT_ISSUE")
+        #expect(lines[0]["notificationType"]?.string == "CONSUMPTION_REQUEST")
+        #expect(lines[0]["data"]?["consumptionRequestReason"]?.string == "FULFILLMENT_ISSUE")
         #expect(lines[1]["error"] == nil, "\(lines[1])")
-        #expect(lines[1]["notificationType"] as? String == "RESCIND_CONSENT")
+        #expect(lines[1]["notificationType"]?.string == "RESCIND_CONSENT")
         #expect(lines[1]["data"] == nil)
-        #expect((lines[1]["appData"] as? [String: Any])?["signedAppTransactionInfo"] is String)
+        #expect(lines[1]["appData"]?["signedAppTransactionInfo"]?.string != nil)
     }
 }

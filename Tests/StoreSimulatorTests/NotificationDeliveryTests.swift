@@ -141,31 +141,34 @@ struct NotificationDeliveryTests {
             let firstId = first
             try await SimulatorServer.application(services, port: 0).test(.live) { client in
                 let auth: HTTPFields = [.authorization: "Bearer \(try fixture.token(bundleId: "com.example.iapkit"))", .contentType: "application/json"]
-                let requested = try object(try await client.execute(uri: "/inApps/v1/notifications/test", method: .post, headers: auth))
-                let token = try #require(requested["testNotificationToken"] as? String)
-                let status = try object(try await client.execute(uri: "/inApps/v1/notifications/test/\(token)", method: .get, headers: auth))
-                let signed = try #require(status["signedPayload"] as? String)
+                let requested = try decode(SendTestNotificationResponse.self, try await client.execute(uri: "/inApps/v1/notifications/test", method: .post, headers: auth))
+                let token = try #require(requested.testNotificationToken)
+                let status = try decode(CheckTestNotificationResponse.self, try await client.execute(uri: "/inApps/v1/notifications/test/\(token)", method: .get, headers: auth))
+                let signed = try #require(status.signedPayload)
                 #expect(try await verifier.verifyNotification(signed).payload.notificationType == .test)
-                #expect((status["sendAttempts"] as? [[String: Any]])?.first?["sendAttemptResult"] as? String == "SUCCESS")
+                #expect(status.sendAttempts?.first?.sendAttemptResult == .success)
                 let unknown = try await client.execute(uri: "/inApps/v1/notifications/test/nope", method: .get, headers: auth)
-                #expect(try object(unknown)["errorCode"] as? Int == 4_040_008)
+                #expect(apiError(unknown) == 4_040_008)
 
-                let now = Int(Date().timeIntervalSince1970 * 1000)
-                func history(_ body: [String: Any], token: String? = nil) async throws -> [String: Any] {
+                let now = Date()
+                func history(_ start: Date, _ end: Date, type: NotificationTypeV2? = nil, subtype: NotificationSubtype? = nil, transactionId: String? = nil,
+                             token: String? = nil) async throws -> TestResponse {
+                    var body = NotificationHistoryRequest()
+                    (body.startDate, body.endDate, body.notificationType, body.notificationSubtype, body.transactionId) = (start, end, type, subtype, transactionId)
                     let path = "/inApps/v1/notifications/history" + (token.map { "?paginationToken=\($0)" } ?? "")
-                    return try object(try await client.execute(uri: path, method: .post, headers: auth, body: jsonBody(body)))
+                    return try await client.execute(uri: path, method: .post, headers: auth, body: encoded(body))
                 }
-                let page1 = try await history(["startDate": now - 3_600_000, "endDate": now + 3_600_000, "notificationType": "ONE_TIME_CHARGE"])
-                #expect((page1["notificationHistory"] as? [[String: Any]])?.count == 20)
-                #expect(page1["hasMore"] as? Bool == true)
-                let page2 = try await history(["startDate": now - 3_600_000, "endDate": now + 3_600_000, "notificationType": "ONE_TIME_CHARGE"],
-                                              token: try #require(page1["paginationToken"] as? String))
-                #expect((page2["notificationHistory"] as? [[String: Any]])?.count == 5)
-                let byTransaction = try await history(["startDate": now - 3_600_000, "endDate": now + 3_600_000, "transactionId": firstId])
-                #expect((byTransaction["notificationHistory"] as? [[String: Any]])?.count == 20, "every notification of that customer, 20 a page")
-                #expect(try await history(["startDate": now + 1000, "endDate": now])["errorCode"] as? Int == 4_000_013)
-                #expect(try await history(["startDate": now - 200 * 86_400_000, "endDate": now])["errorCode"] as? Int == 4_000_012)
-                #expect(try await history(["startDate": now - 1000, "endDate": now, "notificationSubtype": "INITIAL_BUY"])["errorCode"] as? Int == 4_000_018)
+                let page1 = try decode(NotificationHistoryResponse.self, try await history(now - 3_600, now + 3_600, type: .oneTimeCharge))
+                #expect(page1.notificationHistory?.count == 20)
+                #expect(page1.hasMore == true)
+                let next = try #require(page1.paginationToken)
+                let page2 = try decode(NotificationHistoryResponse.self, try await history(now - 3_600, now + 3_600, type: .oneTimeCharge, token: next))
+                #expect(page2.notificationHistory?.count == 5)
+                let byTransaction = try decode(NotificationHistoryResponse.self, try await history(now - 3_600, now + 3_600, transactionId: firstId))
+                #expect(byTransaction.notificationHistory?.count == 20, "every notification of that customer, 20 a page")
+                #expect(apiError(try await history(now + 1, now)) == 4_000_013)
+                #expect(apiError(try await history(now - 200 * 86_400, now)) == 4_000_012)
+                #expect(apiError(try await history(now - 1, now, subtype: .initialBuy)) == 4_000_018)
             }
         }
     }

@@ -38,8 +38,9 @@ struct OfferSignatureTests {
         return try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stdout)")
     }
 
-    func purchase(_ client: some TestClientProtocol, _ body: [String: Any]) async throws -> [String: Any] {
-        try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(body)))
+    /// A purchase whose body is built as a JSON object: signatures tampered with, taken from Apple's library as it printed them.
+    func purchase(_ client: some TestClientProtocol, _ body: [String: Any]) async throws -> SimPurchase {
+        try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(body)))
     }
 
     @Test("Promotional offers (JWS and original) and introductory-offer eligibility from Apple's creators; a changed byte, another key, an expired or reused one refused")
@@ -50,29 +51,29 @@ struct OfferSignatureTests {
             for id in ["ann", "bob", "cid"] { _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": id])) }
             // Ann subscribes (with the free week), then redeems the comeback offer for her plan's next periods.
             let first = try await purchase(client, ["account": "ann", "device": "d", "productId": Self.monthly])
-            let annTransaction = try #require(first["transactionId"] as? String)
+            let annTransaction = try #require(first.transactionId)
             let token = UUID()
             let signed = try await appleSignatures(transactionId: annTransaction, token: token)
             let jws = try #require(signed["promotional"] as? String)
-            func offer(_ signature: String) -> [String: Any] { ["kind": "promotional", "id": Self.offer, "signature": signature] }
+            func offer(_ signature: String) -> [String: String] { ["kind": "promotional", "id": Self.offer, "signature": signature] }
             let base: [String: Any] = ["account": "ann", "device": "d", "productId": Self.monthly]
 
             var missing = base
             missing["offer"] = ["kind": "promotional", "id": Self.offer]
-            #expect((try await purchase(client, missing))["status"] as? String == "failed", "a promotional offer needs a signature")
+            #expect((try await purchase(client, missing)).status == "failed", "a promotional offer needs a signature")
             var tampered = base
             let parts = jws.split(separator: ".").map(String.init)
             let claims = try #require(Base64.decode(parts[1].utf8)).map { $0 }
             let changed = String(decoding: claims, as: UTF8.self).replacingOccurrences(of: Self.offer, with: "pro.monthly.comebacK")
             tampered["offer"] = offer([parts[0], Base64.urlEncode(Array(changed.utf8)), parts[2]].joined(separator: "."))
-            #expect((try await purchase(client, tampered))["status"] as? String == "failed")
+            #expect((try await purchase(client, tampered)).status == "failed")
             var otherKey = base
             otherKey["offer"] = offer(try #require(signed["promotionalOtherKey"] as? String))
-            #expect((try await purchase(client, otherKey))["status"] as? String == "failed")
+            #expect((try await purchase(client, otherKey)).status == "failed")
             var otherProduct = base
             otherProduct["productId"] = Self.yearly
             otherProduct["offer"] = ["kind": "promotional", "id": "pro.yearly.upgrade", "signature": jws]
-            #expect((try await purchase(client, otherProduct))["status"] as? String == "failed", "signed for another product")
+            #expect((try await purchase(client, otherProduct)).status == "failed", "signed for another product")
             // Apple's claims as its creators write them, issued 25 hours ago.
             let stale = OfferSignatureClaims(iss: issuerId, iat: Date().timeIntervalSince1970 - 25 * 3600, aud: OfferSignatureClaims.promotionalOfferAudience,
                                              bid: "com.example.iapkit", nonce: UUID().uuidString.lowercased(), productId: Self.monthly,
@@ -82,21 +83,21 @@ struct OfferSignatureTests {
             var expiredJWS = base
             expiredJWS["offer"] = offer(input + "." + Base64.urlEncode(try key.signature(for: Array(input.utf8)).rawRepresentation))
             let refusedStale = try await purchase(client, expiredJWS)
-            #expect(refusedStale["status"] as? String == "failed" && (refusedStale["reason"] as? String)?.contains("expired") == true, "\(refusedStale)")
+            #expect(refusedStale.status == "failed" && refusedStale.reason?.contains("expired") == true, "\(refusedStale)")
 
             var good = base
             good["offer"] = offer(jws)
             let redeemed = try await purchase(client, good)
-            #expect(redeemed["status"] as? String == "purchased", "\(redeemed)")
+            #expect(redeemed.status == "purchased", "\(redeemed)")
             #expect(await engine.notifications().last?.type == .offerRedeemed)
             let replayed = try await purchase(client, good)
-            #expect(replayed["status"] as? String == "failed", "a nonce is taken once")
-            #expect((replayed["reason"] as? String)?.contains("invalidOfferSignature") == true)
+            #expect(replayed.status == "failed", "a nonce is taken once")
+            #expect(replayed.reason?.contains("invalidOfferSignature") == true)
             // Bob may not use a signature that names Ann's transaction.
             var stolen = base
             stolen["account"] = "bob"
             stolen["offer"] = offer(try #require(signed["introAllowed"] as? String))
-            #expect((try await purchase(client, stolen))["status"] as? String == "failed", "wrong audience")
+            #expect((try await purchase(client, stolen)).status == "failed", "wrong audience")
 
             // The original API's signature, over the purchase's appAccountToken.
             let legacy = try #require(signed["legacy"] as? [String: Any])
@@ -105,26 +106,26 @@ struct OfferSignatureTests {
             original["offer"] = ["kind": "promotional", "id": Self.offer, "legacySignature": legacy]
             var wrongToken = original
             wrongToken["appAccountToken"] = UUID().uuidString
-            #expect((try await purchase(client, wrongToken))["status"] as? String == "failed", "signed for another appAccountToken")
-            #expect((try await purchase(client, original))["status"] as? String == "purchased")
-            #expect((try await purchase(client, original))["status"] as? String == "failed", "reused")
+            #expect((try await purchase(client, wrongToken)).status == "failed", "signed for another appAccountToken")
+            #expect((try await purchase(client, original)).status == "purchased")
+            #expect((try await purchase(client, original)).status == "failed", "reused")
             var expired = original
             expired["offer"] = ["kind": "promotional", "id": Self.offer, "legacySignature": try #require(signed["legacyExpired"] as? [String: Any])]
-            #expect((try await purchase(client, expired))["status"] as? String == "failed", "older than 24 hours")
+            #expect((try await purchase(client, expired)).status == "failed", "older than 24 hours")
 
             // Introductory-offer eligibility: the server's word overrides the App Store's for a new subscriber.
             let bobApp = try #require(await engine.account("bob")?.appTransactionId)
             let bobSigned = try await appleSignatures(transactionId: bobApp, token: token)
             let denied = try await purchase(client, ["account": "bob", "device": "d", "productId": Self.monthly,
                                                      "introductoryOfferEligibility": try #require(bobSigned["introDenied"] as? String)])
-            #expect(denied["status"] as? String == "purchased")
-            #expect(await engine.transaction(try #require(denied["transactionId"] as? String))?.offerType == nil, "no free week")
+            #expect(denied.status == "purchased")
+            #expect(await engine.transaction(try #require(denied.transactionId))?.offerType == nil, "no free week")
             let cidApp = try #require(await engine.account("cid")?.appTransactionId)
             let cidSigned = try await appleSignatures(transactionId: cidApp, token: token)
             let allowed = try await purchase(client, ["account": "cid", "device": "d", "productId": Self.monthly,
                                                       "introductoryOfferEligibility": try #require(cidSigned["introAllowed"] as? String)])
-            #expect(await engine.transaction(try #require(allowed["transactionId"] as? String))?.offerType == .introductoryOffer)
-            #expect(await engine.transaction(try #require(first["transactionId"] as? String))?.offerType == .introductoryOffer)
+            #expect(await engine.transaction(try #require(allowed.transactionId))?.offerType == .introductoryOffer)
+            #expect(await engine.transaction(try #require(first.transactionId))?.offerType == .introductoryOffer)
         }
     }
 }

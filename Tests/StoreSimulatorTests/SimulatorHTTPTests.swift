@@ -46,12 +46,9 @@ struct SimulatorFixture {
     }
 }
 
+/// A request body built as a JSON object: the simulator's own device endpoints, and bodies made to be refused.
 func jsonBody(_ object: [String: Any]) throws -> ByteBuffer {
     ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: object))
-}
-
-func object(_ response: TestResponse) throws -> [String: Any] {
-    try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
 }
 
 @Suite("The simulator over real HTTP")
@@ -68,49 +65,48 @@ struct SimulatorHTTPTests {
             let root = try await client.execute(uri: "/sim/root.cer", method: .get)
             #expect(Array(root.body.readableBytesView) == sharedAuthority.jws.rootDER)
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "alice"]))
-            let products = try object(try await client.execute(uri: "/sim/products?ids=lifetime,no.such.thing", method: .get))
-            #expect((products["products"] as? [[String: Any]])?.first?["productId"] as? String == "lifetime")
-            #expect(products["invalidProductIds"] as? [String] == ["no.such.thing"])
+            let products = try decode(SimProducts.self, try await client.execute(uri: "/sim/products?ids=lifetime,no.such.thing", method: .get))
+            #expect(products.products.first?.productId == "lifetime")
+            #expect(products.invalidProductIds == ["no.such.thing"])
 
             let token = UUID()
-            let bought = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "lifetime", "appAccountToken": token.uuidString])))
-            #expect(bought["status"] as? String == "purchased")
-            let signedTransaction = try #require(bought["signedTransaction"] as? String)
+            #expect(bought.status == "purchased")
+            let signedTransaction = try #require(bought.signedTransaction)
             let verified = try await verifier.verifyTransaction(signedTransaction)
             #expect(verified.payload.appAccountToken == token)
-            let receiptText = try #require(bought["receipt"] as? String)
+            let receiptText = try #require(bought.receipt)
             let receipt = try #require(Base64.decode(receiptText.utf8))
             #expect(try await receiptVerifier.verify(receipt).receipt.inAppPurchases.count == 1)
             // StoreKit 2's view: the transaction alone; the receipt, when asked for, lists both purchases.
-            let alone = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            let alone = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "com.revenuecat.consumable", "withReceipt": false])))
-            #expect(alone["status"] as? String == "purchased" && alone["signedTransaction"] is String)
-            #expect(alone["receipt"] == nil)
-            let asked = try object(try await client.execute(uri: "/sim/accounts/alice/receipt", method: .get))
-            let currentText = try #require(asked["receipt"] as? String)
+            #expect(alone.status == "purchased" && alone.signedTransaction != nil)
+            #expect(alone.receipt == nil)
+            let currentText = try decode(SimReceipt.self, try await client.execute(uri: "/sim/accounts/alice/receipt", method: .get)).receipt
             let current = try #require(Base64.decode(currentText.utf8))
             #expect(try await receiptVerifier.verify(current).receipt.inAppPurchases.count == 2)
-            let aloneId = try #require(alone["transactionId"] as? String)
+            let aloneId = try #require(alone.transactionId)
             _ = try await client.execute(uri: "/sim/transactions/\(aloneId)/finish", method: .post, body: jsonBody(["device": "phone"]))
 
-            let queue = try object(try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
-            #expect((queue["signedTransactions"] as? [String])?.count == 1)
-            let id = try #require(bought["transactionId"] as? String)
-            let finished = try object(try await client.execute(uri: "/sim/transactions/\(id)/finish", method: .post, body: jsonBody(["device": "phone"])))
-            #expect(finished["finished"] as? Bool == true)
-            let empty = try object(try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
-            #expect((empty["signedTransactions"] as? [String])?.isEmpty == true)
+            let queue = try decode(SimSignedList.self, try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
+            #expect(queue.signedTransactions.count == 1)
+            let id = try #require(bought.transactionId)
+            let finished = try decode(SimFinished.self, try await client.execute(uri: "/sim/transactions/\(id)/finish", method: .post, body: jsonBody(["device": "phone"])))
+            #expect(finished.finished == true)
+            let empty = try decode(SimSignedList.self, try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
+            #expect(empty.signedTransactions.isEmpty == true)
 
-            let cancelled = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            let cancelled = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "lifetime", "outcome": "userCancelled"])))
-            #expect(cancelled["status"] as? String == "userCancelled")
-            let interrupted = try object(try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            #expect(cancelled.status == "userCancelled")
+            let interrupted = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "com.revenuecat.consumable", "outcome": "interrupted"])))
-            #expect(interrupted["status"] as? String == "interrupted")
-            let request = try #require(interrupted["requestId"] as? String)
-            let completed = try object(try await client.execute(uri: "/sim/requests/\(request)/approve", method: .post))
-            #expect(completed["transactionId"] as? String != nil)
+            #expect(interrupted.status == "interrupted")
+            let request = try #require(interrupted.requestId)
+            let completed = try? decode(SimApproved.self, try await client.execute(uri: "/sim/requests/\(request)/approve", method: .post))
+            #expect(completed?.transactionId != nil)
             let bad = try await client.execute(uri: "/sim/purchases", method: .post, body: ByteBuffer(string: "{not json"))
             #expect(bad.status == .badRequest)
         }
@@ -124,23 +120,30 @@ struct SimulatorHTTPTests {
         }
         let data = Base64.standardEncode(receipt)
         try await fixture.application(sharedSecret: "s3cret").test(.live) { client in
-            func status(_ path: String, _ body: [String: Any]) async throws -> [String: Any] {
-                try object(try await client.execute(uri: path, method: .post, body: jsonBody(body)))
+            func answer(_ path: String, _ body: VerifyReceiptRequest) async throws -> TestResponse {
+                try await client.execute(uri: path, method: .post, body: encoded(body))
             }
-            #expect(try await status("/verifyReceipt", ["receipt-data": data, "password": "s3cret"])["status"] as? Int == 21007)
-            let ok = try await status("/sandbox/verifyReceipt", ["receipt-data": data, "password": "s3cret"])
-            #expect(ok["status"] as? Int == 0)
-            #expect(ok["environment"] as? String == "Sandbox")
-            #expect((ok["receipt"] as? [String: Any])?["bundle_id"] as? String == "com.revenuecat")
-            let latest = try #require(ok["latest_receipt_info"] as? [[String: Any]])
-            #expect(latest.first?["is_trial_period"] as? String == "true")
-            #expect((ok["pending_renewal_info"] as? [[String: Any]])?.first?["auto_renew_status"] as? String == "1")
-            #expect(try await status("/sandbox/verifyReceipt", ["receipt-data": data, "password": "wrong"])["status"] as? Int == 21004)
-            #expect(try await status("/sandbox/verifyReceipt", ["receipt-data": "%%%"])["status"] as? Int == 21002)
+            func status(_ path: String, _ body: VerifyReceiptRequest) async throws -> Int {
+                try decode(VerifyReceiptResponse.self, try await answer(path, body)).status.rawValue
+            }
+            #expect(try await status("/verifyReceipt", .init(receiptData: data, password: "s3cret")) == 21007)
+            let answered = try await answer("/sandbox/verifyReceipt", .init(receiptData: data, password: "s3cret"))
+            let ok = try decode(VerifyReceiptResponse.self, answered)
+            #expect(ok.status == .valid)
+            #expect(ok.environment == .sandbox)
+            #expect(ok.receipt?.bundleId == "com.revenuecat")
+            let latest = try #require(ok.latestReceiptInfo)
+            #expect(latest.first?.isTrialPeriod == true)
+            #expect(ok.pendingRenewalInfo?.first?.autoRenewStatus == true)
+            // Apple's spellings of the two flags: "true" in latest_receipt_info, "1" in pending_renewal_info.
+            let wire = String(decoding: answered.body.readableBytesView, as: UTF8.self)
+            #expect(wire.contains(#""is_trial_period":"true""#) && wire.contains(#""auto_renew_status":"1""#), "\(wire)")
+            #expect(try await status("/sandbox/verifyReceipt", .init(receiptData: data, password: "wrong")) == 21004)
+            #expect(try await status("/sandbox/verifyReceipt", .init(receiptData: "%%%")) == 21002)
             let apple = try Base64.standardEncode(CatalogTests.shared("vectors/kvitto/sandboxReceipt.der"))
-            #expect(try await status("/sandbox/verifyReceipt", ["receipt-data": apple])["status"] as? Int == 21003)
-            let get = try object(try await client.execute(uri: "/verifyReceipt", method: .get))
-            #expect(get["status"] as? Int == 21000)
+            #expect(try await status("/sandbox/verifyReceipt", .init(receiptData: apple)) == 21003)
+            let get = try decode(VerifyReceiptResponse.self, try await client.execute(uri: "/verifyReceipt", method: .get))
+            #expect(get.status.rawValue == 21000)
         }
     }
 
@@ -157,7 +160,7 @@ struct SimulatorHTTPTests {
             }
             let good = try await get("/inApps/v1/transactions/\(id)", try fixture.token())
             #expect(good.status == .ok)
-            let signed = try #require(try object(good)["signedTransactionInfo"] as? String)
+            let signed = try #require(try decode(TransactionInfoResponse.self, good).signedTransactionInfo)
             #expect(try await verifier.verifyTransaction(signed).payload.transactionId == id)
             for (label, token) in [("none", nil), ("audience", try fixture.token(audience: "someone-else")),
                                    ("bundle", try fixture.token(bundleId: "com.other")), ("lifetime", try fixture.token(lifetime: 3700)),
@@ -170,9 +173,9 @@ struct SimulatorHTTPTests {
             let missing = try await get("/inApps/v1/transactions/9999999999", try fixture.token())
             #expect(missing.status == .notFound)
             #expect(missing.headers[.contentType] == "application/json")
-            #expect(try object(missing)["errorCode"] as? Int == 4_040_010)
+            #expect(apiError(missing) == 4_040_010)
             let invalid = try await get("/inApps/v1/transactions/abc", try fixture.token())
-            #expect(try object(invalid)["errorCode"] as? Int == 4_000_006)
+            #expect(apiError(invalid) == 4_000_006)
         }
     }
 
@@ -193,21 +196,21 @@ struct SimulatorHTTPTests {
             var seen: Set<String> = []
             repeat {
                 let path = "/inApps/v2/history/\(firstId)" + (revision.map { "?revision=\($0)" } ?? "")
-                let page = try object(try await client.execute(uri: path, method: .get, headers: [.authorization: "Bearer \(try fixture.token())"]))
-                let signed = page["signedTransactions"] as? [String] ?? []
+                let page = try decode(HistoryResponse.self, try await client.execute(uri: path, method: .get, headers: [.authorization: "Bearer \(try fixture.token())"]))
+                let signed = page.signedTransactions ?? []
                 pages.append(signed.count)
                 for jws in signed { seen.insert(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
-                revision = (page["hasMore"] as? Bool == true) ? page["revision"] as? String : nil
+                revision = page.hasMore == true ? page.revision : nil
             } while revision != nil
             #expect(pages == [20, 20, 5])
             #expect(seen.count == 45)
-            let consumables = try object(try await client.execute(uri: "/inApps/v2/history/\(firstId)?productType=CONSUMABLE", method: .get,
-                                                                  headers: [.authorization: "Bearer \(try fixture.token())"]))
-            #expect((consumables["signedTransactions"] as? [String])?.count == 20)
-            #expect(consumables["hasMore"] as? Bool == true)
+            let consumables = try decode(HistoryResponse.self, try await client.execute(uri: "/inApps/v2/history/\(firstId)?productType=CONSUMABLE", method: .get,
+                                                                                        headers: [.authorization: "Bearer \(try fixture.token())"]))
+            #expect(consumables.signedTransactions?.count == 20)
+            #expect(consumables.hasMore == true)
             let badRevision = try await client.execute(uri: "/inApps/v2/history/\(firstId)?revision=zzz", method: .get,
                                                        headers: [.authorization: "Bearer \(try fixture.token())"])
-            #expect(try object(badRevision)["errorCode"] as? Int == 4_000_005)
+            #expect(apiError(badRevision) == 4_000_005)
         }
     }
 
@@ -227,10 +230,10 @@ struct SimulatorHTTPTests {
         let auth: HTTPFields = [.authorization: "Bearer \(try fixture.token())"]
         try await fixture.application().test(.live) { client in
             func page(_ query: String) async throws -> (ids: [String], revision: String, hasMore: Bool) {
-                let body = try object(try await client.execute(uri: "/inApps/v2/history/\(ids[1])\(query)", method: .get, headers: auth))
+                let body = try decode(HistoryResponse.self, try await client.execute(uri: "/inApps/v2/history/\(ids[1])\(query)", method: .get, headers: auth))
                 var listed: [String] = []
-                for jws in body["signedTransactions"] as? [String] ?? [] { listed.append(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
-                return (listed, try #require(body["revision"] as? String), try #require(body["hasMore"] as? Bool))
+                for jws in body.signedTransactions ?? [] { listed.append(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
+                return (listed, try #require(body.revision), try #require(body.hasMore as Bool?))
             }
             let all = try await page("")
             #expect(all.ids == [ids[1], ids[2], ids[0]], "the refunded purchase changed last")
@@ -248,15 +251,15 @@ struct SimulatorHTTPTests {
             // The purchase refunded first changes again: it moves in the history, not in the refund history.
             #expect(try await fixture.engine.setAppAccountToken(originalTransactionId: ids[0], UUID()) == .set)
             #expect(try await page("").ids.last == ids[0])
-            let refunds = try object(try await client.execute(uri: "/inApps/v2/refund/lookup/\(ids[1])", method: .get, headers: auth))
+            let refunds = try decode(RefundHistoryResponse.self, try await client.execute(uri: "/inApps/v2/refund/lookup/\(ids[1])", method: .get, headers: auth))
             var refunded: [String] = []
-            for jws in refunds["signedTransactions"] as? [String] ?? [] { refunded.append(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
+            for jws in refunds.signedTransactions ?? [] { refunded.append(try await verifier.verifyTransaction(jws).payload.transactionId ?? "") }
             #expect(refunded == [ids[0], ids[1]], "Refund History is by revocationDate")
             let descending = try await page("?sort=DESCENDING")
             let mixed = try await client.execute(uri: "/inApps/v2/history/\(ids[1])?revision=\(descending.revision)", method: .get, headers: auth)
-            #expect(try object(mixed)["errorCode"] as? Int == 4_000_005, "a revision read descending is refused ascending")
+            #expect(apiError(mixed) == 4_000_005, "a revision read descending is refused ascending")
             let old = try await client.execute(uri: "/inApps/v2/history/\(ids[1])?revision=\(Base64.urlEncode(Array("o:3".utf8)))", method: .get, headers: auth)
-            #expect(try object(old)["errorCode"] as? Int == 4_000_005, "a position is not a revision")
+            #expect(apiError(old) == 4_000_005, "a position is not a revision")
         }
     }
 
@@ -297,26 +300,27 @@ struct SimulatorHTTPTests {
         let appTransactionId = try #require(try await fixture.engine.appTransaction(containing: firstId)?.appTransactionId)
         try await fixture.application().test(.live) { client in
             let auth: HTTPFields = [.authorization: "Bearer \(try fixture.token())", .contentType: "application/json"]
-            func code(_ path: String, _ method: HTTPRequest.Method = .get, _ body: [String: Any]? = nil) async throws -> Int? {
-                try object(try await client.execute(uri: path, method: method, headers: auth, body: try body.map(jsonBody)))["errorCode"] as? Int
+            func code(_ path: String, _ method: HTTPRequest.Method = .get, _ body: (any Encodable)? = nil) async throws -> Int? {
+                apiError(try await client.execute(uri: path, method: method, headers: auth, body: try body.map { try encoded($0) }))
             }
             #expect(try await code("/inApps/v2/history/\(firstId)?productType=BOGUS") == 4_000_022)
             #expect(try await code("/inApps/v2/history/\(firstId)?startDate=2000&endDate=1000") == 4_000_013)
             #expect(try await code("/inApps/v2/history/\(firstId)?startDate=1000&endDate=1000") == 4_000_013)
             #expect(try await code("/inApps/v2/history/\(firstId)?startDate=nan") == 4_000_015)
             #expect(try await code("/inApps/v1/subscriptions/\(firstId)?status=ACTIVE") == 4_000_031)
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
-            #expect(try await code("/inApps/v1/notifications/history", .post,
-                                   ["startDate": now - 86_400_000, "endDate": now, "transactionId": firstId, "notificationType": "REFUND"]) == 4_000_019)
+            var both = NotificationHistoryRequest()
+            (both.startDate, both.endDate, both.transactionId, both.notificationType) = (Date() - 86_400, Date(), firstId, .refund)
+            #expect(try await code("/inApps/v1/notifications/history", .post, both) == 4_000_019)
             #expect(try await code("/inApps/v1/notifications/test", .post) == 4_040_007, "the simulator here has no notification URL")
             // An app transaction id: the customer's history, as with any of their transaction ids; not a transaction.
-            let history = try object(try await client.execute(uri: "/inApps/v2/history/\(appTransactionId)", method: .get, headers: auth))
-            #expect((history["signedTransactions"] as? [String])?.count == 1, "\(history)")
+            let history = try decode(HistoryResponse.self, try await client.execute(uri: "/inApps/v2/history/\(appTransactionId)", method: .get, headers: auth))
+            #expect(history.signedTransactions?.count == 1, "\(history)")
             let statuses = try await client.execute(uri: "/inApps/v1/subscriptions/\(appTransactionId)", method: .get, headers: auth)
             #expect(statuses.status == .ok)
             #expect(try await code("/inApps/v1/transactions/\(appTransactionId)") == 4_000_048)
-            #expect(try await code("/inApps/v1/subscriptions/extend/not-an-id", .put,
-                                   ["extendByDays": 1, "extendReasonCode": 1, "requestIdentifier": "r"]) == 4_000_008)
+            var extend = ExtendRenewalDateRequest()
+            (extend.extendByDays, extend.extendReasonCode, extend.requestIdentifier) = (1, 1, "r")
+            #expect(try await code("/inApps/v1/subscriptions/extend/not-an-id", .put, extend) == 4_000_008)
         }
     }
 
@@ -352,51 +356,51 @@ struct SimulatorHTTPTests {
             let run = try await Subprocess.run(python, [script, "http://127.0.0.1:\(port)", keyPath, fixture.keyId, fixture.issuerId, "com.revenuecat", subscription, subscription,
                                                         renewal, familyCopy, consumable, annual])
             let output = Data(run.stdout.utf8)
-            let results = try #require(try JSONSerialization.jsonObject(with: output) as? [String: Any], "\(String(decoding: output, as: UTF8.self))")
-            let signed = try #require((results["transaction"] as? [String: Any])?["signed"] as? String, "\(results)")
+            let results = try #require(try? JSONDecoder().decode(AppleAPIResults.self, from: output), "\(String(decoding: output, as: UTF8.self))")
+            let signed = try #require(results.transaction?.value?.signed, "\(String(describing: results.transaction))")
             let transaction = try await verifier.verifyTransaction(signed).payload
             #expect(transaction.transactionId == subscription)
-            #expect((results["missingTransaction"] as? [String: Any])?["apiError"] as? Int == 4_040_010)
-            #expect((results["history"] as? [String: Any])?["pages"] as? [Int] == [2])
-            #expect(results["historyConsumables"] as? Int == 1)
-            #expect((results["statuses"] as? [[String: Any]])?.first?["statuses"] as? [Int] == [1])
-            #expect(results["refunds"] as? Int == 0)
-            #expect(results["extend"] as? Bool == true)
-            #expect((results["badExtend"] as? [String: Any])?["apiError"] as? Int == 4_000_009)
-            #expect(results["setToken"] as? String == "ok")
-            #expect(results["lookup"] as? Int == 0)
+            #expect(results.missingTransaction?.apiError == 4_040_010)
+            #expect(results.history?.value?.pages == [2])
+            #expect(results.historyConsumables?.value == 1)
+            #expect(results.statuses?.value?.first?.statuses == [1])
+            #expect(results.refunds?.value == 0)
+            #expect(results.extend?.value == true)
+            #expect(results.badExtend?.apiError == 4_000_009)
+            #expect(results.setToken?.value == "ok")
+            #expect(results.lookup?.value == 0)
 
             // API 1.12–1.21 and Apple's codes around them.
-            #expect(results["historyV1"] as? Int == 2, "v1 lists the unfinished consumable: \(results["historyV1"] ?? "-")")
-            #expect(results["historyRevoked"] as? Int == 0, "revoked=True, as Python spells it: \(results["historyRevoked"] ?? "-")")
-            #expect(results["historyNotRevoked"] as? Int == 2, "\(results["historyNotRevoked"] ?? "-")")
-            #expect((results["setTokenOnRenewal"] as? [String: Any])?["apiError"] as? Int == 4_000_187, "\(results["setTokenOnRenewal"] ?? "-")")
-            #expect((results["setTokenOnFamilyCopy"] as? [String: Any])?["apiError"] as? Int == 4_000_185, "\(results["setTokenOnFamilyCopy"] ?? "-")")
-            #expect((results["extendFamilyCopy"] as? [String: Any])?["apiError"] as? Int == 4_030_007, "\(results["extendFamilyCopy"] ?? "-")")
-            let appTransaction = try #require(results["appTransaction"] as? [String: Any], "\(results["appTransaction"] ?? "-")")
-            let first = try await verifier.verifyAppTransaction(try #require(appTransaction["signed"] as? String)).payload
-            let again = try await verifier.verifyAppTransaction(try #require(appTransaction["byAppTransactionId"] as? String)).payload
+            #expect(results.historyV1?.value == 2, "v1 lists the unfinished consumable: \(String(describing: results.historyV1))")
+            #expect(results.historyRevoked?.value == 0, "revoked=True, as Python spells it: \(String(describing: results.historyRevoked))")
+            #expect(results.historyNotRevoked?.value == 2, "\(String(describing: results.historyNotRevoked))")
+            #expect(results.setTokenOnRenewal?.apiError == 4_000_187, "\(String(describing: results.setTokenOnRenewal))")
+            #expect(results.setTokenOnFamilyCopy?.apiError == 4_000_185, "\(String(describing: results.setTokenOnFamilyCopy))")
+            #expect(results.extendFamilyCopy?.apiError == 4_030_007, "\(String(describing: results.extendFamilyCopy))")
+            let appTransaction = try #require(results.appTransaction?.value, "\(String(describing: results.appTransaction))")
+            let first = try await verifier.verifyAppTransaction(appTransaction.signed).payload
+            let again = try await verifier.verifyAppTransaction(appTransaction.byAppTransactionId).payload
             #expect(first.appTransactionId != nil && first.appTransactionId == again.appTransactionId)
             #expect(transaction.appTransactionId == first.appTransactionId, "every transaction carries its customer's appTransactionId")
             #expect(first.bundleId == "com.revenuecat")
-            #expect((results["missingAppTransaction"] as? [String: Any])?["apiError"] as? Int == 4_040_019)
-            #expect(results["consumption"] as? String == "ok", "Send Consumption Information (API 1.19): \(results["consumption"] ?? "-")")
-            #expect((results["consumptionWithoutConsent"] as? [String: Any])?["apiError"] as? Int == 4_000_035)
-            #expect((results["consumptionPercentageOfSubscription"] as? [String: Any])?["apiError"] as? Int == 4_000_209)
-            #expect((results["consumptionOfFamilyCopy"] as? [String: Any])?["apiError"] as? Int == 4_000_185)
-            #expect((results["consumptionOfAppTransaction"] as? [String: Any])?["apiError"] as? Int == 4_000_048, "\(results["consumptionOfAppTransaction"] ?? "-")")
-            #expect(results["finish"] as? String == "ok", "\(results["finish"] ?? "-")")
-            #expect((results["missingFinish"] as? [String: Any])?["apiError"] as? Int == 4_040_010)
-            #expect(results["historyV1AfterFinish"] as? Int == 1, "a finished consumable leaves v1's history")
+            #expect(results.missingAppTransaction?.apiError == 4_040_019)
+            #expect(results.consumption?.value == "ok", "Send Consumption Information (API 1.19): \(String(describing: results.consumption))")
+            #expect(results.consumptionWithoutConsent?.apiError == 4_000_035)
+            #expect(results.consumptionPercentageOfSubscription?.apiError == 4_000_209)
+            #expect(results.consumptionOfFamilyCopy?.apiError == 4_000_185)
+            #expect(results.consumptionOfAppTransaction?.apiError == 4_000_048, "\(String(describing: results.consumptionOfAppTransaction))")
+            #expect(results.finish?.value == "ok", "\(String(describing: results.finish))")
+            #expect(results.missingFinish?.apiError == 4_040_010)
+            #expect(results.historyV1AfterFinish?.value == 1, "a finished consumable leaves v1's history")
             #expect(await fixture.engine.recordedTransactions().first { $0.payload.transactionId == consumable }?.unfinishedOn.isEmpty == true)
-            let mass = try #require(results["massExtend"] as? [String: Any], "\(results["massExtend"] ?? "-")")
-            #expect(mass["requestIdentifier"] as? Bool == true)
-            #expect(mass["complete"] as? Bool == true)
-            #expect(mass["completeDate"] as? Bool == true)
+            let mass = try #require(results.massExtend?.value, "\(String(describing: results.massExtend))")
+            #expect(mass.requestIdentifier == true)
+            #expect(mass.complete == true)
+            #expect(mass.completeDate == true)
             // Erin's own annual plan is extended; Fay's copy is not the purchaser's and is left alone.
-            #expect(mass["succeeded"] as? Int == 1, "\(mass)")
-            #expect((results["missingMassExtendStatus"] as? [String: Any])?["apiError"] as? Int == 4_040_009)
-            #expect((results["badMassExtend"] as? [String: Any])?["apiError"] as? Int == 4_000_023)
+            #expect(mass.succeeded == 1, "\(mass)")
+            #expect(results.missingMassExtendStatus?.apiError == 4_040_009)
+            #expect(results.badMassExtend?.apiError == 4_000_023)
         }
     }
 }
@@ -417,7 +421,7 @@ struct FaultTests {
                 for _ in 0..<40 {
                     let response = try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body)
                     if response.status != .ok { outcomes.append(String(response.status.code)); continue }
-                    outcomes.append(String(try object(response)["status"] as? Int ?? -1))
+                    outcomes.append(String((try? decode(VerifyReceiptResponse.self, response))?.status.rawValue ?? -1))
                 }
                 return outcomes
             }
@@ -435,9 +439,9 @@ struct FaultTests {
             let started = ContinuousClock.now
             let slow = try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body)
             #expect(ContinuousClock.now - started >= .milliseconds(300))
-            #expect(try object(slow)["status"] as? Int == 0)
+            #expect(try decode(VerifyReceiptResponse.self, slow).status == .valid)
             _ = try await client.execute(uri: "/sim/faults", method: .delete)
-            #expect(try object(try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body))["status"] as? Int == 0)
+            #expect(try decode(VerifyReceiptResponse.self, try await client.execute(uri: "/sandbox/verifyReceipt", method: .post, body: body)).status == .valid)
         }
     }
 }
@@ -464,7 +468,7 @@ struct DroppedConnectionTests {
             // Control: the same request without the fault gets Apple's answer for a malformed receipt.
             _ = try await client.execute(uri: "/sim/faults", method: .delete)
             let (data, _) = try await URLSession.shared.data(for: request)
-            #expect((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["status"] as? Int == 21002)
+            #expect(try AppStoreJSON.decoder().decode(VerifyReceiptResponse.self, from: data).status.rawValue == 21002)
         }
     }
 

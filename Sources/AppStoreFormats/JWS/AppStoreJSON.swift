@@ -60,11 +60,17 @@ public enum AppStoreJSON {
 // module call, so every payload the simulator signs spells a UUID as Apple does. Decoding takes either case.
 extension KeyedEncodingContainer {
     mutating func encode(_ value: UUID, forKey key: Key) throws {
-        try encode(value.uuidString.lowercased(), forKey: key)
+        try encode(value.lowercasedString, forKey: key)
     }
 
     mutating func encodeIfPresent(_ value: UUID?, forKey key: Key) throws {
         guard let value else { return }
         try encode(value, forKey: key)
     }
+}
+
+extension UUID {
+    /// As Apple writes a UUID (an `appAccountToken`, a notification's UUID): lower case. Foundation's `uuidString` is
+    /// upper case.
+    public var lowercasedString: String { uuidString.lowercased() }
 }

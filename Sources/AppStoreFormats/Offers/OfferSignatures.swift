@@ -66,7 +66,7 @@ public struct LegacyPromotionalOfferSignature: Codable, Hashable, Sendable {
     /// case, or empty), nonce (lower case) and timestamp, separated by U+2063 INVISIBLE SEPARATOR.
     public static func signedText(bundleId: String, keyIdentifier: String, productId: String, offerIdentifier: String,
                                   applicationUsername: String, nonce: UUID, timestamp: Int64) -> String {
-        [bundleId, keyIdentifier, productId, offerIdentifier, applicationUsername.lowercased(), nonce.uuidString.lowercased(), String(timestamp)]
+        [bundleId, keyIdentifier, productId, offerIdentifier, applicationUsername.lowercased(), nonce.lowercasedString, String(timestamp)]
             .joined(separator: "\u{2063}")
     }
 }

@@ -335,7 +335,7 @@ extension LegacyInAppPurchase {
         inAppOwnershipType = payload.inAppOwnershipType?.rawValue
         isUpgraded = payload.isUpgraded
         subscriptionGroupIdentifier = payload.subscriptionGroupIdentifier
-        appAccountToken = payload.appAccountToken?.uuidString.lowercased()
+        appAccountToken = payload.appAccountToken?.lowercasedString
     }
 }
 

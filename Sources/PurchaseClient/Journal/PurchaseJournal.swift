@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 
 /// One paid transaction the app has not yet seen granted, or one order the app set out to pay.
@@ -35,7 +36,7 @@ public struct JournalEntry: Codable, Sendable, Hashable {
     public var key: String {
         switch kind {
         case .paid: "paid-" + (transactionId ?? "unknown")
-        case .intent: "intent-" + (orderId ?? appAccountToken?.uuidString.lowercased() ?? "unknown")
+        case .intent: "intent-" + (orderId ?? appAccountToken?.lowercasedString ?? "unknown")
         case .promoted: "promoted-" + productId
         }
     }

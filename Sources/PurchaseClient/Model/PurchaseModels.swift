@@ -1,52 +1,7 @@
 import AppStoreFormats
 import Foundation
-
-/// What the account owns, as the purchase server answers it.
-public struct Entitlements: Codable, Sendable, Hashable {
-    public struct Item: Codable, Sendable, Hashable {
-        public var name: String
-        public var productId: String
-        public var transactionId: String
-        /// The subscription series it comes from (nil from servers before it was sent): while the server is
-        /// unreachable, only the store's renewals of this series extend the item.
-        public var originalTransactionId: String?
-        /// The `appAccountToken` of the purchase that grants it: renewals keep it; another account's purchase of the
-        /// same subscription on the same Apple ID (a resubscription through its own order) does not.
-        public var appAccountToken: UUID?
-        /// Nil for life.
-        public var expiresAt: Date?
-        /// `active` or `gracePeriod`.
-        public var state: String
-
-        public init(name: String, productId: String, transactionId: String, originalTransactionId: String? = nil, appAccountToken: UUID? = nil,
-                    expiresAt: Date?, state: String) {
-            self.name = name
-            self.productId = productId
-            self.transactionId = transactionId
-            self.originalTransactionId = originalTransactionId
-            self.appAccountToken = appAccountToken
-            self.expiresAt = expiresAt
-            self.state = state
-        }
-    }
-
-    public var accountId: String
-    public var entitlements: [Item]
-    public var balances: [String: Int64]
-    /// Set when the answer comes from the device's offline copy (the server was unreachable): when the server last
-    /// answered it. Nil for a live answer.
-    public var cachedAt: Date?
-
-    public init(accountId: String, entitlements: [Item] = [], balances: [String: Int64] = [:], cachedAt: Date? = nil) {
-        self.accountId = accountId
-        self.entitlements = entitlements
-        self.balances = balances
-        self.cachedAt = cachedAt
-    }
-
-    /// Whether the entitlement called `name` is active.
-    public func has(_ name: String) -> Bool { entitlements.contains { $0.name == name } }
-}
+// The contract's types (Entitlements, RefusalClass, ErrorCode…) are the SDK's own: an app imports PurchaseClient alone.
+@_exported import PurchaseAPI
 
 /// How a purchase ended, as the app shows it.
 public enum PurchaseOutcome: Sendable, Hashable {

@@ -34,12 +34,8 @@ public struct PurchaseServerClient: Sendable {
         self.transport = transport
     }
 
-    /// An order for `productId`.
-    public struct Order: Decodable, Sendable, Hashable {
-        public var orderId: String
-        public var productId: String
-        public var appAccountToken: UUID
-    }
+    /// An order for `productId`: pay with its `appAccountToken`.
+    public typealias Order = OrderReply
 
     /// What submitting a transaction came to.
     public enum Submission: Sendable, Hashable {
@@ -51,7 +47,7 @@ public struct PurchaseServerClient: Sendable {
         /// The server keeps the proof while it waits for Apple: keep the transaction unfinished, ask again later.
         case held
         /// Refused; only a ``RefusalClass/final`` refusal lets the device give the transaction up.
-        case rejected(code: String, message: String, refusal: RefusalClass)
+        case rejected(code: ErrorCode, message: String, refusal: RefusalClass)
     }
 
     /// The call did not get an answer to act on (network, 5xx): retry later.
@@ -63,8 +59,7 @@ public struct PurchaseServerClient: Sendable {
     /// `expectedAccountId`, the account the order is for, makes the server refuse it (`account_mismatch`, no order made)
     /// when the token fetched for the call is another account's.
     public func createOrder(productId: String, expectedAccountId: String? = nil) async throws -> Order {
-        struct Body: Encodable { var productId: String; var expectedAccountId: String? }
-        let (status, data) = try await send("POST", "v1/orders", body: Body(productId: productId, expectedAccountId: expectedAccountId))
+        let (status, data) = try await send("POST", "v1/orders", body: OrderRequest(productId: productId, expectedAccountId: expectedAccountId))
         guard status == 201 || status == 200 else { throw PurchaseFailure(.orderFailed, Self.message(data) ?? "HTTP \(status)") }
         return try Self.decoder.decode(Order.self, from: data)
     }
@@ -74,23 +69,18 @@ public struct PurchaseServerClient: Sendable {
     /// token fetched for the call is another account's.
     public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil,
                        expectedAccountId: String? = nil) async throws -> Submission {
-        struct Body: Encodable {
-            var signedTransaction: String; var orderId: String?; var expectedAccountId: String?; var deviceIntegrity: DeviceIntegrity?
-        }
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
-        let (status, data) = try await send("POST", "v1/purchases", body: Body(signedTransaction: signedTransaction, orderId: orderId,
-                                                                                 expectedAccountId: expectedAccountId,
-                                                                                 deviceIntegrity: deviceIntegrity?.applicable == true ? deviceIntegrity : nil),
-                                            nonce: nonce)
+        let report = deviceIntegrity.flatMap { $0.applicable ? DeviceIntegrityReport(signals: $0.signals, applicable: $0.applicable) : nil }
+        let body = PurchaseRequest(signedTransaction: signedTransaction, orderId: orderId, expectedAccountId: expectedAccountId, deviceIntegrity: report)
+        let (status, data) = try await send("POST", "v1/purchases", body: body, nonce: nonce)
         return try submission(status, data, nonce: nonce)
     }
 
     /// Uploads the app receipt (StoreKit 1 apps, or purchases made before the app used StoreKit 2).
     public func submit(receipt: String, expectedAccountId: String? = nil) async throws -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
-        var body = ["receipt": receipt]
-        if let expectedAccountId { body["expectedAccountId"] = expectedAccountId }
-        let (status, data) = try await send("POST", "v1/purchases", body: body, nonce: nonce)
+        let (status, data) = try await send("POST", "v1/purchases", body: PurchaseRequest(receipt: receipt, expectedAccountId: expectedAccountId),
+                                            nonce: nonce)
         return try submission(status, data, nonce: nonce)
     }
 
@@ -98,19 +88,17 @@ public struct PurchaseServerClient: Sendable {
     /// account owns.
     public func submit(appTransaction: String) async throws -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
-        let (status, data) = try await send("POST", "v1/purchases", body: ["appTransaction": appTransaction], nonce: nonce)
+        let (status, data) = try await send("POST", "v1/purchases", body: PurchaseRequest(appTransaction: appTransaction), nonce: nonce)
         return try submission(status, data, nonce: nonce)
     }
 
     func submission(_ status: Int, _ data: Data, nonce: String?) throws -> Submission {
         switch status {
         case 200:
-            struct Item: Decodable { var outcome: String? }
-            struct Reply: Decodable { var outcome: String?; var transactions: [Item]?; var entitlements: Entitlements }
-            let reply: Reply
-            do { reply = try Self.decoder.decode(Reply.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
-            let entitlements = try trusted(reply.entitlements, data, nonce: nonce)
-            return (reply.outcome ?? reply.transactions?.first?.outcome) == "deliveredToOwner" ? .deliveredToOwner(entitlements) : .granted(entitlements)
+            let reply: PurchaseReply
+            do { reply = try Self.decoder.decode(PurchaseReply.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
+            let entitlements = try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)
+            return (reply.outcome ?? reply.transactions.first?.outcome) == .deliveredToOwner ? .deliveredToOwner(entitlements) : .granted(entitlements)
         case 202:
             return .held
         case 400..<500 where status != 401 && status != 408 && status != 429:
@@ -123,18 +111,15 @@ public struct PurchaseServerClient: Sendable {
 
     /// An error body's code, message and class (`{"error": {"code", "message", "class"}}`); an old server's body
     /// without a class is classified by its code.
-    static func refusal(_ status: Int, _ data: Data) -> (code: String, message: String, refusal: RefusalClass) {
-        struct Failure: Decodable { struct Detail: Decodable { var code: String; var message: String?; var `class`: String? }; var error: Detail }
-        guard let detail = (try? Self.decoder.decode(Failure.self, from: data))?.error else { return ("HTTP \(status)", "", .operator) }
-        let refusal = detail.class.flatMap(RefusalClass.init(rawValue:)) ?? RefusalClass.classify(code: detail.code)
-        return (detail.code, detail.message ?? "", refusal)
+    static func refusal(_ status: Int, _ data: Data) -> (code: ErrorCode, message: String, refusal: RefusalClass) {
+        guard let detail = (try? Self.decoder.decode(ErrorBody.self, from: data))?.error else { return (ErrorCode(rawValue: "HTTP \(status)"), "", .operator) }
+        return (detail.code, detail.message, detail.class ?? .of(code: detail.code, status: status))
     }
 
     /// The entitlements to believe: with a configured key, only those the reply's signature covers for this nonce.
-    func trusted(_ unsigned: Entitlements, _ data: Data, nonce: String?) throws -> Entitlements {
+    func trusted(_ unsigned: Entitlements, _ signature: String?, nonce: String?) throws -> Entitlements {
         guard let verifier, let nonce else { return unsigned }
-        struct Signed: Decodable { var signedEntitlements: String? }
-        guard let jws = (try? Self.decoder.decode(Signed.self, from: data))?.signedEntitlements else {
+        guard let jws = signature else {
             throw PurchaseFailure(.untrustedAnswer, "the answer is not signed, and this client only believes signed entitlements")
         }
         return try verifier.verify(jws, nonce: nonce)
@@ -145,20 +130,18 @@ public struct PurchaseServerClient: Sendable {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("GET", "v1/entitlements", body: nil, nonce: nonce)
         guard status == 200 else { throw Unreachable(description: "HTTP \(status)") }
-        let unsigned: Entitlements
-        do { unsigned = try Self.decoder.decode(Entitlements.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
-        return try trusted(unsigned, data, nonce: nonce)
+        let reply: EntitlementsReply
+        do { reply = try Self.decoder.decode(EntitlementsReply.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
+        return try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)
     }
 
     /// Spends `amount` of a consumable currency once per `idempotencyKey` (retrying with the same key is safe).
     /// Returns the balance after it.
     public func spend(currency: String, amount: Int64, idempotencyKey: String) async throws -> Int64 {
-        struct Body: Encodable { var amount: Int64; var idempotencyKey: String }
         let path = "v1/consumables/\(currency.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? currency)/spend"
-        let (status, data) = try await send("POST", path, body: Body(amount: amount, idempotencyKey: idempotencyKey))
+        let (status, data) = try await send("POST", path, body: SpendRequest(amount: amount, idempotencyKey: idempotencyKey))
         guard status == 200 else { throw PurchaseFailure(.rejectedByServer, Self.message(data) ?? "HTTP \(status)") }
-        struct Reply: Decodable { var balance: Int64 }
-        return try Self.decoder.decode(Reply.self, from: data).balance
+        return try Self.decoder.decode(SpendReply.self, from: data).balance
     }
 
     /// Asks the server to sign what a purchase redeems (`POST /v1/offers/sign`): a promotional offer the customer may have,
@@ -167,23 +150,21 @@ public struct PurchaseServerClient: Sendable {
     /// Where the server would allow the introductory offer it signs nothing, and StoreKit judges as it always does.
     public func signOffers(productId: String, promotionalOffer: String?, introductoryOfferEligibility: Bool,
                            appTransaction: String? = nil) async throws -> SignedOffers {
-        struct Body: Encodable { var kind: String; var productId: String; var offerIdentifier: String?; var appTransaction: String? }
-        struct Reply: Decodable { var signature: String? }
         var offers = SignedOffers()
         if let promotionalOffer {
-            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "promotionalOffer", productId: productId,
-                                                                                      offerIdentifier: promotionalOffer, appTransaction: appTransaction))
-            guard status == 200, let jws = try Self.decoder.decode(Reply.self, from: data).signature else {
+            let (status, data) = try await send("POST", "v1/offers/sign", body: OfferSignRequest(kind: .promotionalOffer, productId: productId,
+                                                                                                  offerIdentifier: promotionalOffer, appTransaction: appTransaction))
+            guard status == 200, let jws = try Self.decoder.decode(OfferSignReply.self, from: data).signature else {
                 throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)")
             }
             offers.promotionalOfferId = promotionalOffer
             offers.promotionalOfferJWS = jws
         }
         if introductoryOfferEligibility {
-            let (status, data) = try await send("POST", "v1/offers/sign", body: Body(kind: "introductoryOfferEligibility", productId: productId,
-                                                                                      appTransaction: appTransaction))
+            let (status, data) = try await send("POST", "v1/offers/sign", body: OfferSignRequest(kind: .introductoryOfferEligibility, productId: productId,
+                                                                                                  appTransaction: appTransaction))
             guard status == 200 else { throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)") }
-            offers.introductoryOfferEligibilityJWS = try Self.decoder.decode(Reply.self, from: data).signature
+            offers.introductoryOfferEligibilityJWS = try Self.decoder.decode(OfferSignReply.self, from: data).signature
         }
         return offers
     }
@@ -192,19 +173,18 @@ public struct PurchaseServerClient: Sendable {
     /// refund (ask them in plain words; they may withdraw it at any time). Returns what the server now holds.
     @discardableResult
     public func setConsumptionConsent(_ consented: Bool) async throws -> Bool {
-        let (status, data) = try await send("PUT", "v1/consumption-consent", body: ["consented": consented])
+        let (status, data) = try await send("PUT", "v1/consumption-consent", body: ConsentRequest(consented: consented))
         guard status == 200 else { throw PurchaseFailure(.rejectedByServer, Self.message(data) ?? "HTTP \(status)") }
-        struct Reply: Decodable { var consented: Bool }
-        return try Self.decoder.decode(Reply.self, from: data).consented
+        return try Self.decoder.decode(ConsentReply.self, from: data).consented
     }
 
     /// Server restore: binds what the store restored and answers everything the account owns.
     public func restore(signedTransactions: [String]) async throws -> Entitlements {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
-        let (status, data) = try await send("POST", "v1/restore", body: ["signedTransactions": signedTransactions], nonce: nonce)
+        let (status, data) = try await send("POST", "v1/restore", body: RestoreRequest(signedTransactions: signedTransactions), nonce: nonce)
         guard status == 200 else { throw Unreachable(description: "HTTP \(status)") }
-        struct Reply: Decodable { var entitlements: Entitlements }
-        return try trusted(try Self.decoder.decode(Reply.self, from: data).entitlements, data, nonce: nonce)
+        let reply = try Self.decoder.decode(RestoreReply.self, from: data)
+        return try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)
     }
 
     /// The public key the server signs entitlement answers with (PEM), for an app that pins it at build time.
@@ -224,7 +204,7 @@ public struct PurchaseServerClient: Sendable {
         if let nonce { request.setValue(nonce, forHTTPHeaderField: "X-Entitlements-Nonce") }
         if let body {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = try JSONEncoder().encode(body)
+            request.httpBody = try APIJSON.encoder(sortedKeys: false).encode(body)
         }
         do {
             let (data, response) = try await transport(request)
@@ -234,11 +214,7 @@ public struct PurchaseServerClient: Sendable {
         }
     }
 
-    static let decoder: JSONDecoder = {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .millisecondsSince1970
-        return decoder
-    }()
+    static let decoder = APIJSON.decoder()
 
     static func message(_ data: Data) -> String? {
         String(data: data, encoding: .utf8).map { String($0.prefix(300)) }

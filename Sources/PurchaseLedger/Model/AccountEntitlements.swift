@@ -49,7 +49,7 @@ public struct Entitlement: Codable, Sendable, Hashable {
         self.productId = productId
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
-        self.appAccountToken = appAccountToken?.uuidString.lowercased()
+        self.appAccountToken = appAccountToken?.lowercasedString
         self.expiresAt = expiresAt
         self.state = state
         self.environment = environment

@@ -1,3 +1,4 @@
+import PurchaseAPI
 import AppStoreFormats
 import Foundation
 
@@ -23,7 +24,7 @@ public enum LedgerEffect: Sendable, Hashable {
     /// The series' latest period (by purchase date): its product and expiry.
     case updateSeriesPeriod(originalTransactionId: String, productId: String, purchaseDate: Date, expiresDate: Date?)
     case recordDeviceReport(transactionId: String, accountId: String, signals: [String], at: Date)
-    case audit(actor: String, action: String, subject: String, detail: String, at: Date)
+    case audit(actor: String, action: AuditAction, subject: String, detail: String, at: Date)
     /// Binds the series' unbound periods whose token is none or this one to the account.
     /// Each period so bound reaches the account like any grant: its webhook event is written with it.
     case claimSeries(originalTransactionId: String, accountId: String, appAccountToken: UUID?, at: Date)

@@ -1,3 +1,4 @@
+import PurchaseAPI
 import AppStoreFormats
 import Foundation
 
@@ -67,24 +68,12 @@ extension LedgerSession {
         try sql.rows("""
             SELECT actor, action, subject, detail, created_at FROM audit_log WHERE \(condition) ORDER BY created_at DESC LIMIT \(max(1, min(limit, 10_000)))
             """, binds).map {
-            Ledger.AuditEntry(actor: try $0.text(0), action: try $0.text(1), subject: try $0.text(2), detail: try $0.text(3),
+            Ledger.AuditEntry(actor: try $0.text(0), action: AuditAction(rawValue: try $0.text(1)), subject: try $0.text(2), detail: try $0.text(3),
                               at: Millis.date(try $0.int(4)))
         }
     }
 }
 
-/// A notification as the ledger logged it.
-public struct LoggedNotification: Sendable, Hashable, Codable {
-    public var notificationUUID: String
-    public var notificationType: String
-    public var subtype: String?
-    public var signedDate: Date
-    public var transactionId: String?
-    public var originalTransactionId: String?
-    public var receivedAt: Date
-    /// The body as received; only in reads that ask for it.
-    public var signedPayload: String?
-}
 
 /// Device-integrity signals reported with a transaction.
 public struct DeviceReport: Sendable, Hashable, Codable {

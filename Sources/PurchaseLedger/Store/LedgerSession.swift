@@ -1,3 +1,4 @@
+import PurchaseAPI
 import AppStoreFormats
 import Foundation
 
@@ -39,7 +40,7 @@ struct LedgerSession {
         try sql.execute("""
             INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8)
-            """, [.text(order.orderId), .text(order.accountId), .text(order.productId), .text(order.appAccountToken.uuidString.lowercased()),
+            """, [.text(order.orderId), .text(order.accountId), .text(order.productId), .text(order.appAccountToken.lowercasedString),
                   .text(order.state.rawValue), .of(order.createdAt), .of(order.expiresAt), .of(now)])
     }
 
@@ -48,7 +49,7 @@ struct LedgerSession {
     }
 
     func order(appAccountToken token: UUID) throws -> Order? {
-        try sql.first("SELECT \(Self.orderColumns) FROM orders WHERE app_account_token = $1", [.text(token.uuidString.lowercased())])
+        try sql.first("SELECT \(Self.orderColumns) FROM orders WHERE app_account_token = $1", [.text(token.lowercasedString)])
             .map(Self.decodeOrder)
     }
 
@@ -67,7 +68,6 @@ struct LedgerSession {
 
     /// The columns entitlements are judged by (the shape of ``ownedQuery``'s rows and `iapkit_apply`'s answer).
     /// The audit action of a payment that arrived for an order an operator had settled without one.
-    static let settledOrderPaid = "settled-order-paid"
 
     static let entitlingColumns = """
         transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity, purchase_date, \
@@ -142,7 +142,7 @@ struct LedgerSession {
     }
 
     static func factsBinds(_ record: PurchaseRecord, namedOrderId: String?) -> [SQLValue] {
-        [.of(namedOrderId), .of(record.appAccountToken?.uuidString.lowercased()), .text(record.transactionId), .text(record.originalTransactionId),
+        [.of(namedOrderId), .of(record.appAccountToken?.lowercasedString), .text(record.transactionId), .text(record.originalTransactionId),
          .of(record.previousOriginalTransactionId)]
     }
 
@@ -348,7 +348,7 @@ struct LedgerSession {
                       .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
                       .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
                       .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
-                      .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate), .text(source.rawValue), .of(now),
+                      .of(record.appAccountToken?.lowercasedString), .of(record.signedDate), .text(source.rawValue), .of(now),
                       .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)])
             // The rules decided on a transaction that was not stored; a replica that stored it meanwhile changes the facts.
             guard inserted != nil else { throw LedgerRace() }
@@ -376,7 +376,7 @@ struct LedgerSession {
             let settled = try !open && sql.first(fulfil + " AND state = 'settled' RETURNING order_id", binds) != nil
             // The payment is granted all the same (Apple was paid), but the operator settled the order without it,
             // perhaps with a refund or credit of their own: that is now paid twice, and the audit log says so.
-            if settled { try apply(.audit(actor: "ledger", action: Self.settledOrderPaid, subject: orderId, detail: transactionId, at: now)) }
+            if settled { try apply(.audit(actor: "ledger", action: .settledOrderPaid, subject: orderId, detail: transactionId, at: now)) }
         case .moveBalance(let move):
             let made = try sql.first("""
                 INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)
@@ -425,13 +425,13 @@ struct LedgerSession {
         case .recordDeviceReport(let transactionId, let accountId, let signals, let now):
             try sql.execute("""
                 INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at) VALUES ($1, $2, $3, $4, $5)
-                """, [.text(UUID().uuidString.lowercased()), .text(transactionId), .text(accountId), .text(signals.joined(separator: ",")), .of(now)])
+                """, [.text(UUID().lowercasedString), .text(transactionId), .text(accountId), .text(signals.joined(separator: ",")), .of(now)])
         case .claimSeries(let original, let accountId, let token, let now):
             let claimed = try sql.rows("""
                 UPDATE purchases SET account_id = $1
                 WHERE original_transaction_id = $2 AND account_id IS NULL AND (app_account_token IS NULL OR app_account_token = $3)
                 RETURNING \(Self.purchaseColumns)
-                """, [.text(accountId), .text(original), .of(token?.uuidString.lowercased())]).map(Self.decodePurchase)
+                """, [.text(accountId), .text(original), .of(token?.lowercasedString)]).map(Self.decodePurchase)
             for period in claimed where events {
                 if let event = WebhookRules.grantEvent(period, account: accountId, now: now) { try apply(.emitEvent(event)) }
             }
@@ -463,7 +463,7 @@ struct LedgerSession {
         case .audit(let actor, let action, let subject, let detail, let now):
             try sql.execute("""
                 INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-                """, [.text(UUID().uuidString.lowercased()), .text(String(actor.prefix(200))), .text(action), .text(String(subject.prefix(200))),
+                """, [.text(UUID().lowercasedString), .text(String(actor.prefix(200))), .text(action.rawValue), .text(String(subject.prefix(200))),
                       .text(String(detail.prefix(4000))), .of(now)])
         }
     }

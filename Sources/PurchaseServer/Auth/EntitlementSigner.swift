@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
+import PurchaseAPI
 import PurchaseLedger
 #if canImport(Glibc)
 import Glibc
@@ -60,15 +61,10 @@ public struct EntitlementSigner: Sendable {
     }
 
     /// A compact JWS over `{"accountId", "nonce", "issuedAt" (ms), "entitlements"}`.
-    public func sign(_ entitlements: AccountEntitlements, nonce: String, now: Date = Date()) throws -> String {
+    public func sign(_ entitlements: Entitlements, nonce: String, now: Date = Date()) throws -> String {
         struct Header: Encodable { var alg = "ES256"; var kid: String; var typ = "JWT" }
-        struct Payload: Encodable { var accountId: String; var nonce: String; var issuedAt: Date; var entitlements: AccountEntitlements }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(Int64((date.timeIntervalSince1970 * 1000).rounded()))
-        }
+        struct Payload: Encodable { var accountId: String; var nonce: String; var issuedAt: Date; var entitlements: Entitlements }
+        let encoder = APIJSON.encoder()
         let input = Base64.urlEncode(try encoder.encode(Header(kid: keyId))) + "."
             + Base64.urlEncode(try encoder.encode(Payload(accountId: entitlements.accountId, nonce: nonce, issuedAt: now, entitlements: entitlements)))
         let signature = try key.signature(for: Data(input.utf8))
@@ -76,7 +72,7 @@ public struct EntitlementSigner: Sendable {
     }
 }
 
-extension PurchaseServer.Services {
+extension PurchaseServices {
     /// Refuses a malformed nonce before anything is granted: a purchase must never be applied and then answered 400.
     func checkEntitlementsNonce(_ request: Request) throws {
         guard let nonce = request.headers[HTTPField.Name(EntitlementSigner.nonceHeader)!] else { return }
@@ -86,7 +82,7 @@ extension PurchaseServer.Services {
     }
 
     /// The signature a reply carries when the request asked for one (a valid nonce header) and a signer is set.
-    func signature(for entitlements: AccountEntitlements, _ request: Request) throws -> String? {
+    func signature(for entitlements: Entitlements, _ request: Request) throws -> String? {
         guard let signer = entitlementSigner, let nonce = request.headers[HTTPField.Name(EntitlementSigner.nonceHeader)!] else { return nil }
         guard EntitlementSigner.validNonce(nonce) else {
             throw APIError.badRequest("\(EntitlementSigner.nonceHeader) must be 16–128 base64url characters")
@@ -95,28 +91,14 @@ extension PurchaseServer.Services {
     }
 }
 
-/// `GET /v1/entitlements`'s answer: the account's entitlements, and their signature when the app asked for one.
-struct SignedEntitlementsReply: Encodable {
-    var entitlements: AccountEntitlements
-    var signedEntitlements: String?
-
-    enum Keys: String, CodingKey { case signedEntitlements }
-
-    func encode(to encoder: any Encoder) throws {
-        try entitlements.encode(to: encoder)
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encodeIfPresent(signedEntitlements, forKey: .signedEntitlements)
-    }
-}
-
 /// `GET /v1/keys/entitlements`: the public key apps configure the SDK with.
-struct EntitlementKeyRoutes {
-    let services: PurchaseServer.Services
+struct EntitlementKeyRoutes<Context: PurchaseRequestContext> {
+    let services: PurchaseServices
 
-    func add(to router: Router<BasicRequestContext>) {
+    func add(to router: some RouterMethods<Context>) {
         router.get("v1/keys/entitlements") { _, _ in
             guard let signer = services.entitlementSigner else {
-                throw APIError(.notFound, code: "signing_disabled", "this server does not sign entitlement answers")
+                throw APIError(.notFound, code: .signingDisabled, "this server does not sign entitlement answers")
             }
             return Response(status: .ok, headers: [.contentType: "application/x-pem-file"],
                             body: .init(byteBuffer: ByteBuffer(string: signer.publicKeyPEM)))

@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 
 /// The `IAPKIT_*` environment variables, the layer over the configuration file, read through swift-configuration.

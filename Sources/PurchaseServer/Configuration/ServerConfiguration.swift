@@ -1,5 +1,6 @@
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 
 /// Everything the purchase server needs, from one JSON file with environment overrides (`IAPKIT_*`). Every field has

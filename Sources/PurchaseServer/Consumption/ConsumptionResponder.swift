@@ -1,6 +1,7 @@
 import AppStoreClient
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 
 /// How the server answers Apple's `CONSUMPTION_REQUEST` (a customer asked for a refund): with Send Consumption
@@ -20,7 +21,7 @@ public struct ConsumptionSettings: Sendable, Hashable {
 /// and settles it: answered, silent (no consent, or nobody here got the purchase), refused by Apple, or owed again when
 /// Apple could not be reached — then the reconciler sends it on its next passes until Apple's 12 hours are up.
 struct ConsumptionResponder {
-    let services: PurchaseServer.Services
+    let services: PurchaseServices
 
     /// Sends the answer owed for `notificationUUID`, if it is owed and unclaimed. Never throws for Apple being away: the
     /// answer stays owed. With `deadline`, one attempt of at most that long instead of the configured retries.

@@ -65,7 +65,7 @@ struct DashboardSession: Sendable {
     }
 }
 
-/// Slows wrong keys at the dashboard's sign-in, per client (``ClientAddress/bucket(of:trusting:)``), and bounds what
+/// Slows wrong keys at the dashboard's sign-in, per client (``ClientAddress/bucket(of:peer:trusting:)``), and bounds what
 /// they cost: after `limit` wrong keys in a minute, a client's next wrong keys are refused unjudged and unaudited.
 ///
 /// The right key is never refused. Refusing it to a throttled client would slow no guesser (the admin API takes the

@@ -2,115 +2,21 @@ import AppStoreClient
 import AppStoreFormats
 import Foundation
 import Hummingbird
+import PurchaseAPI
 import PurchaseLedger
 
 /// What apps call, each with the account its bearer token proves: orders, purchases, entitlements, spending, restore.
-struct AppRoutes {
-    let services: PurchaseServer.Services
-
-    struct OrderRequest: Decodable {
-        var productId: String
-        /// The account the app means to order for: a bearer token of another account is refused (409 `account_mismatch`,
-        /// no order made). The app's sign-in may change while it fetches the token for this call; an order made for the
-        /// other account would then be paid and journaled for the first one.
-        var expectedAccountId: String?
-    }
-    struct OrderReply: Encodable {
-        var orderId: String
-        var productId: String
-        var appAccountToken: String
-        var expiresAt: Date
-    }
-
-    struct PurchaseRequest: Decodable {
-        /// A StoreKit 2 signed transaction (`jwsRepresentation`).
-        var signedTransaction: String?
-        /// A base64 app receipt (StoreKit 1).
-        var receipt: String?
-        /// A transaction id alone: looked up with the App Store Server API.
-        var transactionId: String?
-        /// A signed app transaction (`AppTransaction.shared`'s JWS), which a device sends instead of asking the store for
-        /// a missing receipt (that prompts for a sign-in): recorded for the account; it grants nothing by itself.
-        var appTransaction: String?
-        var orderId: String?
-        /// The account the device means this upload for (the one that ordered the payment). A bearer token of another
-        /// account is refused (409 `account_mismatch`, nothing stored): the app's sign-in changed between the SDK's
-        /// check of the owner and the token it fetched for the call.
-        var expectedAccountId: String?
-        /// Jailbreak heuristics the app ran (iOS): recorded with the transaction; the policy decides.
-        var deviceIntegrity: DeviceIntegrityReport?
-    }
-
-    struct DeviceIntegrityReport: Decodable { var signals: [String]; var applicable: Bool? }
-
-    /// Apple could not be asked now: the proof is kept and the purchase will be granted when Apple answers.
-    struct HeldReply: Encodable {
-        var status: String
-        var proofId: String
-        var retryAt: Date
-    }
-
-    struct PurchaseReply: Encodable {
-        struct Item: Encodable {
-            var transactionId: String
-            var outcome: SubmissionResult.Outcome
-            var orderId: String?
-            /// Set when the transaction was granted, but not as the order the request named (``OrderRefusal``).
-            var orderRefusal: OrderRefusal?
-        }
-        /// Why the order the request named is not the one a granted transaction fulfils: a payment for another product.
-        /// The purchase was granted to the account by its `appAccountToken` all the same (`outcome`); the order named
-        /// stays open, unpaid.
-        struct OrderRefusal: Encodable {
-            var orderId: String
-            var code: String
-            var message: String
-            init(orderId: String, refusal: LedgerError) {
-                self.orderId = orderId
-                code = refusal.code.rawValue
-                message = refusal.message + "; the purchase was granted by its appAccountToken, not as that order"
-            }
-        }
-        /// A line of the proof that was not granted, with the class that says whether the device may finish it.
-        struct Refused: Encodable { var transactionId: String; var code: String; var message: String; var `class`: RefusalClass }
-        /// The outcome of the transaction the request was about (the first, for a receipt).
-        var outcome: SubmissionResult.Outcome?
-        var transactionId: String?
-        var orderId: String?
-        /// Its ``Item/orderRefusal``.
-        var orderRefusal: OrderRefusal?
-        var transactions: [Item]
-        /// The lines refused while others were granted (a receipt's): a StoreKit 1 client that finishes on a 200 must
-        /// finish only what `transactions` lists, and of these only the `final` ones.
-        var refused: [Refused]
-        var entitlements: AccountEntitlements
-        var signedEntitlements: String?
-    }
-
-    struct RestoreRequest: Decodable {
-        var signedTransactions: [String]?
-        var receipt: String?
-    }
-
-    struct RestoreReply: Encodable {
-        var restored: Int
-        /// Transactions that belong to another account, refused.
-        var refused: [String]
-        var entitlements: AccountEntitlements
-        var signedEntitlements: String?
-    }
-
-    struct SpendRequest: Decodable { var amount: Int64; var idempotencyKey: String? }
-    struct SpendReply: Encodable { var currency: String; var balance: Int64 }
+struct AppRoutes<Context: PurchaseRequestContext> {
+    let services: PurchaseServices
 
     static func accountMismatch(_ what: String) -> APIError {
-        APIError(.conflict, code: "account_mismatch", "this \(what) is for another account than the bearer token's")
+        APIError(.conflict, code: .accountMismatch, "this \(what) is for another account than the bearer token's")
     }
 
     /// Small bodies: orders and spends.
-    static let smallBody = 64 * 1024
+    static var smallBody: Int { 64 * 1024 }
 
-    func add(to router: Router<BasicRequestContext>) {
+    func add(to router: some RouterMethods<Context>) {
         let v1 = router.group("v1")
         v1.post("orders", use: createOrder)
         v1.post("purchases", use: submitPurchase)
@@ -120,76 +26,68 @@ struct AppRoutes {
     }
 
     /// `POST /v1/orders`: an order for a product; the app pays with its `appAccountToken`.
-    @Sendable func createOrder(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let account = try await authenticate(request)
+    @Sendable func createOrder(_ request: Request, _ context: Context) async throws -> Response {
+        let account = try context.authenticatedAccount()
         let body = try await request.decodeJSON(OrderRequest.self, limit: Self.smallBody)
         if let expected = body.expectedAccountId, expected != account { throw Self.accountMismatch("order") }
-        let order = try await ledgerCall { try await services.ledger.createOrder(accountId: account, productId: body.productId, now: services.now()) }
-        return try JSONReply.encode(OrderReply(orderId: order.orderId, productId: order.productId,
-                                               appAccountToken: order.appAccountToken.uuidString.lowercased(), expiresAt: order.expiresAt), status: .created)
+        let order = try await services.ledger.createOrder(accountId: account, productId: body.productId, now: services.now())
+        return try JSONReply.encode(OrderReply(orderId: order.orderId, productId: order.productId, appAccountToken: order.appAccountToken,
+                                               expiresAt: order.expiresAt), status: .created)
     }
 
     /// `POST /v1/purchases`, with its outcome counted and timed.
-    @Sendable func submitPurchase(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    @Sendable func submitPurchase(_ request: Request, _ context: Context) async throws -> Response {
         let started = ContinuousClock.now
         do {
-            let (response, outcome) = try await purchase(request)
+            let (response, outcome) = try await purchase(request, context)
             services.metrics.purchase(outcome, took: ContinuousClock.now - started)
             return response
         } catch {
-            services.metrics.purchase("refused", took: ContinuousClock.now - started)
+            services.metrics.purchase(.refused, took: ContinuousClock.now - started)
             throw error
         }
     }
 
     /// `GET /v1/entitlements`: what the account owns now.
-    @Sendable func entitlements(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let account = try await authenticate(request)
-        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
-        return try JSONReply.encode(SignedEntitlementsReply(entitlements: owned, signedEntitlements: try services.signature(for: owned, request)))
+    @Sendable func entitlements(_ request: Request, _ context: Context) async throws -> Response {
+        let account = try context.authenticatedAccount()
+        let owned = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
+        return try JSONReply.encode(EntitlementsReply(entitlements: owned, signedEntitlements: try services.signature(for: owned, request)))
     }
 
     /// `POST /v1/consumables/{currency}/spend`: once per idempotency key, never overdrawn.
-    @Sendable func spend(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let account = try await authenticate(request)
+    @Sendable func spend(_ request: Request, _ context: Context) async throws -> Response {
+        let account = try context.authenticatedAccount()
         let currency = try context.parameters.decoded("currency")
         let body = try await request.decodeJSON(SpendRequest.self, limit: Self.smallBody)
         guard let given = body.idempotencyKey ?? request.headers[.init("Idempotency-Key")!] else {
             throw APIError.badRequest("an idempotencyKey (or Idempotency-Key header) is required")
         }
         let key = try InputCheck.storable(given, "the idempotency key")
-        let balance = try await ledgerCall {
-            try await services.ledger.spend(accountId: account, currency: currency, amount: body.amount, idempotencyKey: key, now: services.now())
-        }
+        let balance = try await services.ledger.spend(accountId: account, currency: currency, amount: body.amount, idempotencyKey: key, now: services.now())
         return try JSONReply.encode(SpendReply(currency: currency, balance: balance))
     }
 
     /// `POST /v1/restore`: binds what the store restored; answers everything the account owns.
-    @Sendable func restore(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let account = try await authenticate(request)
+    @Sendable func restore(_ request: Request, _ context: Context) async throws -> Response {
+        let account = try context.authenticatedAccount()
         try services.checkEntitlementsNonce(request)
         let body = try await request.decodeJSON(RestoreRequest.self, limit: services.maxBodyBytes)
+        // Restore holds nothing when Apple cannot be asked (a purchase's proof is held): the app asks again.
         var transactions: [JWSTransactionDecodedPayload] = []
-        do {
-            for jws in (body.signedTransactions ?? []).prefix(1000) {
-                transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services)
-            }
-            if let receipt = body.receipt {
-                transactions += try await ProofIntake.verify(.receipt(receipt), with: services, ticket: services.appleTicket(for: account))
-            }
-        } catch let error as AppStoreClientError {
-            // Restore holds nothing: the app asks again.
-            throw APIError(error)
+        for jws in (body.signedTransactions ?? []).prefix(1000) {
+            transactions += try await ProofIntake.verify(.signedTransaction(jws), with: services)
+        }
+        if let receipt = body.receipt {
+            transactions += try await ProofIntake.verify(.receipt(receipt), with: services, ticket: services.appleTicket(for: account))
         }
         // One ledger transaction for the whole restore. What is not this account's (another's, or paid through
         // another account's order) is listed as refused: nothing of it is granted here.
         let sold = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") != nil }
         var refused = transactions.filter { services.ledger.catalog.rule(for: $0.productId ?? "") == nil }.map { $0.transactionId ?? "" }
         var restored = 0
-        let results = try await ledgerCall {
-            try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: .restore) },
-                                                now: services.now())
-        }
+        let results = try await services.ledger.submitAll(sold.map { PurchaseSubmission(accountId: account, transaction: $0, source: .restore) },
+                                                          now: services.now())
         for (transaction, result) in zip(sold, results) {
             switch result {
             case .success(let submitted) where submitted.outcome != .deliveredToOwner: restored += 1
@@ -199,14 +97,14 @@ struct AppRoutes {
             }
         }
         // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
-        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
+        let owned = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
         return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned,
                                                  signedEntitlements: try services.signature(for: owned, request)))
     }
 
     /// `POST /v1/purchases`: verifies (or holds) the proof and submits what it proves; also names the outcome for metrics.
-    func purchase(_ request: Request) async throws -> (Response, String) {
-        let account = try await authenticate(request)
+    func purchase(_ request: Request, _ context: Context) async throws -> (Response, PurchaseRequestOutcome) {
+        let account = try context.authenticatedAccount()
         try services.checkEntitlementsNonce(request)
         let body = try await request.decodeJSON(PurchaseRequest.self, limit: services.maxBodyBytes)
         if let expected = body.expectedAccountId, expected != account { throw Self.accountMismatch("upload") }
@@ -214,11 +112,11 @@ struct AppRoutes {
             guard body.signedTransaction == nil, body.receipt == nil, body.transactionId == nil else {
                 throw APIError.badRequest("send exactly one of signedTransaction, receipt, transactionId and appTransaction")
             }
-            let payload = try await proof { try await services.verifier.signedData.verifyAppTransaction(appTransaction).payload }
-            try await ledgerCall { try await services.ledger.recordAppTransaction(payload, accountId: account, now: services.now()) }
+            let payload = try await services.verifier.signedData.verifyAppTransaction(appTransaction).payload
+            try await services.ledger.recordAppTransaction(payload, accountId: account, now: services.now())
             var reply = try await submit([], account: account, orderId: nil, source: .appTransaction)
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
-            return (try JSONReply.encode(reply), "appTransaction")
+            return (try JSONReply.encode(reply), .appTransaction)
         }
         let proof: ProofIntake.Proof
         switch (body.signedTransaction, body.receipt, body.transactionId) {
@@ -229,27 +127,25 @@ struct AppRoutes {
         }
         switch try await ProofIntake(services: services).take(proof, accountId: account, orderId: body.orderId) {
         case .held(let held):
-            return (try JSONReply.encode(HeldReply(status: "pending", proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted), "held")
+            return (try JSONReply.encode(HeldProofReply(proofId: held.proofId, retryAt: held.nextAttemptAt), status: .accepted), .held)
         case .grantedEarlier(let held):
             var reply = try await grantedEarlier(held, account: account)
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
-            return (try JSONReply.encode(reply), reply.outcome?.rawValue ?? "empty")
+            return (try JSONReply.encode(reply), reply.outcome.map(PurchaseRequestOutcome.submitted) ?? .empty)
         case .verified(let transactions):
             if let report = body.deviceIntegrity, services.refuseSuspiciousDevices, !report.signals.isEmpty {
                 // Refused by policy: the report is kept (for the operator), nothing is bound or granted.
                 for transaction in transactions {
-                    try await ledgerCall {
-                        // Under the ledger's key, as an accepted purchase's report is (an Xcode one's apart).
-                        let key = TransactionKey.key(transaction.transactionId ?? "", in: transaction.environment ?? .production)
-                        try await services.ledger.recordDeviceReport(transactionId: key, accountId: account,
-                                                                     signals: report.signals, now: services.now())
-                    }
+                    // Under the ledger's key, as an accepted purchase's report is (an Xcode one's apart).
+                    let key = TransactionKey.key(transaction.transactionId ?? "", in: transaction.environment ?? .production)
+                    try await services.ledger.recordDeviceReport(transactionId: key, accountId: account,
+                                                                 signals: report.signals, now: services.now())
                 }
-                throw APIError(.forbidden, code: "device_integrity", "this server's policy refuses purchases from devices reporting \(report.signals.joined(separator: ", "))")
+                throw APIError(.forbidden, code: .deviceIntegrity, "this server's policy refuses purchases from devices reporting \(report.signals.joined(separator: ", "))")
             }
             var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
-            return (try JSONReply.encode(reply), reply.outcome?.rawValue ?? "empty")
+            return (try JSONReply.encode(reply), reply.outcome.map(PurchaseRequestOutcome.submitted) ?? .empty)
         }
     }
 
@@ -260,14 +156,10 @@ struct AppRoutes {
     /// granted ones are, with the refused ones listed.
     func submit(_ transactions: [JWSTransactionDecodedPayload], account: String, orderId: String?, source: PurchaseSource,
                 signals: [String]? = nil) async throws -> PurchaseReply {
-        let orderIds = try await ledgerCall {
-            try await ProofIntake.orderIds(for: transactions, orderId: orderId, fromReceipt: source == .receipt, ledger: services.ledger)
-        }
-        var results = try await ledgerCall {
-            try await services.ledger.submitAll(zip(transactions, orderIds).map {
-                PurchaseSubmission(accountId: account, orderId: $1, transaction: $0, source: source, deviceSignals: signals)
-            }, now: services.now())
-        }
+        let orderIds = try await ProofIntake.orderIds(for: transactions, orderId: orderId, fromReceipt: source == .receipt, ledger: services.ledger)
+        var results = try await services.ledger.submitAll(zip(transactions, orderIds).map {
+            PurchaseSubmission(accountId: account, orderId: $1, transaction: $0, source: source, deviceSignals: signals)
+        }, now: services.now())
         // A payment for another product than the order named (coins ordered, a season pass paid): the payment is real
         // and its appAccountToken says whose it is, so it goes again without the order and binds by that token, as the
         // SDK's retry and the reconciler do. A 422 alone told the app nothing was granted while the pass was (by its
@@ -281,11 +173,9 @@ struct AppRoutes {
         }
         if !orderRefusals.isEmpty {
             let lines = orderRefusals.keys.sorted()
-            let again = try await ledgerCall {
-                try await services.ledger.submitAll(lines.map {
-                    PurchaseSubmission(accountId: account, orderId: nil, transaction: transactions[$0], source: source, deviceSignals: signals)
-                }, now: services.now())
-            }
+            let again = try await services.ledger.submitAll(lines.map {
+                PurchaseSubmission(accountId: account, orderId: nil, transaction: transactions[$0], source: source, deviceSignals: signals)
+            }, now: services.now())
             for (line, result) in zip(lines, again) {
                 results[line] = result
                 if case .failure = result { orderRefusals[line] = nil }
@@ -310,9 +200,9 @@ struct AppRoutes {
             let answer = APIError(error)
             return .init(transactionId: transaction.transactionId ?? "", code: answer.code, message: answer.message, class: answer.refusalClass)
         }
-        let owned: AccountEntitlements
-        if let last = granted.last { owned = last.entitlements } else {
-            owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: services.now()) }
+        let owned: Entitlements
+        if let last = granted.last { owned = Entitlements(last.entitlements) } else {
+            owned = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
         }
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
                              orderRefusal: items.first?.orderRefusal, transactions: items, refused: refused, entitlements: owned)
@@ -324,9 +214,9 @@ struct AppRoutes {
     /// account's entitlements answer.
     func grantedEarlier(_ held: PendingProof, account: String) async throws -> PurchaseReply {
         let now = services.now()
-        let owned = try await ledgerCall { try await services.ledger.entitlements(accountId: account, now: now) }
+        let owned = Entitlements(try await services.ledger.entitlements(accountId: account, now: now))
         var items: [PurchaseReply.Item] = []
-        if held.kind == .transactionId, let record = try await ledgerCall({ try await services.ledger.transactions(ids: [held.proof]) })[held.proof],
+        if held.kind == .transactionId, let record = try await services.ledger.transactions(ids: [held.proof])[held.proof],
            let owner = record.accountId {
             items = [owner == account ? .init(transactionId: record.transactionId, outcome: .alreadyGranted, orderId: record.orderId, orderRefusal: nil)
                                       : .init(transactionId: record.transactionId, outcome: .deliveredToOwner, orderId: nil, orderRefusal: nil)]
@@ -334,21 +224,4 @@ struct AppRoutes {
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
                              orderRefusal: nil, transactions: items, refused: [], entitlements: owned)
     }
-
-    func authenticate(_ request: Request) async throws -> String {
-        guard let account = await services.authenticator.account(fromAuthorization: request.headers[.authorization]) else {
-            throw APIError.unauthorized
-        }
-        return account
-    }
-}
-
-/// Runs a ledger call, turning its refusals into API errors.
-func ledgerCall<T>(_ body: () async throws -> T) async throws -> T {
-    do { return try await body() } catch let error as LedgerError { throw APIError(error) }
-}
-
-/// Runs a verification, turning a refused proof into an API error.
-func proof<T>(_ body: () async throws -> T) async throws -> T {
-    do { return try await body() } catch let error as AppStoreError { throw APIError(error) }
 }

@@ -13,14 +13,10 @@ import Darwin
 /// operator trusts (`trustedProxies`) — the address that proxy put in `X-Forwarded-For`. Only the dashboard's sign-in
 /// throttle asks (one client's wrong keys must not lock out everyone else).
 enum ClientAddress {
-    /// The connection's peer address, set by ``PeerAddressResponder`` for the request's task. The routes take
-    /// Hummingbird's `BasicRequestContext`, which does not carry it; nil when the router is mounted in another
-    /// application.
-    @TaskLocal static var peer: String?
-
     /// The address whose attempts count together: the client (see ``TrustedProxies/client(peer:forwardedFor:)``), an
     /// IPv6 client by its /64 (one subscriber's whole network, which an attacker would otherwise walk through).
-    static func bucket(of request: Request, trusting proxies: TrustedProxies) -> String {
+    /// `peer` is the connection's (``PurchaseRequestContext/peerAddress``).
+    static func bucket(of request: Request, peer: String?, trusting proxies: TrustedProxies) -> String {
         let forwarded = request.headers[values: .init("X-Forwarded-For")!].flatMap { $0.split(separator: ",") }
             .map { $0.trimmingCharacters(in: .whitespaces) }
         return bucket(forClient: proxies.client(peer: peer, forwardedFor: forwarded))
@@ -99,31 +95,12 @@ struct TrustedProxies: Sendable {
 
     /// The client: walking from the peer back through `X-Forwarded-For`, the first address that is not a trusted
     /// proxy's. Each trusted proxy appended the address it saw, so what lies left of the first untrusted one could
-    /// have been written by anybody. Nil without a peer (the request did not come through ``PeerAddressResponder``).
+    /// have been written by anybody. Nil without a peer (a context that does not know it).
     func client(peer: String?, forwardedFor: [String]) -> String? {
         guard let peer else { return nil }
         var chain = forwardedFor.filter { !$0.isEmpty }
         var client = peer
         while contains(client), let previous = chain.popLast() { client = previous }
         return client
-    }
-}
-
-/// The server's responder: the router's, with the connection's peer address made known to the request's task
-/// (``ClientAddress/peer``).
-struct PeerAddressResponder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == BasicRequestContext {
-    let inner: Inner
-
-    struct Context: InitializableFromSource {
-        var basic: BasicRequestContext
-        var peer: String?
-        init(source: ApplicationRequestContextSource) {
-            basic = BasicRequestContext(source: source)
-            peer = source.channel.remoteAddress?.ipAddress
-        }
-    }
-
-    func respond(to request: Request, context: Context) async throws -> Response {
-        try await ClientAddress.$peer.withValue(context.peer) { try await inner.respond(to: request, context: context.basic) }
     }
 }

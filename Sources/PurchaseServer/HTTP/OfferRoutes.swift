@@ -2,88 +2,59 @@ import AppStoreClient
 import AppStoreFormats
 import Foundation
 import Hummingbird
+import PurchaseAPI
 import PurchaseLedger
 
 /// `POST /v1/offers/sign`: the signatures StoreKit needs from the app's server, for the signed-in customer, made with
 /// the app's In-App Purchase key — a promotional offer (`.promotionalOffer(_:compactJWS:)`, or the original API's
 /// signature) when the configured rules let the customer have it, or introductory-offer eligibility
 /// (`.introductoryOfferEligibility(compactJWS:)`) as the server judges it across the customer's Apple IDs.
-struct OfferRoutes {
-    let services: PurchaseServer.Services
+struct OfferRoutes<Context: PurchaseRequestContext> {
+    let services: PurchaseServices
 
-    struct SignRequest: Decodable {
-        enum Kind: String, Decodable { case promotionalOffer, introductoryOfferEligibility }
-        enum Format: String, Decodable { case jws, legacy }
-        var kind: Kind
-        var productId: String
-        /// Promotional offers: the offer's identifier.
-        var offerIdentifier: String?
-        /// Promotional offers: `jws` (the default) or `legacy`, the original API's signature.
-        var format: Format?
-        /// The legacy signature signs the purchase's `appAccountToken` (its application username): the token of an order
-        /// of this account's for this product.
-        var appAccountToken: UUID?
-        /// The device's signed app transaction (`AppTransaction.shared`): the signature names this Apple ID's customer,
-        /// so it serves on this Apple ID only. Without one, the newest the account presented.
-        var appTransaction: String?
-    }
 
-    struct SignReply: Encodable {
-        var kind: String
-        var productId: String
-        var offerIdentifier: String?
-        /// The JWS to hand StoreKit.
-        var signature: String?
-        /// The original API's signature.
-        var legacySignature: LegacyPromotionalOfferSignature?
-        /// Introductory-offer eligibility: the server's judgement. Only a refusal is signed: where the server would allow
-        /// it, StoreKit's own judgement per Apple ID stands (a signed `true` would override it, and the server cannot
-        /// see every account an Apple ID was used with).
-        var allowIntroductoryOffer: Bool?
-    }
-
-    func add(to router: Router<BasicRequestContext>) {
+    func add(to router: some RouterMethods<Context>) {
         router.post("v1/offers/sign", use: sign)
     }
 
-    @Sendable func sign(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let account = try await AppRoutes(services: services).authenticate(request)
-        let body = try await request.decodeJSON(SignRequest.self, limit: 16 * 1024)
+    @Sendable func sign(_ request: Request, _ context: Context) async throws -> Response {
+        let account = try context.authenticatedAccount()
+        let body = try await request.decodeJSON(OfferSignRequest.self, limit: 16 * 1024)
         guard body.productId.utf8.count <= 200, (body.offerIdentifier?.utf8.count ?? 0) <= 200 else { throw APIError.badRequest("ids are at most 200 bytes") }
         guard let credentials = services.verifier.apple.serverAPI?.credentials else {
             // Not a passing outage (no retry will help): this deployment signs no offers, as if the endpoint did not exist.
-            throw APIError(.notFound, code: "offers_not_configured", "offer signatures need the In-App Purchase key (appStore.serverAPIBaseURL and its key)")
+            throw APIError(.notFound, code: .offersNotConfigured, "offer signatures need the In-App Purchase key (appStore.serverAPIBaseURL and its key)")
         }
         let signer = OfferSigner(credentials: credentials)
         let ledger = services.ledger
         var presented: String?
         if let appTransaction = body.appTransaction {
-            let payload = try await proof { try await services.verifier.signedData.verifyAppTransaction(appTransaction).payload }
-            try await ledgerCall { try await ledger.recordAppTransaction(payload, accountId: account, now: services.now()) }
+            let payload = try await services.verifier.signedData.verifyAppTransaction(appTransaction).payload
+            try await ledger.recordAppTransaction(payload, accountId: account, now: services.now())
             presented = payload.appTransactionId
         }
-        let purchases = try await ledgerCall { try await ledger.entitlingPurchases(accountId: account) }
+        let purchases = try await ledger.entitlingPurchases(accountId: account)
         let now = Date()
         // Every signature names a transaction of the buyer's, so that the App Store takes it from this customer only.
         let named = try await customerTransactionId(account, presented: presented)
         switch body.kind {
         case .promotionalOffer:
             guard let offer = body.offerIdentifier else { throw APIError.badRequest("offerIdentifier is required for a promotional offer") }
-            let owned = try await ledgerCall { try await ledger.entitlements(accountId: account, now: services.now()) }
+            let owned = try await ledger.entitlements(accountId: account, now: services.now())
             if case .failure(let refusal) = OfferRules.promotionalOffer(offer, productId: body.productId, rules: services.promotionalOffers,
                                                                          catalog: ledger.catalog, purchases: purchases, owned: owned) {
                 throw Self.error(refusal)
             }
-            var reply = SignReply(kind: "promotionalOffer", productId: body.productId, offerIdentifier: offer)
+            var reply = OfferSignReply(kind: .promotionalOffer, productId: body.productId, offerIdentifier: offer)
             if body.format == .legacy {
                 // The original signature names no customer, only the payment's appAccountToken: it must be this account's
                 // order for this product, or the signature would serve anyone who pays with the same (or no) token.
-                guard let token = body.appAccountToken, let order = try await ledgerCall({ try await ledger.order(appAccountToken: token) }),
+                guard let token = body.appAccountToken, let order = try await ledger.order(appAccountToken: token),
                       order.accountId == account, order.productId == body.productId else {
-                    throw APIError(.conflict, code: "order_required", "the original signature needs the appAccountToken of this account's order for this product")
+                    throw APIError(.conflict, code: .orderRequired, "the original signature needs the appAccountToken of this account's order for this product")
                 }
-                reply.legacySignature = try signer.legacyPromotionalOffer(productId: body.productId, offerIdentifier: offer,
-                                                                          applicationUsername: token.uuidString, now: now)
+                reply.legacySignature = .init(try signer.legacyPromotionalOffer(productId: body.productId, offerIdentifier: offer,
+                                                                          applicationUsername: token.uuidString, now: now))
             } else {
                 guard let named else { throw Self.noCustomerTransaction }
                 reply.signature = try signer.promotionalOffer(productId: body.productId, offerIdentifier: offer, transactionId: named, now: now)
@@ -96,7 +67,7 @@ struct OfferRoutes {
             case .success(let allow): allowed = allow
             case .failure(let refusal): throw Self.error(refusal)
             }
-            var reply = SignReply(kind: "introductoryOfferEligibility", productId: body.productId, allowIntroductoryOffer: allowed)
+            var reply = OfferSignReply(kind: .introductoryOfferEligibility, productId: body.productId, allowIntroductoryOffer: allowed)
             if !allowed {
                 guard let named else { throw Self.noCustomerTransaction }
                 reply.signature = try signer.introductoryOfferEligibility(productId: body.productId, allowIntroductoryOffer: false, transactionId: named, now: now)
@@ -106,25 +77,27 @@ struct OfferRoutes {
         }
     }
 
-    static let noCustomerTransaction = APIError(.conflict, code: "no_customer_transaction",
-                                                "the signature names a transaction of the customer's: send the device's app transaction with the request")
+    static var noCustomerTransaction: APIError {
+        APIError(.conflict, code: .noCustomerTransaction,
+                 "the signature names a transaction of the customer's: send the device's app transaction with the request")
+    }
 
     /// The app transaction the device sent, else the customer's newest app transaction (the same on every device and
     /// reinstall of one Apple ID), else any transaction of theirs.
     func customerTransactionId(_ account: String, presented: String?) async throws -> String? {
         if let presented { return presented }
-        if let app = try await ledgerCall({ try await services.ledger.appTransactions(accountId: account) }).last?.appTransactionId,
+        if let app = try await services.ledger.appTransactions(accountId: account).last?.appTransactionId,
            !app.hasPrefix("purchase-") {
             return app
         }
-        return try await ledgerCall { try await services.ledger.anyTransactionId(accountId: account) }
+        return try await services.ledger.anyTransactionId(accountId: account)
     }
 
     static func error(_ refusal: OfferRules.Refusal) -> APIError {
         switch refusal {
-        case .unknownProduct: APIError(.notFound, code: refusal.rawValue, "not an auto-renewable subscription sold here")
-        case .unknownOffer: APIError(.notFound, code: refusal.rawValue, "no such promotional offer for this product")
-        case .notEligible: APIError(.forbidden, code: refusal.rawValue, "the customer may not have this offer")
+        case .unknownProduct: APIError(.notFound, code: ErrorCode(rawValue: refusal.rawValue), "not an auto-renewable subscription sold here")
+        case .unknownOffer: APIError(.notFound, code: ErrorCode(rawValue: refusal.rawValue), "no such promotional offer for this product")
+        case .notEligible: APIError(.forbidden, code: ErrorCode(rawValue: refusal.rawValue), "the customer may not have this offer")
         }
     }
 }

@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -7,9 +8,9 @@ import Logging
 /// caller's `X-Request-Id` when it is a plain token, else a new one), answered back in `X-Request-Id` so a client's
 /// report can be matched to the line. Bodies, query strings and headers are never logged: they carry tokens and signed
 /// payloads.
-struct RequestLogMiddleware: RouterMiddleware {
+struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
-    static let header = HTTPField.Name("X-Request-Id")!
+    static var header: HTTPField.Name { RequestIds.header }
 
     /// A caller's id is taken when it is 1–64 characters of letters, digits, `-`, `_` and `.`.
     static func callerId(_ value: String?) -> String? {
@@ -19,7 +20,7 @@ struct RequestLogMiddleware: RouterMiddleware {
         return value
     }
 
-    func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let id = Self.callerId(request.headers[Self.header]) ?? RequestIds.next()
         var context = context
         context.logger[metadataKey: "requestId"] = "\(id)"
@@ -30,7 +31,7 @@ struct RequestLogMiddleware: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as any HTTPResponseError {
             response = try error.response(from: request, context: context)
-            code = (error as? APIError)?.code ?? "http_error"
+            code = (error as? APIError)?.code.rawValue ?? "http_error"
         } catch {
             response = Response(status: .internalServerError)
             code = "internal"
@@ -60,7 +61,8 @@ struct RequestLogMiddleware: RouterMiddleware {
 /// (`1f0c2a9e-47b1-4c3d-9a7e-0000000000a7`), as unique across replicas and restarts but without a random draw per
 /// request (a UUID was ~2 % of a health check's CPU).
 enum RequestIds {
-    private static let prefix = String(UUID().uuidString.lowercased().prefix(24))
+    static let header = HTTPField.Name("X-Request-Id")!
+    private static let prefix = String(UUID().lowercasedString.prefix(24))
     private static let counter = Counter()
 
     static func next() -> String {

@@ -2,6 +2,7 @@ import AppStoreFormats
 import Foundation
 import Hummingbird
 import NIOCore
+import PurchaseAPI
 import PurchaseLedger
 
 extension Request {

@@ -1,5 +1,6 @@
 import Foundation
 import Prometheus
+import PurchaseAPI
 
 /// The server's counters, served at `/metrics` in Prometheus' text format. Names and labels carry no account ids,
 /// tokens or payloads.
@@ -30,11 +31,11 @@ public struct ServerMetrics: Sendable {
                                              helpText: "Time to answer POST /v1/purchases"),
             buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
                       .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)])
-        purchaseCounters = Dictionary(uniqueKeysWithValues: ["granted", "alreadyGranted", "deliveredToOwner", "held", "refused"].map {
-            ($0, registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", $0)]))
+        purchaseCounters = Dictionary(uniqueKeysWithValues: PurchaseRequestOutcome.announced.map {
+            ($0.label, registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", $0.label)]))
         })
-        notificationCounters = Dictionary(uniqueKeysWithValues: ["applied", "duplicate", "refused"].map {
-            ($0, registry.makeCounter(descriptor: Self.notifications, labels: [("result", $0)]))
+        notificationCounters = Dictionary(uniqueKeysWithValues: NotificationRequestOutcome.allCases.map {
+            ($0.rawValue, registry.makeCounter(descriptor: Self.notifications, labels: [("result", $0.rawValue)]))
         })
         appleClockGauge = registry.makeGauge(descriptor: MetricNameDescriptor(
             namespace: "iapkit", metricName: "apple_clock_lead", unitName: "seconds",
@@ -46,14 +47,16 @@ public struct ServerMetrics: Sendable {
         appleClockGauge.set(seconds)
     }
 
-    /// A submission's outcome: granted, alreadyGranted, deliveredToOwner, held, refused.
-    func purchase(_ outcome: String, took duration: Duration) {
-        (purchaseCounters[outcome] ?? registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", outcome)])).increment()
+    /// How a `POST /v1/purchases` ended, and how long it took.
+    func purchase(_ outcome: PurchaseRequestOutcome, took duration: Duration) {
+        let label = outcome.label
+        (purchaseCounters[label] ?? registry.makeCounter(descriptor: Self.purchases, labels: [("outcome", label)])).increment()
         purchaseLatency.record(duration)
     }
 
-    /// A notification's result: applied, duplicate, refused.
-    func notification(_ result: String) {
+    /// How a notification posted by Apple ended.
+    func notification(_ outcome: NotificationRequestOutcome) {
+        let result = outcome.rawValue
         notificationTally.add(result)
         (notificationCounters[result] ?? registry.makeCounter(descriptor: Self.notifications, labels: [("result", result)])).increment()
     }

@@ -1,6 +1,7 @@
 import AppStoreClient
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 
 extension Reconciler {
@@ -93,7 +94,7 @@ extension Reconciler {
                     }
                     if outcome == .applied {
                         recovered += 1
-                        try await services.ledger.audit(actor: "reconciler", action: "notification-recovered", subject: event.notificationUUID,
+                        try await services.ledger.audit(actor: "reconciler", action: .notificationRecovered, subject: event.notificationUUID,
                                                         detail: "\(event.type.rawValue)\(event.subtype.map { "/\($0.rawValue)" } ?? "") from Apple's notification history",
                                                         now: now)
                     }

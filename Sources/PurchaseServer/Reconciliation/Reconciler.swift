@@ -2,6 +2,7 @@ import AppStoreClient
 import AppStoreFormats
 import Foundation
 import Logging
+import PurchaseAPI
 import PurchaseLedger
 import ServiceLifecycle
 
@@ -11,27 +12,15 @@ import ServiceLifecycle
 /// Safe on several replicas at once: held proofs are leased, and every grant goes through the ledger's exactly-once
 /// binding.
 public struct Reconciler: Sendable {
-    let services: PurchaseServer.Services
+    let services: PurchaseServices
 
-    public init(services: PurchaseServer.Services) {
+    public init(services: PurchaseServices) {
         self.services = services
     }
 
     /// What one run did.
-    public struct Report: Sendable, Hashable, Codable {
-        public var proofsGranted = 0
-        public var proofsRejected = 0
-        public var proofsPostponed = 0
-        public var subscriptionsRefreshed = 0
-        public var ordersRepaired = 0
-        /// Notifications read from Apple's notification history that the endpoint had never applied.
-        public var notificationsRecovered = 0
-        /// Why the notification history could not be read to the present (Apple unavailable, a payload that does not
-        /// verify here); the next pass reads it again from where this one stopped.
-        public var notificationHistoryStalled: String?
-        /// Answers owed to Apple's consumption requests that this pass tried to send.
-        public var consumptionAnswersTried = 0
-    }
+    /// What one pass did: the admin API answers it as it is.
+    public typealias Report = ReconcileReport
 
     /// Whether retrying a held proof can never change its answer: Apple refused it, it does not verify, or it is
     /// another account's. Everything else (Apple or the database unavailable, credentials to fix) is retried.
@@ -95,7 +84,7 @@ public struct Reconciler: Sendable {
         case let error as LedgerError: APIError(error)
         case let error as AppStoreError: APIError(error)
         case let error as AppStoreClientError: APIError(error)
-        default: APIError(.unprocessableContent, code: "proof_rejected", "\(error)")
+        default: APIError(.unprocessableContent, code: .proofRejected, "\(error)")
         }
     }
 
@@ -152,13 +141,13 @@ public struct Reconciler: Sendable {
                 // purchase, a malformed line, another account's), rather than retried every hour for ever.
                 if let (answer, live) = Self.rejection(results) {
                     try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(live)", audit: .init(
-                        actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(answer)"), now: now)
+                        actor: "reconciler", action: .proofRejected, subject: proof.proofId, detail: "\(answer)"), now: now)
                     report.proofsRejected += 1
                     continue
                 }
                 let granted = results.filter { if case .success = $0 { true } else { false } }.count
                 try await services.ledger.updateProof(proof.proofId, state: .granted, error: nil, audit: .init(
-                    actor: "reconciler", action: "proof-granted", subject: proof.proofId,
+                    actor: "reconciler", action: .proofGranted, subject: proof.proofId,
                     detail: "\(granted) of \(transactions.count) transaction(s) for \(proof.accountId)"), now: now)
                 report.proofsGranted += 1
             } catch let error as APIError where error.code == ProofIntake.notFoundCode {
@@ -167,7 +156,7 @@ public struct Reconciler: Sendable {
                 // several times, is taken as junk. Before that the proof is retried with the usual backoff.
                 if now.timeIntervalSince(proof.heldAt) >= Self.notFoundRejectAfter, proof.notFoundAnswers + 1 >= Self.notFoundAnswersToReject {
                     try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(error)", notFound: true, audit: .init(
-                        actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(error)"), now: now)
+                        actor: "reconciler", action: .proofRejected, subject: proof.proofId, detail: "\(error)"), now: now)
                     report.proofsRejected += 1
                 } else {
                     try await services.ledger.updateProof(proof.proofId, state: .pending, error: "\(error)",
@@ -177,7 +166,7 @@ public struct Reconciler: Sendable {
             } catch where Self.isFinal(error) {
                 let answer = Self.refusal(error)
                 try await services.ledger.updateProof(proof.proofId, state: .rejected, error: "\(answer)", audit: .init(
-                    actor: "reconciler", action: "proof-rejected", subject: proof.proofId, detail: "\(answer)"), now: now)
+                    actor: "reconciler", action: .proofRejected, subject: proof.proofId, detail: "\(answer)"), now: now)
                 report.proofsRejected += 1
             } catch {
                 // Apple down, an expired API key, a database restarting: a paid purchase waits for the next attempt.
@@ -235,7 +224,7 @@ public struct Reconciler: Sendable {
                     type: .reconciled,
                     subtype: nil, signedDate: signedDate, signedPayload: signed, transaction: transaction, renewal: renewal, status: item.status)
                 if try await services.ledger.apply(event, now: now) == .applied {
-                    try await services.ledger.audit(actor: "reconciler", action: "subscription-refreshed", subject: original,
+                    try await services.ledger.audit(actor: "reconciler", action: .subscriptionRefreshed, subject: original,
                                                     detail: "status \(item.status?.rawValue ?? 0) for \(account)", now: now)
                     refreshed += 1
                 }
@@ -268,7 +257,7 @@ extension Reconciler {
                     // One order's refusal (another account's transaction) must not stop the repair of the others.
                     guard let result = try? await services.ledger.submit(.init(accountId: account, orderId: order.orderId, transaction: transaction,
                                                                                source: .reconcile), now: now) else { continue }
-                    try await services.ledger.audit(actor: "reconciler", action: "order-repaired", subject: order.orderId,
+                    try await services.ledger.audit(actor: "reconciler", action: .orderRepaired, subject: order.orderId,
                                                     detail: "transaction \(result.transactionId) (\(result.outcome.rawValue)) from the Server API history",
                                                     now: now)
                     repaired += 1

@@ -1,6 +1,7 @@
 import AppStoreClient
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -185,7 +186,7 @@ public final class AppleLookupTicket: @unchecked Sendable {
 /// 429 `rate_limited` with `Retry-After`: the request would make the server ask Apple more than its limits allow.
 /// Class `retry`: nothing is wrong with the proof, and the device keeps its transaction and comes back.
 public struct AppleLookupRefused: Error, HTTPResponseError, Sendable, CustomStringConvertible {
-    public static let code = "rate_limited"
+    public static let code = ErrorCode.rateLimited
     /// Seconds until the limit admits another call.
     public let retryAfter: Int
     public let message: String
@@ -199,14 +200,14 @@ public struct AppleLookupRefused: Error, HTTPResponseError, Sendable, CustomStri
     public var description: String { "429 \(Self.code): \(message) (retry after \(retryAfter) s)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let body = APIError.ErrorBody(error: .init(code: Self.code, message: "\(message); retry after \(retryAfter) s", class: .retry))
+        let body = ErrorBody(code: Self.code, message: "\(message); retry after \(retryAfter) s", class: .retry)
         var headers: HTTPFields = [.contentType: "application/json"]
         headers[.retryAfter] = String(retryAfter)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(body))))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(body))))
     }
 }
 
-extension PurchaseServer.Services {
+extension PurchaseServices {
     /// The ticket an app request of `accountId` asks Apple with.
     func appleTicket(for accountId: String) -> AppleLookupTicket {
         AppleLookupTicket(accountId: accountId, limits: verifier.apple.limits)

@@ -2,12 +2,13 @@ import AppStoreClient
 import AppStoreFormats
 import Crypto
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 
 /// What the server does with a proof: verify it now, or — when Apple has to be asked and cannot answer — keep it
 /// durably for the reconciliation job, so the purchase is granted later and never lost.
 struct ProofIntake: Sendable {
-    let services: PurchaseServer.Services
+    let services: PurchaseServices
 
     enum Verdict: Sendable {
         case verified([JWSTransactionDecodedPayload])
@@ -48,10 +49,8 @@ struct ProofIntake: Sendable {
             let limit = services.verifier.apple.limits.heldProofsPerAccount
             let held: PendingProof
             do {
-                held = try await ledgerCall {
-                    try await services.ledger.holdProof(proofId: id, accountId: accountId, orderId: orderId, kind: kind, proof: text,
-                                                        error: error.message, retryAt: now.addingTimeInterval(30), now: now, perAccountLimit: limit)
-                }
+                held = try await services.ledger.holdProof(proofId: id, accountId: accountId, orderId: orderId, kind: kind, proof: text,
+                                                           error: error.message, retryAt: now.addingTimeInterval(30), now: now, perAccountLimit: limit)
             } catch is HeldProofLimitReached {
                 throw AppleLookupRefused(retryAfter: 60, "the App Store cannot be asked now, and this account already has \(limit) proofs waiting for it")
             }
@@ -74,15 +73,15 @@ struct ProofIntake: Sendable {
            let colon = text[space...].range(of: ": ") {
             let code = String(text[text.index(after: space)..<colon.lowerBound])
             if !code.isEmpty, code.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
-                return APIError(.init(code: status), code: code, String(text[colon.upperBound...]))
+                return APIError(.init(code: status), code: ErrorCode(rawValue: code), String(text[colon.upperBound...]))
             }
         }
-        return APIError(.unprocessableContent, code: "proof_rejected", "this proof was rejected when it was held: \(text)")
+        return APIError(.unprocessableContent, code: .proofRejected, "this proof was rejected when it was held: \(text)")
     }
 
     /// Verifies a proof, asking Apple when it must; turns refusals into API errors except Apple being unavailable.
     /// With a `ticket` (an app's request), calls to Apple are charged to its account (``AppleLookupLimits``).
-    static func verify(_ proof: Proof, with services: PurchaseServer.Services, ticket: AppleLookupTicket? = nil) async throws -> [JWSTransactionDecodedPayload] {
+    static func verify(_ proof: Proof, with services: PurchaseServices, ticket: AppleLookupTicket? = nil) async throws -> [JWSTransactionDecodedPayload] {
         let verifier = services.verifier
         do {
             let transactions: [JWSTransactionDecodedPayload]
@@ -90,7 +89,7 @@ struct ProofIntake: Sendable {
             case .signedTransaction(let jws): transactions = [try await verifier.transaction(jws)]
             case .receipt(let receipt):
                 let purchases = try await verifier.receiptTransactions(base64: receipt, ticket: ticket)
-                let stored = try await ledgerCall { try await services.ledger.transactions(ids: purchases.compactMap(\.transactionId)) }
+                let stored = try await services.ledger.transactions(ids: purchases.compactMap(\.transactionId))
                 transactions = try await verifier.completingReceipt(purchases, stored: stored, ticket: ticket)
             case .transactionId(let id): transactions = [try await verifier.transaction(id: id, ticket: ticket)]
             }
@@ -108,7 +107,7 @@ struct ProofIntake: Sendable {
     /// Apple does not know the transaction id in any environment this server accepts. Class `operator`: the device
     /// keeps it (a purchase Apple has not caught up with yet); a held one is rejected once it stays unknown
     /// (``Reconciler``).
-    static let notFoundCode = "transaction_id_not_found"
+    static let notFoundCode = ErrorCode.transactionIdNotFound
 
     /// The order id each verified transaction is submitted with: the one transaction of a signed transaction or a
     /// looked-up id carries it; of a receipt's purchases, only the newest of the order's product does — the one the
@@ -132,9 +131,9 @@ extension APIError {
     /// The API's answer when Apple refused or answered nonsense.
     init(_ error: AppStoreClientError) {
         switch error.code {
-        case .rejected: self.init(.unprocessableContent, code: error.code.rawValue, error.message)
-        case .unavailable: self.init(.serviceUnavailable, code: error.code.rawValue, error.message)
-        default: self.init(.badGateway, code: error.code.rawValue, error.message)
+        case .rejected: self.init(.unprocessableContent, code: ErrorCode(rawValue: error.code.rawValue), error.message)
+        case .unavailable: self.init(.serviceUnavailable, code: ErrorCode(rawValue: error.code.rawValue), error.message)
+        default: self.init(.badGateway, code: ErrorCode(rawValue: error.code.rawValue), error.message)
         }
     }
 }

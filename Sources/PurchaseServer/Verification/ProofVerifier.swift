@@ -2,6 +2,7 @@ import AppStoreClient
 import AppStoreFormats
 import AppStoreTrust
 import Foundation
+import PurchaseAPI
 import PurchaseLedger
 
 /// Turns what an app or Apple sends — a signed transaction, an app receipt, a transaction id, a signed notification —
@@ -42,7 +43,7 @@ public struct ProofVerifier: Sendable {
     public func transaction(id transactionId: String, environment: AppStoreEnvironment? = nil,
                             ticket: AppleLookupTicket? = nil) async throws -> JWSTransactionDecodedPayload {
         guard let serverAPI = apple.serverAPI else {
-            throw APIError(.unprocessableContent, code: "server_api_not_configured", "looking up a transaction id needs appStore.serverAPIBaseURL")
+            throw APIError(.unprocessableContent, code: .serverAPINotConfigured, "looking up a transaction id needs appStore.serverAPIBaseURL")
         }
         let first = serverAPI.serving(environment)
         var clients = [first]

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Logging
 import NIOCore
+import PurchaseAPI
 import PurchaseLedger
 import ServiceLifecycle
 

@@ -58,7 +58,7 @@ extension StoreEngine {
 
     /// Records a `TEST` notification and returns its token.
     public func requestTestNotification() throws -> String {
-        let token = UUID().uuidString.lowercased()
+        let token = UUID().lowercasedString
         try record(.test, nil, data: notificationData(), transactionId: nil, at: clock.now, testToken: token)
         try persist()
         return token
@@ -85,7 +85,7 @@ extension StoreEngine {
         var payload = ResponseBodyV2DecodedPayload()
         payload.notificationType = type
         payload.subtype = subtype
-        payload.notificationUUID = UUID().uuidString.lowercased()
+        payload.notificationUUID = UUID().lowercasedString
         payload.version = "2.0"
         payload.signedDate = time
         payload.data = data

@@ -29,7 +29,7 @@ extension StoreEngine {
     // MARK: Images
 
     public func uploadRetentionImage(_ id: UUID, png: [UInt8], size: ImageSize) throws {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         guard retention.images[key] == nil else { throw RetentionRefusal(.imageAlreadyExists, "Image already exists.") }
         guard retention.images.count < Self.maxRetentionImages else {
             throw RetentionRefusal(.maximumNumberOfImagesReached, "The maximum number of images is reached.")
@@ -44,7 +44,7 @@ extension StoreEngine {
     }
 
     public func deleteRetentionImage(_ id: UUID) throws {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         guard retention.images[key] != nil else { throw RetentionRefusal(.imageNotFound, "Image not found.") }
         guard !retention.messages.values.contains(where: { $0.imageIds.contains(key) }) else {
             throw RetentionRefusal(.imageInUse, "The image is in use by a message.")
@@ -63,7 +63,7 @@ extension StoreEngine {
 
     /// Lengths count Unicode code points, as Apple's libraries do (`max_len`), not grapheme clusters.
     public func uploadRetentionMessage(_ id: UUID, _ body: UploadMessageRequestBody) throws {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         typealias Limits = UploadMessageRequestBody
         guard let header = body.header, header.unicodeScalars.count <= Limits.maxHeaderLength else { throw RetentionRefusal(.headerTooLong, "Invalid request. The header is too long.") }
         guard let text = body.body, text.unicodeScalars.count <= Limits.maxBodyLength else { throw RetentionRefusal(.bodyTooLong, "Invalid request. The body is too long.") }
@@ -71,7 +71,7 @@ extension StoreEngine {
         if let image = body.image {
             guard (image.altText ?? "").unicodeScalars.count <= Limits.maxAltTextLength else { throw RetentionRefusal(.altTextTooLong, "Invalid request. The alt text is too long.") }
             // The message's image is a full-size one (bullet-point images are for bullet points).
-            if let imageId = image.imageIdentifier, let stored = retention.images[imageId.uuidString.lowercased()], stored.size != .fullSize {
+            if let imageId = image.imageIdentifier, let stored = retention.images[imageId.lowercasedString], stored.size != .fullSize {
                 throw RetentionRefusal(.badRequestImageSize, "Invalid request. The image's size is invalid.")
             }
             guard image.imageIdentifier != nil else { throw RetentionRefusal(.generalBadRequest, "Invalid request. The image needs an imageIdentifier.") }
@@ -90,7 +90,7 @@ extension StoreEngine {
                 }
                 guard (point.altText ?? "").unicodeScalars.count <= Limits.maxAltTextLength else { throw RetentionRefusal(.altTextTooLong, "Invalid request. The alt text is too long.") }
                 guard let imageId = point.imageIdentifier else { throw RetentionRefusal(.generalBadRequest, "Invalid request. A bullet point needs an imageIdentifier.") }
-                if let stored = retention.images[imageId.uuidString.lowercased()], stored.size != .bulletPoint {
+                if let stored = retention.images[imageId.lowercasedString], stored.size != .bulletPoint {
                     throw RetentionRefusal(.badRequestImageSize, "Invalid request. The image's size is invalid.")
                 }
             }
@@ -104,7 +104,7 @@ extension StoreEngine {
     }
 
     public func deleteRetentionMessage(_ id: UUID) throws {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         guard retention.messages[key] != nil else { throw RetentionRefusal(.messageNotFound, "Message not found.") }
         retention.messages[key] = nil
         try persist()
@@ -119,7 +119,7 @@ extension StoreEngine {
     /// Apple's review of an image or a message (the simulator's `/sim` control): `APPROVED` or `REJECTED`.
     /// Returns false when no image or message has the id.
     public func reviewRetentionContent(_ id: UUID, state newState: RetentionContentState) throws -> Bool {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         if retention.images[key] != nil {
             retention.images[key]?.state = newState
         } else if retention.messages[key] != nil {
@@ -152,7 +152,7 @@ extension StoreEngine {
 
     public func configureDefaultRetentionMessage(productId: String, locale: String, messageIdentifier: UUID?) throws {
         try checkDefaultKey(productId: productId, locale: locale)
-        guard let messageId = messageIdentifier?.uuidString.lowercased(), let message = retention.messages[messageId] else {
+        guard let messageId = messageIdentifier?.lowercasedString, let message = retention.messages[messageId] else {
             throw RetentionRefusal(.messageNotFound, "Message not found.")
         }
         guard message.state == .approved else { throw RetentionRefusal(.messageNotApproved, "The message is not approved.") }
@@ -247,7 +247,7 @@ extension StoreEngine {
                                      offer: (productId: String, offerIdentifier: String)?) -> RetentionAnswerProblem? {
         guard answer.choices == 1 else { return .notOneChoice }
         if answer.advancedCommerceInfo != nil { return .notAdvancedCommerce }
-        guard let id = answer.messageIdentifier?.uuidString.lowercased(), let message = retention.messages[id] else { return .messageNotFound }
+        guard let id = answer.messageIdentifier?.lowercasedString, let message = retention.messages[id] else { return .messageNotFound }
         guard message.state == .approved else { return .messageNotApproved }
         guard message.imageIds.allSatisfy({ retention.images[$0]?.state == .approved }) else { return .imageNotApproved }
         if let alternate = answer.alternateProduct {
@@ -326,7 +326,7 @@ extension StoreEngine {
             throw RetentionRefusal(.invalidPerformanceTestRequest, "Invalid request. The subscription is not an active auto-renewable subscription.")
         }
         let requests = Self.performanceTestConfig.totalRequests ?? 1
-        let requestId = UUID().uuidString.lowercased()
+        let requestId = UUID().lowercasedString
         retention.performanceTests[requestId] = .init(target: target.absoluteString, result: .pending, pending: requests, startedAt: Date())
         let oldest = retention.performanceTests.filter { $0.value.result != .pending }.sorted { ($0.value.startedAt ?? .distantPast) > ($1.value.startedAt ?? .distantPast) }
             .dropFirst(Self.keptPerformanceTests)
@@ -392,7 +392,7 @@ extension StoreState {
             var state: RetentionContentState
             /// The images it shows, lower-case ids.
             var imageIds: [String] {
-                ([body.image?.imageIdentifier] + (body.bulletPoints ?? []).map(\.imageIdentifier)).compactMap { $0?.uuidString.lowercased() }
+                ([body.image?.imageIdentifier] + (body.bulletPoints ?? []).map(\.imageIdentifier)).compactMap { $0?.lowercasedString }
             }
         }
         struct PerformanceTest: Codable, Sendable {

@@ -195,7 +195,7 @@ struct RetentionMessagingRoutes {
         guard await engine.hasDefaultMessage(productId: ask.request.productId ?? "", locale: locale) else { return try Reply.json(shown) }
         if let url = ask.url {
             let attempt = await requester.ask(url, signedPayload: ask.signedPayload)
-            shown.requestIdentifier = ask.request.requestIdentifier?.uuidString.lowercased()
+            shown.requestIdentifier = ask.request.requestIdentifier?.lowercasedString
             shown.sendAttemptResult = attempt.result
             shown.milliseconds = attempt.milliseconds
             if let answer = attempt.answer {
@@ -204,7 +204,7 @@ struct RetentionMessagingRoutes {
                 shown.problem = await engine.judgeRetentionAnswer(answer, ask: ask, offer: offer)
                 if shown.problem == nil {
                     shown.source = .realtime
-                    shown.messageIdentifier = answer.messageIdentifier?.uuidString.lowercased()
+                    shown.messageIdentifier = answer.messageIdentifier?.lowercasedString
                     shown.alternateProduct = answer.alternateProduct
                     shown.promotionalOfferIdentifier = offer?.offerIdentifier
                     shown.promotionalOfferProductId = offer?.productId
@@ -214,7 +214,7 @@ struct RetentionMessagingRoutes {
         }
         if shown.source == .none, let fallback = await engine.configuredDefaultMessage(productId: ask.request.productId ?? "", locale: locale) {
             shown.source = .defaultMessage
-            shown.messageIdentifier = fallback.uuidString.lowercased()
+            shown.messageIdentifier = fallback.lowercasedString
         }
         return try Reply.json(shown)
     }

@@ -67,7 +67,7 @@ public struct OfferSignatureVerifier: Sendable {
               publicKey.isValidSignature(ecdsa, for: SHA256.hash(data: Array(text.utf8))) else {
             return .failure(Refusal(reason: "the signature does not match"))
         }
-        return .success(Accepted(nonce: signature.nonce.uuidString.lowercased()))
+        return .success(Accepted(nonce: signature.nonce.lowercasedString))
     }
 
     /// An Advanced Commerce API request (StoreKit's `advancedCommerceData`): the request it carries, decoded, and its nonce.
@@ -104,7 +104,7 @@ public struct OfferSignatureVerifier: Sendable {
         guard legacy.keyId == keyId else { return .failure(Refusal(reason: "signed with another key")) }
         let stated = LegacyPromotionalOfferSignature(keyIdentifier: keyId, nonce: nonce, timestamp: timestamp, signature: signature)
         // The original API signs the application username as the app set it: StoreKit's UUID string, upper case, or lower.
-        let usernames = legacy.appAccountToken.map { [$0.uuidString, $0.uuidString.lowercased()] } ?? [""]
+        let usernames = legacy.appAccountToken.map { [$0.uuidString, $0.lowercasedString] } ?? [""]
         for username in usernames {
             if case .success = legacyPromotionalOffer(stated, productId: productId, offerIdentifier: offerIdentifier, applicationUsername: username, now: now) {
                 return .success((productId, offerIdentifier))

@@ -67,7 +67,7 @@ struct DevCommand: AsyncParsableCommand {
         logger.logLevel = .notice
         let group = ServiceGroup(
             services: [SimulatorServer.application(simulatorServices, port: simulatorPort, tick: .seconds(1)),
-                       PurchaseServer.application(services, host: "127.0.0.1", port: serverPort, reconcileEvery: .seconds(30))],
+                       buildApplication(services, host: "127.0.0.1", port: serverPort, reconcileEvery: .seconds(30))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await group.run()
     }

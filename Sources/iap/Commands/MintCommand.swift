@@ -65,7 +65,7 @@ struct MintCommand: AsyncParsableCommand {
                 data.signedTransactionInfo = signed
                 var notification = ResponseBodyV2DecodedPayload()
                 notification.notificationType = .oneTimeCharge
-                notification.notificationUUID = UUID().uuidString.lowercased()
+                notification.notificationUUID = UUID().lowercasedString
                 notification.version = "2.0"
                 notification.signedDate = now
                 notification.data = data

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 
@@ -75,7 +76,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// Starts the server; with no auth configured, an HS256 secret is made in the data directory.
-    static func prepare(_ configuration: ServerConfiguration) async throws -> (PurchaseServer.Services, ServerConfiguration) {
+    static func prepare(_ configuration: ServerConfiguration) async throws -> (PurchaseServices, ServerConfiguration) {
         var configuration = configuration
         if configuration.auth.hs256Secret == nil && configuration.auth.publicKeyPEMFile == nil {
             let directory = URL(fileURLWithPath: configuration.dataDirectory)
@@ -83,7 +84,7 @@ struct ServeCommand: AsyncParsableCommand {
             Output.note("app tokens: HS256 with the secret in \(directory.appendingPathComponent("auth-hs256-secret").path)")
         }
         let roots = try configuration.loadTrustRoots()
-        let services = try await PurchaseServer.Services.open(configuration, roots: roots)
+        let services = try await PurchaseServices.open(configuration, roots: roots)
         if configuration.trustedRoots.isEmpty && configuration.trustAppleRoots {
             Output.note("trust roots: Apple's, bundled (Apple Root CA - G3 for JWS, Apple Root CA for receipts)")
         }
@@ -96,7 +97,7 @@ struct ServeCommand: AsyncParsableCommand {
     static func serve(_ configuration: ServerConfiguration, logger: Logger? = nil) async throws {
         let (services, configuration) = try await prepare(configuration)
         Output.note("IAPKit purchase server: http://\(configuration.host):\(configuration.port) — bundle \(configuration.bundleId), ledger \(services.ledger.store.kind)")
-        try await PurchaseServer.application(services, host: configuration.host, port: configuration.port,
+        try await buildApplication(services, host: configuration.host, port: configuration.port,
                                              reconcileEvery: .milliseconds(Int64(configuration.reconcileIntervalSeconds * 1000)), logger: logger,
                                              logRequests: true).runService()
     }

@@ -8,6 +8,7 @@ import FoundationNetworking
 import Hummingbird
 import Logging
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import ServiceLifecycle

@@ -7,6 +7,7 @@ import FoundationNetworking
 import Hummingbird
 import Logging
 import PurchaseClient
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import ServiceLifecycle
@@ -41,14 +42,14 @@ struct DemoWorld: Sendable {
         let ledger = Ledger(store: store, catalog: configuration.catalog)
         try await ledger.migrate()
         let clock = await engine.clock
-        let services = PurchaseServer.Services(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration),
+        let services = PurchaseServices(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration),
                                                authenticator: try await AccountAuthenticator(configuration.auth), now: { clock.now })
         var logger = Logger(label: "iapkit.demo")
         logger.logLevel = .critical
         // Both listen on ports the system picks; each reports its port once it runs.
         let (ports, reported) = AsyncStream.makeStream(of: (String, Int).self)
         let group = ServiceGroup(services: [SimulatorServer.application(simulator, port: 0, logger: logger) { reported.yield(("simulator", $0)) },
-                                            PurchaseServer.application(services, port: 0, logger: logger) { reported.yield(("server", $0)) }],
+                                            buildApplication(services, port: 0, logger: logger) { reported.yield(("server", $0)) }],
                                  gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         Task { try? await group.run() }
         var found: [String: Int] = [:]

@@ -24,7 +24,7 @@ struct LoneServer {
     /// Runs `body` against a live server (real connections: the peer address is loopback) configured by `configuration`.
     static func run(_ configuration: ServerConfiguration, _ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         try configuration.validate()
-        let services = try await PurchaseServer.Services.open(configuration, roots: TrustRoots())
-        try await PurchaseServer.application(services, port: 0).test(.live) { client in try await body(client) }
+        let services = try await PurchaseServices.open(configuration, roots: TrustRoots())
+        try await buildApplication(services, port: 0).test(.live) { client in try await body(client) }
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import IAPTestSupport
+import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -35,7 +36,7 @@ struct System {
     let server: any TestClientProtocol
     let simulator: any TestClientProtocol
     let engine: StoreEngine
-    let services: PurchaseServer.Services
+    let services: PurchaseServices
     let secret: String
     /// What the server was started with, for a second server over the same ledger (``withServer(bundleId:_:)``).
     let configuration: ServerConfiguration
@@ -129,7 +130,7 @@ struct System {
             try await ledger.migrate()
             let clock = await engine.clock
             let behind = options.serverClockBehind
-            var services = PurchaseServer.Services(
+            var services = PurchaseServices(
                 ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
                 authenticator: try await AccountAuthenticator(configuration.auth), adminKey: adminKey,
                 refuseSuspiciousDevices: options.refuseSuspiciousDevices, now: { clock.now.addingTimeInterval(-behind) })
@@ -141,7 +142,7 @@ struct System {
             services.retention = options.retention.map(RetentionSettings.init(rules:))
             services.webhooks = options.webhooks
             let secret = configuration.auth.hs256Secret!
-            try await PurchaseServer.application(services, port: 0).test(.live) { [services, roots, configuration] server in
+            try await buildApplication(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
                 try await body(System(server: server, simulator: simulator, engine: engine, services: services, secret: secret,
                                       configuration: configuration, roots: roots))
@@ -154,54 +155,67 @@ struct System {
     func withServer(bundleId: String, _ body: @Sendable (URL) async throws -> Void) async throws {
         var misconfigured = configuration
         misconfigured.bundleId = bundleId
-        let other = PurchaseServer.Services(
+        let other = PurchaseServices(
             ledger: services.ledger, verifier: ProofVerifier(roots: roots, configuration: misconfigured, apple: try AppleAccess(misconfigured)),
             authenticator: services.authenticator, adminKey: System.adminKey, now: services.now)
-        try await PurchaseServer.application(other, port: 0).test(.live) { server in
+        try await buildApplication(other, port: 0).test(.live) { server in
             try await body(URL(string: "http://127.0.0.1:\(server.port!)")!)
         }
     }
 
-    /// Calls an admin endpoint.
+    /// Calls an admin endpoint; returns the status and the body, for ``decode(_:_:)``.
     @discardableResult
-    func admin(_ method: HTTPRequest.Method, _ path: String, _ body: [String: Any]? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
+    func admin(_ method: HTTPRequest.Method, _ path: String, _ body: (any Encodable)? = nil) async throws -> (HTTPResponse.Status, Data) {
         let response = try await server.execute(uri: path, method: method, headers: [.authorization: "Bearer \(Self.adminKey)"],
-                                                body: try body.map { ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: $0)) })
-        return (response.status, (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:])
+                                                body: try body.map { ByteBuffer(bytes: try encodeRequest($0)) })
+        return (response.status, Data(response.body.readableBytesView))
     }
 
     func token(_ account: String) async throws -> String {
         try await AccountAuthenticator.issueToken(account: account, secret: secret)
     }
 
-    /// Calls the purchase server as `account`; returns the status and the JSON object answered.
+    /// Calls the purchase server as `account`; returns the status and the body, for ``decode(_:_:)``.
     @discardableResult
-    func call(_ method: HTTPRequest.Method, _ path: String, as account: String?, _ body: [String: Any]? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
+    func call(_ method: HTTPRequest.Method, _ path: String, as account: String?, _ body: (any Encodable)? = nil) async throws -> (HTTPResponse.Status, Data) {
         var headers = HTTPFields()
         if let account { headers[.authorization] = "Bearer \(try await token(account))" }
         let response = try await server.execute(uri: path, method: method, headers: headers,
-                                                body: try body.map { ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: $0)) })
-        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:]
-        return (response.status, object)
+                                                body: try body.map { ByteBuffer(bytes: try encodeRequest($0)) })
+        return (response.status, Data(response.body.readableBytesView))
     }
 
-    /// Calls the simulator's device side.
+    /// Calls the simulator's device side; returns the body, for ``decode(_:_:)`` (``SimPurchase``…). The requests are the
+    /// simulator's own (a test's stand-in for a phone), not the contract's: written as JSON objects.
     @discardableResult
-    func device(_ method: HTTPRequest.Method, _ path: String, _ body: [String: Any]? = nil) async throws -> [String: Any] {
+    func device(_ method: HTTPRequest.Method, _ path: String, _ body: [String: Any]? = nil) async throws -> Data {
         let response = try await simulator.execute(uri: path, method: method,
                                                    body: try body.map { ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: $0)) })
-        return (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:]
+        return Data(response.body.readableBytesView)
     }
 
-    /// The app's whole purchase: order on the server, payment in the store with the order's token, submission.
-    func buy(_ productId: String, account: String, storeAccount: String, submit: Bool = true) async throws -> (order: [String: Any], purchase: [String: Any], reply: [String: Any]) {
-        let (status, order) = try await call(.post, "/v1/orders", as: account, ["productId": productId])
+    /// Sets the simulator's faults (`/sim/faults`).
+    func inject(_ plan: FaultPlan) async throws {
+        let response = try await simulator.execute(uri: "/sim/faults", method: .post, body: ByteBuffer(bytes: try JSONEncoder().encode(plan)))
+        #expect((200..<300).contains(response.status.code), "\(response.status)")
+    }
+
+    /// The simulator's purchase: what a phone's StoreKit hands the app.
+    func storePurchase(_ body: [String: Any]) async throws -> SimPurchase {
+        try decode(SimPurchase.self, await device(.post, "/sim/purchases", body))
+    }
+
+    /// The app's whole purchase: order on the server, payment in the store with the order's token, submission. `reply`
+    /// is nil when not submitted; a submission the server does not answer with a purchase (200) fails the test.
+    func buy(_ productId: String, account: String, storeAccount: String, submit: Bool = true) async throws -> (order: OrderReply, purchase: SimPurchase, reply: PurchaseReply?) {
+        let (status, answer) = try await call(.post, "/v1/orders", as: account, OrderRequest(productId: productId))
         #expect(status == .created)
-        let purchase = try await device(.post, "/sim/purchases", ["account": storeAccount, "device": "phone", "productId": productId,
-                                                                   "appAccountToken": order["appAccountToken"] as? String ?? ""])
-        guard submit, let jws = purchase["signedTransaction"] as? String else { return (order, purchase, [:]) }
-        let (_, reply) = try await call(.post, "/v1/purchases", as: account, ["signedTransaction": jws, "orderId": order["orderId"] as? String ?? ""])
-        return (order, purchase, reply)
+        let order = try decode(OrderReply.self, answer)
+        let purchase = try await storePurchase(["account": storeAccount, "device": "phone", "productId": productId,
+                                                "appAccountToken": order.appAccountToken.lowercasedString])
+        guard submit, let jws = purchase.signedTransaction else { return (order, purchase, nil) }
+        let (_, reply) = try await call(.post, "/v1/purchases", as: account, PurchaseRequest(signedTransaction: jws, orderId: order.orderId))
+        return (order, purchase, try decode(PurchaseReply.self, reply))
     }
 
     /// A new app account named from `prefix` and its own Apple ID in the simulator (`store-<account>`).
@@ -218,15 +232,66 @@ struct System {
     }
 
     /// The account's entitlements as the server answers them.
-    func entitlements(_ account: String) async throws -> [String: Any] {
-        try await call(.get, "/v1/entitlements", as: account).1
+    func entitlements(_ account: String) async throws -> EntitlementsReply {
+        try decode(EntitlementsReply.self, await call(.get, "/v1/entitlements", as: account).1)
     }
 }
 
-/// Reading the server's JSON answers.
-extension Dictionary where Key == String, Value == Any {
-    var entitlementNames: [String] { ((self["entitlements"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String } }
-    func balance(_ currency: String) -> Int? { (self["balances"] as? [String: Any])?[currency] as? Int }
-    var ownedEntitlements: [String: Any] { self["entitlements"] as? [String: Any] ?? [:] }
+/// What the simulator's `/sim/purchases` answers (StoreKit's view of a purchase).
+struct SimPurchase: Decodable {
+    /// `purchased`, `userCancelled`, `pending`, `interrupted` or `failed`.
+    var status: String
+    var transactionId: String?
+    var signedTransaction: String?
+    /// Base64 app receipt.
+    var receipt: String?
+    var requestId: String?
+    var reason: String?
 }
 
+/// What the simulator's restore and family endpoints answer.
+struct SimSignedList: Decodable {
+    var signedTransactions: [String]
+}
+
+/// What the simulator's `/sim/transactions/{id}/refund-request` answers (Apple's side of a refund request).
+struct SimRefundRequest: Decodable {
+    var reason: ConsumptionRequestReason
+    /// What the developer sent with Send Consumption Information, if anything.
+    var consumption: ConsumptionRequest?
+    var decision: String?
+
+    /// As the simulator writes it (Apple's wire format).
+    static func read(_ data: Data) throws -> Self { try AppStoreJSON.decoder().decode(Self.self, from: data) }
+}
+
+/// Apple's decision on a refund request (`…/refund-request/decide`).
+struct SimRefundDecision: Decodable {
+    /// `REFUND` or `REFUND_DECLINED`.
+    var decision: String
+    var revocationPercentage: Int?
+}
+
+/// An answer's body as text, for a failure's message.
+func text(_ data: Data) -> String { String(decoding: data, as: UTF8.self) }
+
+/// What the simulator's `/sim/external-purchase-tokens` answers.
+struct SimExternalPurchaseToken: Decodable {
+    var externalPurchaseId: String?
+}
+
+/// Reading what an account owns.
+extension Entitlements {
+    var entitlementNames: [String] { entitlements.map(\.name) }
+    func balance(_ currency: String) -> Int64? { balances[currency] }
+}
+
+extension EntitlementsReply {
+    var entitlementNames: [String] { entitlements.entitlementNames }
+    func balance(_ currency: String) -> Int64? { entitlements.balance(currency) }
+}
+
+/// The stable code of a refusal's body (`{"error": {"code", …}}`).
+func errorCode(_ data: Data) throws -> ErrorCode {
+    try decode(ErrorBody.self, data).error.code
+}

@@ -1,3 +1,4 @@
+import AppStoreFormats
 import Foundation
 
 /// What the migrations install on PostgreSQL so that a purchase is two round trips in autocommit — one statement
@@ -206,7 +207,7 @@ enum PostgresFunctions {
                                        .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue),
                                        .int(Int64(record.quantity)), .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
                                        .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
-                                       .of(record.appAccountToken?.uuidString.lowercased()), .of(record.signedDate),
+                                       .of(record.appAccountToken?.lowercasedString), .of(record.signedDate),
                                        .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)),
                                        .of(record.appTransactionId)]
                 object.raw("r", "[" + row.map(JSONObject.literal).joined(separator: ",") + "]")
@@ -237,7 +238,7 @@ enum PostgresFunctions {
                 object.set("order", .text(orderId))
                 object.set("tx", .text(transactionId))
                 object.set("at", .of(at))
-                object.set("auditId", .text(UUID().uuidString.lowercased()))
+                object.set("auditId", .text(UUID().lowercasedString))
             case .moveBalance(let move):
                 object.set("op", .text("moveBalance"))
                 object.set("key", .text(move.key))
@@ -254,7 +255,7 @@ enum PostgresFunctions {
                 object.set("at", .of(at))
             case .recordDeviceReport(let transactionId, let accountId, let signals, let at):
                 object.set("op", .text("recordDeviceReport"))
-                object.set("id", .text(UUID().uuidString.lowercased()))
+                object.set("id", .text(UUID().lowercasedString))
                 object.set("tx", .text(transactionId))
                 object.set("account", .text(accountId))
                 object.set("signals", .text(signals.joined(separator: ",")))
@@ -277,7 +278,7 @@ enum PostgresFunctions {
                 object.set("at", .of(at))
                 object.set("original", .text(original))
                 object.set("account", .text(accountId))
-                object.set("token", .of(token?.uuidString.lowercased()))
+                object.set("token", .of(token?.lowercasedString))
                 if !events { object.raw("events", "false") }
                 object.set("due", .int(Millis.now))
             case .updateSeriesPeriod(let original, let productId, let purchaseDate, let expiresDate):

@@ -1,0 +1,146 @@
+import Foundation
+
+/// Restore, receipt sync and entitlements: online, offline, and published to the streams.
+extension PurchaseClient {
+    // MARK: Restore and entitlements
+
+    /// The store's restore for non-consumables and auto-renewables, sent to the server, which adds what the store
+    /// cannot restore (non-renewing subscriptions). Unfinished work is resumed first.
+    public func restore() async throws -> Entitlements {
+        let asked = accountId
+        _ = await resume()
+        let restored = try await store.restore()
+        checkpointObserver?(.duringRestore)
+        let entitlements = try await server.restore(signedTransactions: restored.map(\.signedTransaction))
+        try publish(entitlements, askedAs: asked)
+        return entitlements
+    }
+
+    /// Sends the app receipt to the server: for purchases made with StoreKit 1 or before the app adopted this flow.
+    /// Without a receipt on the device it sends the signed app transaction instead (no sign-in prompt). Returns what
+    /// the account owns afterwards, or nil when the store has neither or the server is holding the receipt for Apple.
+    ///
+    /// A receipt names no app account (it carries no `appAccountToken`): a server without the App Store Server API binds
+    /// what it does not hold yet to whoever sends it. So while this device holds another account's paid transaction not
+    /// yet delivered, the receipt — which lists it — is not sent under this account: that account's payment would be
+    /// granted here, then refused to it as another account's, and finished. The call throws `.accountMismatch` then.
+    public func syncReceipt() async throws -> Entitlements? {
+        let asked = accountId
+        let submission: PurchaseServerClient.Submission
+        if let receipt = try await store.receipt() {
+            // The store's unfinished transactions go first, signed (they carry their tokens): what they settle no longer
+            // waits, and the receipt is then judged against what is still undelivered.
+            _ = await resume()
+            if let waiting = try await otherAccountsPayment(than: asked) {
+                throw PurchaseFailure(.accountMismatch, "the receipt lists transaction \(waiting.transactionId), paid by account \(waiting.accountId) and not delivered yet: it is synced once that account has it")
+            }
+            submission = try await server.submit(receipt: receipt, expectedAccountId: asked)
+        } else if let appTransaction = try await store.appTransaction() {
+            // No receipt on the device: the signed app transaction instead, never a store refresh (it prompts for a
+            // sign-in; Apple asks for that only behind the user's button).
+            submission = try await server.submit(appTransaction: appTransaction)
+        } else {
+            return nil
+        }
+        switch submission {
+        case .granted(let entitlements), .deliveredToOwner(let entitlements):
+            try publish(entitlements, askedAs: asked)
+            return entitlements
+        case .held:
+            return nil
+        case .rejected(let code, let message, _):
+            throw PurchaseFailure(.rejectedByServer, "\(code): \(message)")
+        }
+    }
+
+    /// A paid transaction of another account than `account` that this device holds undelivered, if any: one still in
+    /// the store's unfinished queue (nothing finishes one before it is settled) that this process has not settled, whose
+    /// journal entry — or, after a crash before that was written, the intent its token matches — names another account,
+    /// or that nothing here names the payer of while its token names an order.
+    /// A journal that cannot be read may name one: each such transaction counts then. A store that cannot list its queue
+    /// is answered with its error (the receipt is not sent on a guess).
+    private func otherAccountsPayment(than account: String?) async throws -> (transactionId: String, accountId: String)? {
+        let unfinished = try await store.unfinished()
+        let entries = try? journal.entries()
+        for transaction in unfinished where settled[transaction.transactionId] == nil {
+            let id = transaction.transactionId
+            guard let entries else { return (id, "unknown (the journal cannot be read)") }
+            let paid = entries.first { $0.key == "paid-" + id } ?? unjournaled[id]
+            let intent = Self.intent(for: transaction, in: entries)
+            if let owner = paid?.accountId ?? intent?.accountId, owner != account { return (id, owner) }
+            // Nothing on this device names its payer (a reinstall, another device's order), but its token names an order:
+            // whose is for the server to say, once its signed upload goes through.
+            if paid?.accountId == nil, intent?.accountId == nil, transaction.appAccountToken != nil {
+                return (id, "the account whose order its token names (not delivered yet)")
+            }
+        }
+        return nil
+    }
+
+    /// The journal's intent written before the payment `transaction` carries the token of, if any.
+    static func intent(for transaction: StoreTransaction, in entries: [JournalEntry]) -> JournalEntry? {
+        entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
+    }
+
+    /// What the server says the signed-in account owns now; while the server is unreachable, the offline copy
+    /// (``offlineEntitlements()``, marked with `cachedAt`). An answer whose signature does not verify is never
+    /// replaced by the offline copy: it is refused.
+    public func entitlements() async throws -> Entitlements {
+        let asked = accountId
+        do {
+            let entitlements = try await server.entitlements()
+            try publish(entitlements, askedAs: asked)
+            return entitlements
+        } catch let unreachable as PurchaseServerClient.Unreachable {
+            guard let offline = await offlineEntitlements(), accountId == asked else { throw unreachable }
+            latest = offline
+            entitlementBroadcast.send(offline)
+            return offline
+        }
+    }
+
+    /// The last entitlements the server granted the signed-in account, kept on the device, without what has expired
+    /// since and without consumable balances; what the store itself says the customer owns now (StoreKit's
+    /// `Transaction.currentEntitlements`) extends them to renewals made since. Nil when nothing was ever answered.
+    public func offlineEntitlements() async -> Entitlements? {
+        guard let account = accountId ?? latest?.accountId else { return nil }
+        var base = latest.flatMap { $0.accountId == account ? $0 : nil }
+        if base == nil || base?.cachedAt != nil, let stored = try? offlineCache?.load(accountId: account) { base = stored }
+        guard let base else { return nil }
+        let now = Date()
+        var result = base.offline(at: now, cachedAt: base.cachedAt ?? now)
+        // Only renewals of a series this account holds, by series and token, never by product: the store's entitlements
+        // are the whole Apple ID's, and on a shared device another account of the app may have bought the same
+        // subscription on it (the same series, Apple keeps one per group, but through its own order's token).
+        var series: [String: Entitlements.Item] = [:]
+        for item in base.entitlements { if let original = item.originalTransactionId { series[original] = item } }
+        for transaction in (try? await store.currentEntitlements()) ?? []
+        where transaction.revocationDate == nil && (transaction.expiresDate ?? .distantFuture) > now {
+            // And only of the product the server granted: a downgrade (same series, same token) renews into a product
+            // whose entitlement the device cannot name, and must not carry the old tier's.
+            guard let original = transaction.originalTransactionId, let item = series[original], transaction.appAccountToken == item.appAccountToken,
+                  transaction.productId == item.productId, !result.has(item.name) else { continue }
+            result.entitlements.append(.init(name: item.name, productId: transaction.productId, transactionId: transaction.transactionId,
+                                             originalTransactionId: original, appAccountToken: item.appAccountToken,
+                                             expiresAt: transaction.expiresDate, state: "active"))
+        }
+        return result
+    }
+
+    /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use. `asked` is who was
+    /// signed in when the call began: an answer that arrives after a sign-out or a switch is nobody's to show.
+    func publish(_ entitlements: Entitlements, askedAs asked: String?) throws {
+        guard accountId == asked else {
+            throw PurchaseFailure(.accountMismatch, "the sign-in changed while the server answered for \(entitlements.accountId)")
+        }
+        if let accountId, entitlements.accountId != accountId {
+            throw PurchaseFailure(.accountMismatch, "the server answered for account \(entitlements.accountId), not the signed-in \(accountId)")
+        }
+        latest = entitlements
+        var offline = entitlements
+        offline.balances = [:]
+        offline.cachedAt = Date()
+        try? offlineCache?.save(offline)
+        entitlementBroadcast.send(entitlements)
+    }
+}
