@@ -2,17 +2,9 @@
 ///
 /// Open like Apple's own enumerations: a code this build does not know (a newer server's) is kept as it came, never
 /// a decoding failure, and ``RefusalClass`` still classifies it by the status.
-public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+public struct ErrorCode: APIOpenEnum {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { rawValue = value }
-    public var description: String { rawValue }
-
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 
     // MARK: The request itself
     public static let badRequest: Self = "bad_request"

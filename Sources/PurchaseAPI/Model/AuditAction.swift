@@ -1,16 +1,9 @@
 /// What an audit-log entry records. Open: entries a newer version wrote read back as they were stored. The raw values
 /// are the ones stored since the first versions (kebab-case for the operator's actions; a few snake_case ones written
 /// by the ledger's rules), kept so that old entries and new ones of the same action compare equal.
-public struct AuditAction: RawRepresentable, Codable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+public struct AuditAction: APIOpenEnum {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-    public var description: String { rawValue }
 
     // The operator's actions (admin API and dashboard).
     public static let settle: Self = "settle"

@@ -6,16 +6,9 @@ public struct Entitlements: Codable, Hashable, Sendable {
     public struct Item: Codable, Hashable, Sendable {
         /// Whether the customer is served normally or only while Apple retries a failed renewal. Open: a state a newer
         /// server sends is kept as it came rather than failing the whole answer.
-        public struct State: RawRepresentable, Codable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+        public struct State: APIOpenEnum {
             public let rawValue: String
             public init(rawValue: String) { self.rawValue = rawValue }
-            public init(stringLiteral value: String) { rawValue = value }
-            public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-            public func encode(to encoder: any Encoder) throws {
-                var container = encoder.singleValueContainer()
-                try container.encode(rawValue)
-            }
-            public var description: String { rawValue }
 
             public static let active: Self = "active"
             /// Billing failed; Apple keeps the subscriber served until the grace period ends.
