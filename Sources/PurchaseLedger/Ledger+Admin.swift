@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 /// What an operator sees and does about orders that did not end well. Every action is audited in the same
 /// transaction as the action itself.

@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 extension Ledger {
     /// The `appAccountToken` that names `accountId` for the series of `transactionId`, for a purchase made outside the

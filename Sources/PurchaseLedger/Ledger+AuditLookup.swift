@@ -1,5 +1,5 @@
-import PurchaseAPI
 import Foundation
+import PurchaseAPI
 
 extension Ledger {
     /// The audit entries about `subject` recorded with `action`, newest first. The log is shared by every replica, so

@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 /// Whether a customer agreed to have their consumption data sent to Apple when they ask for a refund.
 public struct ConsumptionConsent: Sendable, Hashable, Codable {

@@ -1,4 +1,3 @@
-import PurchaseAPI
 import Foundation
 
 /// A proof of purchase the server could not judge yet because Apple was unavailable: kept durably, retried by the

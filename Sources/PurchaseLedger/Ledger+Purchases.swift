@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 /// How a transaction reached the ledger: kept with it, shown on the operator's timeline.
 public enum PurchaseSource: String, Sendable, Hashable, CaseIterable {

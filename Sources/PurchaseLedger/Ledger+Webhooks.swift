@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 
 extension Ledger {

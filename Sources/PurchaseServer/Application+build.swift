@@ -21,6 +21,8 @@ public struct PurchaseRoutes: OptionSet, Sendable {
     public static let dashboard = PurchaseRoutes(rawValue: 1 << 3)
     /// `/health`, `/metrics` and `/openapi.json`.
     public static let operations = PurchaseRoutes(rawValue: 1 << 4)
+    /// The APIs: ``app``, ``appStore`` and ``admin`` — what a host app mounts by default, beside its own `/health`.
+    public static let api: PurchaseRoutes = [.app, .appStore, .admin]
     public static let all: PurchaseRoutes = [.app, .appStore, .admin, .dashboard, .operations]
 }
 
@@ -29,7 +31,9 @@ extension PurchaseServices {
     /// with `router.addRoutes(services.routes(context: AppContext.self))`, and runs ``backgroundServices(reconcileEvery:logger:)``
     /// in its service group. Every route answers the errors of the ledger, the verifier and Apple as ``APIError``s
     /// (``APIErrorMiddleware``), and refuses a body declared larger than it reads before anything else.
-    public func routes<Context: PurchaseRequestContext>(_ parts: PurchaseRoutes = .all, context: Context.Type = Context.self) -> RouteCollection<Context> {
+    /// Mounting a path twice stops the router at start (Hummingbird refuses a second handler): a host with its own
+    /// `/health` or `/metrics` leaves out ``PurchaseRoutes/operations`` (the default, ``PurchaseRoutes/api``, does).
+    public func routes<Context: PurchaseRequestContext>(_ parts: PurchaseRoutes = .api, context: Context.Type = Context.self) -> RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
         routes.add(middleware: DeclaredBodyLimitMiddleware(limit: max(maxBodyBytes, NotificationRoutes<Context>.maxBody)))
         routes.add(middleware: APIErrorMiddleware())
@@ -76,7 +80,7 @@ public func buildRouter(_ services: PurchaseServices, logger: Logger? = nil) -> 
     if let logger { router.add(middleware: RequestLogMiddleware(logger: logger)) }
     // A body declared larger than any route reads is refused before anything else, a path no route serves included.
     router.add(middleware: DeclaredBodyLimitMiddleware(limit: max(services.maxBodyBytes, NotificationRoutes<BasicPurchaseRequestContext>.maxBody)))
-    router.addRoutes(services.routes(context: BasicPurchaseRequestContext.self))
+    router.addRoutes(services.routes(.all, context: BasicPurchaseRequestContext.self))
     return router
 }
 

@@ -148,9 +148,12 @@ public struct PurchaseServices: Sendable {
 
 extension PurchaseServices {
     /// What runs beside the routes, for the application's service group: the reconciliation job every `reconcileEvery`
-    /// (none without it), the webhook sender when webhooks are configured, and the calls to Apple that follow answers
-    /// (``AppleCallService``). A host app that mounts ``routes(context:)`` runs these in its own service group.
-    public func backgroundServices(reconcileEvery: Duration? = nil, logger: Logger = Logger(label: "iapkit.server")) -> [any Service] {
+    /// (60 s unless told, as `iap serve`'s default; nil: none — proofs held while Apple was away then wait for the device
+    /// to send them again), the webhook sender when webhooks are configured, and the calls to Apple that follow answers
+    /// (``AppleCallService``). A host app that mounts ``routes(context:)`` runs these in its own service group, listed
+    /// before its HTTP server: services stop in reverse order, and calls queued by requests still being answered are made
+    /// only while the Apple-call service runs.
+    public func backgroundServices(reconcileEvery: Duration? = .seconds(60), logger: Logger = Logger(label: "iapkit.server")) -> [any Service] {
         var jobs: [any Service] = [AppleCallService(services: self)]
         if let reconcileEvery { jobs.append(ReconciliationService(reconciler: Reconciler(services: self), interval: reconcileEvery, logger: logger)) }
         if let webhooks {

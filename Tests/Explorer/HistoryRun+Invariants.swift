@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
-import PurchaseClient
 import PurchaseAPI
+import PurchaseClient
 import PurchaseLedger
 import StoreSimulator
 

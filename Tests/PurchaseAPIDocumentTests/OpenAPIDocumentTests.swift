@@ -54,7 +54,9 @@ struct OpenAPIDocumentTests {
         #expect(required("Entitlements") == ["accountId", "entitlements", "balances"])
         // Decoded leniently for old servers, always sent by this one.
         #expect(required("PurchaseReply") == ["transactions", "refused", "entitlements"])
-        #expect(property("PurchaseReply", "outcome") == ["type": "string", "enum": ["granted", "alreadyGranted", "deliveredToOwner"]])
+        #expect(property("PurchaseReply", "outcome") == ["type": "string"], "open: an outcome a newer server adds is read as itself")
+        #expect(required("PurchaseReply.Refused") == ["transactionId", "code", "message", "class"], "class read leniently, always sent")
+        #expect(required("OfferSignReply") == ["kind", "productId"], "kind read leniently, always sent")
         #expect(required("ErrorBody.Detail") == ["code", "message", "class"])
         #expect(property("ErrorBody.Detail", "class") == ["type": "string", "enum": ["final", "operator", "retry"]])
         #expect(property("ErrorBody.Detail", "code") == ["type": "string"])

@@ -1,12 +1,12 @@
+import _CryptoExtras
 import Crypto
+import Foundation
 import Hummingbird
 import HummingbirdTesting
 import IAPTestSupport
+import JWTKit
 import PurchaseAPI
 import PurchaseClient
-import _CryptoExtras
-import Foundation
-import JWTKit
 import PurchaseServer
 import Testing
 

@@ -65,7 +65,7 @@ struct ConsumptionRequestTests {
             #expect(try await system.entitlements(account).balance("coins") == 0, "60 of the 60 left clawed back")
             let timeline = try decode(TimelineReply.self, await system.admin(.get, "/admin/accounts/\(account)/timeline").1)
             let audit = timeline.timeline.filter { $0.kind.rawValue == "audit" }.map(\.detail)
-            #expect(audit.contains { $0.contains("consumption_consent_given") } && audit.contains { $0.contains("consumption_request_answered") }, "\(audit)")
+            #expect(audit.contains { $0.contains("consumption-consent-given") } && audit.contains { $0.contains("consumption-request-answered") }, "\(audit)")
         }
     }
 

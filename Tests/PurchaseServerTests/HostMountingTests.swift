@@ -113,11 +113,14 @@ struct HostMountingTests {
         let router = Router(context: HostContext.self)
         router.add(middleware: GreetingMiddleware())
         router.get("host/hello") { _, context in context.greeting ?? "nobody greeted" }
+        // The host's own /health: IAPKit's default parts leave theirs out, so mounting does not collide with it.
+        router.get("health") { _, _ in "the host's health" }
         router.addRoutes(services.routes(context: HostContext.self))
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), services: services.backgroundServices())
         try await app.test(.live) { client in
             let hello = try await client.execute(uri: "/host/hello", method: .get)
             #expect(hello.status == .ok && String(buffer: hello.body) == "hello from the host")
+            #expect(String(buffer: try await client.execute(uri: "/health", method: .get).body) == "the host's health")
 
             #expect(try await client.execute(uri: "/v1/entitlements", method: .get).status == .unauthorized, "the app API still asks for a bearer token")
             let auth = try await Self.bearer("ada")

@@ -1,8 +1,8 @@
 import AppStoreFormats
 import Foundation
 import IAPTestSupport
-import PurchaseClient
 import PurchaseAPI
+import PurchaseClient
 import PurchaseLedger
 import PurchaseServer
 import Testing

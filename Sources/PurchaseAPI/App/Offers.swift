@@ -47,7 +47,8 @@ public struct OfferSignReply: Codable, Hashable, Sendable {
         }
     }
 
-    public var kind: OfferSignRequest.Kind
+    /// What was signed; nil only for a kind a newer server added that this version does not know.
+    public var kind: OfferSignRequest.Kind?
     public var productId: String
     public var offerIdentifier: String?
     /// The JWS to hand StoreKit.
@@ -65,5 +66,17 @@ public struct OfferSignReply: Codable, Hashable, Sendable {
         self.signature = signature
         self.legacySignature = legacySignature
         self.allowIntroductoryOffer = allowIntroductoryOffer
+    }
+
+    private enum CodingKeys: String, CodingKey { case kind, productId, offerIdentifier, signature, legacySignature, allowIntroductoryOffer }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        kind = try? container.decodeIfPresent(OfferSignRequest.Kind.self, forKey: .kind)
+        productId = try container.decode(String.self, forKey: .productId)
+        offerIdentifier = try container.decodeIfPresent(String.self, forKey: .offerIdentifier)
+        signature = try container.decodeIfPresent(String.self, forKey: .signature)
+        legacySignature = try container.decodeIfPresent(LegacySignature.self, forKey: .legacySignature)
+        allowIntroductoryOffer = try container.decodeIfPresent(Bool.self, forKey: .allowIntroductoryOffer)
     }
 }

@@ -89,6 +89,18 @@ public struct PurchaseReply: Codable, Hashable, Sendable {
             self.message = message
             self.class = refusal
         }
+
+        private enum CodingKeys: String, CodingKey { case transactionId, code, message, `class` }
+
+        /// A class a newer server names and this version does not know is the operator's: the device keeps the paid
+        /// transaction and retries, which no refusal can turn into a loss.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            transactionId = try container.decode(String.self, forKey: .transactionId)
+            code = try container.decode(ErrorCode.self, forKey: .code)
+            message = try container.decode(String.self, forKey: .message)
+            self.class = (try? container.decodeIfPresent(RefusalClass.self, forKey: .class)) ?? .operator
+        }
     }
 
     /// The outcome of the transaction the request was about (the first, for a receipt).

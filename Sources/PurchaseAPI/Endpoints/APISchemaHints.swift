@@ -6,6 +6,14 @@ public protocol APISchemaHints {
     static var alwaysSent: Set<String> { get }
 }
 
+extension PurchaseReply.Refused: APISchemaHints {
+    public static var alwaysSent: Set<String> { ["class"] }
+}
+
+extension OfferSignReply: APISchemaHints {
+    public static var alwaysSent: Set<String> { ["kind"] }
+}
+
 extension PurchaseReply: APISchemaHints {
     public static var alwaysSent: Set<String> { ["transactions", "refused"] }
 }

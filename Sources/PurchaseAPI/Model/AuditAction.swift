@@ -1,6 +1,5 @@
-/// What an audit-log entry records. Open: entries a newer version wrote read back as they were stored. The raw values
-/// are the ones stored since the first versions (kebab-case for the operator's actions; a few snake_case ones written
-/// by the ledger's rules), kept so that old entries and new ones of the same action compare equal.
+/// What an audit-log entry records, in kebab-case (the ledger's migration 16 respelled the few stored in snake_case).
+/// Open: an action a newer version wrote reads back as it was stored.
 public struct AuditAction: APIOpenEnum {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -23,14 +22,14 @@ public struct AuditAction: APIOpenEnum {
     public static let orderRepaired: Self = "order-repaired"
     public static let notificationRecovered: Self = "notification-recovered"
     public static let subscriptionRefreshed: Self = "subscription-refreshed"
-    public static let appAccountTokenAssigned: Self = "app_account_token_assigned"
-    public static let consumptionConsentRescinded: Self = "consumption_consent_rescinded"
-    public static let consumptionConsentGiven: Self = "consumption_consent_given"
-    public static let consumptionConsentWithdrawn: Self = "consumption_consent_withdrawn"
+    public static let appAccountTokenAssigned: Self = "app-account-token-assigned"
+    public static let consumptionConsentRescinded: Self = "consumption-consent-rescinded"
+    public static let consumptionConsentGiven: Self = "consumption-consent-given"
+    public static let consumptionConsentWithdrawn: Self = "consumption-consent-withdrawn"
     /// A payment arrived for an order an operator had settled without one: granted all the same. Written in SQL by the
     /// PostgreSQL store too (`PostgresFunctions`).
     public static let settledOrderPaid: Self = "settled-order-paid"
 
     /// What became of Apple's consumption request about a purchase (`sent`, `skipped`, …).
-    public static func consumptionRequest(_ state: String) -> Self { Self(rawValue: "consumption_request_\(state)") }
+    public static func consumptionRequest(_ state: String) -> Self { Self(rawValue: "consumption-request-\(state)") }
 }

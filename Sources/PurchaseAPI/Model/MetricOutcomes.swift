@@ -23,7 +23,7 @@ public enum PurchaseRequestOutcome: Hashable, Sendable {
     }
 
     /// Counted from the start, so that a rate over a zero is a zero and not a missing series.
-    public static let announced: [Self] = SubmissionOutcome.allCases.map(Self.submitted) + [.held, .refused]
+    public static let announced: [Self] = SubmissionOutcome.known.map(Self.submitted) + [.held, .refused]
 }
 
 /// How an App Store Server Notification posted to the server ended (`iapkit_notifications_total{result}`).

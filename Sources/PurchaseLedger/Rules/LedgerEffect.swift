@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 /// One change a rule decided on. Stores apply effects in order inside the operation's transaction; each is written
 /// so that applying it twice, or after a racing replica applied it, changes nothing more (unique keys and guarded

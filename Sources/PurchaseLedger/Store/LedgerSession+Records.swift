@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 /// The notification log, held proofs, device reports and the audit log: records kept beside the grants.
 extension LedgerSession {

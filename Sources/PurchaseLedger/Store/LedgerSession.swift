@@ -1,6 +1,6 @@
-import PurchaseAPI
 import AppStoreFormats
 import Foundation
+import PurchaseAPI
 
 /// The ledger's rows read and written through one connection: the facts the rules ask for, and the effects they
 /// decide on, in the SQL that SQLite and PostgreSQL share. The operator's reads, held proofs and app transactions
@@ -67,7 +67,6 @@ struct LedgerSession {
     // MARK: Transactions
 
     /// The columns entitlements are judged by (the shape of ``ownedQuery``'s rows and `iapkit_apply`'s answer).
-    /// The audit action of a payment that arrived for an order an operator had settled without one.
 
     static let entitlingColumns = """
         transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity, purchase_date, \

@@ -180,6 +180,16 @@ enum Schema {
             "ALTER TABLE pending_proofs ADD COLUMN not_found_answers INTEGER NOT NULL DEFAULT 0",
             "CREATE INDEX IF NOT EXISTS pending_proofs_account_waiting ON pending_proofs (account_id, next_attempt_at) WHERE state = 'pending'",
         ],
+        [
+            // One spelling for audit actions (`AuditAction`): the few the ledger wrote in snake_case read as the
+            // operator's kebab-case ones do. Nothing is read back by these actions (only `sign-out` is, and it was
+            // kebab-case already), so a replica of the version before that still writes the old spelling during a
+            // rolling upgrade loses nothing.
+            """
+            UPDATE audit_log SET action = REPLACE(action, '_', '-')
+            WHERE action = 'app_account_token_assigned' OR action LIKE 'consumption\\_%' ESCAPE '\\'
+            """,
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began

@@ -1,7 +1,7 @@
 import Foundation
-import PurchaseAPI
 import NIOCore
 import NIOHTTP1
+import PurchaseAPI
 
 /// Watches one connection: the first handler of its pipeline, next to the socket.
 ///

@@ -1,8 +1,8 @@
 import AppStoreClient
 import AppStoreFormats
 import Crypto
-import NIOCore
 import Hummingbird
+import NIOCore
 import PurchaseAPI
 import PurchaseLedger
 

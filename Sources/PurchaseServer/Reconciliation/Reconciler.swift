@@ -18,7 +18,6 @@ public struct Reconciler: Sendable {
         self.services = services
     }
 
-    /// What one run did.
     /// What one pass did: the admin API answers it as it is.
     public typealias Report = ReconcileReport
 

@@ -1,10 +1,10 @@
 import AppStoreClient
 import AppStoreFormats
 import Foundation
-import PurchaseAPI
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PurchaseAPI
 
 /// How much of Apple's attention the app's clients may spend: `appStore.lookupLimits` in the configuration. Every
 /// call to Apple made for an app's request is made with the app's own In-App Purchase key, so a signed-in client that
