@@ -225,7 +225,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IAPCommandTests",
-            dependencies: ["iap", "IAPTestSupport", "PurchaseServer", "PurchaseAPI"]
+            dependencies: ["iap", "IAPTestSupport", "PurchaseServer", "PurchaseAPI", "StoreSimulator"]
         ),
         .testTarget(
             name: "AppStoreTrustTests",

@@ -6,6 +6,7 @@ import FoundationNetworking
 import IAPTestSupport
 import PurchaseAPI
 import PurchaseServer
+import StoreSimulator
 import Testing
 
 /// Issue 29's acceptance, over real `iap` processes on loopback: what an attacker with a signed-in account (or none)
@@ -52,7 +53,7 @@ struct AbuseProcessTests {
             _ = try await Self.post("\(store)/sim/accounts", #"{"id":"store-\#(account)"}"#, token: nil)
             let bought = try await Self.post("\(store)/sim/purchases", """
                 {"account":"store-\(account)","device":"phone","productId":"\(productId)","appAccountToken":"\(order.appAccountToken.lowercasedString)"}
-                """, token: nil).1.decoded(as: SimulatorPurchaseReply.self)
+                """, token: nil).1.decoded(as: SimulatedPurchaseAnswer.self)
             let jws = try #require(bought.signedTransaction)
             let reply = try await Self.post("\(base)/v1/purchases", #"{"signedTransaction":"\#(jws)","orderId":"\#(order.orderId)"}"#, token: token).1
             return (try #require(bought.transactionId), reply)

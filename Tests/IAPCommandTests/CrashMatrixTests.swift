@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import IAPTestSupport
 import PurchaseAPI
+import StoreSimulator
 import Testing
 
 /// The proof, over real processes: `iap simulator`, `iap serve`, and the app as `iap app` processes killed at each
@@ -79,7 +80,7 @@ struct CrashMatrixTests {
                 return orders.filter { $0.accountId == account }.count
             }
             let unfinished = try await get(simulatorPort, "/sim/accounts/\(storeAccount ?? "store-\(account)")/devices/\(device)/unfinished")
-                .decoded(as: SimulatorSignedList.self).signedTransactions
+                .decoded(as: SimulatedSignedTransactions.self).signedTransactions
             return (try await count("granted"), try await count("created"), unfinished.count)
         }
 

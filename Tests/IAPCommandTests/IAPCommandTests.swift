@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import IAPTestSupport
+import StoreSimulator
 import Testing
 
 /// Runs the built `iap` binary as a newcomer would, and checks exit codes and output.
@@ -148,7 +149,7 @@ struct IAPSimulatorProcessTests {
         struct Created: Decodable { var id: String }
         _ = try await Self.post(port, "/sim/accounts", #"{"id":"zoe"}"#, as: Created.self)
         let bought = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.premium"}"#,
-                                         as: SimulatorPurchaseReply.self)
+                                         as: SimulatedPurchaseAnswer.self)
         #expect(bought.status == "purchased")
         let jwsFile = data.appendingPathComponent("t.jws")
         try Data(try #require(bought.signedTransaction).utf8).write(to: jwsFile)
@@ -163,11 +164,11 @@ struct IAPSimulatorProcessTests {
         (process, port) = try await Self.start(data: data)
         defer { process.terminate() }
         let again = try await Self.post(port, "/sim/purchases", #"{"account":"zoe","device":"p","productId":"com.example.iapkit.coins.100"}"#,
-                                        as: SimulatorPurchaseReply.self)
+                                        as: SimulatedPurchaseAnswer.self)
         #expect(again.status == "purchased")
         #expect(again.transactionId != bought.transactionId)
         let (queue, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/sim/accounts/zoe/devices/p/unfinished")!)
-        let signed = try queue.decoded(as: SimulatorSignedList.self).signedTransactions
+        let signed = try queue.decoded(as: SimulatedSignedTransactions.self).signedTransactions
         #expect(signed.count == 2, "the first purchase survived the restart")
     }
 }

@@ -6,6 +6,7 @@ import FoundationNetworking
 import IAPTestSupport
 import PurchaseAPI
 import PurchaseServer
+import StoreSimulator
 import Testing
 
 @Suite("iap serve as a process", .timeLimit(.minutes(3)))
@@ -202,7 +203,7 @@ struct IAPServeProcessTests {
         _ = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/accounts", method: "POST", body: #"{"id":"store"}"#)
         let (_, bought) = try await Self.request("http://127.0.0.1:\(simulatorPort)/sim/purchases", method: "POST",
                                                  body: #"{"account":"store","device":"d","productId":"com.example.iapkit.coins.100","appAccountToken":"\#(token)"}"#)
-        let jws = try #require(try bought.decoded(as: SimulatorPurchaseReply.self).signedTransaction)
+        let jws = try #require(try bought.decoded(as: SimulatedPurchaseAnswer.self).signedTransaction)
         let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
             for index in 0..<200 {
                 group.addTask {
@@ -237,7 +238,7 @@ struct IAPServeProcessTests {
         _ = try await Self.request("http://127.0.0.1:\(simulator)/sim/accounts", method: "POST", body: #"{"id":"s"}"#)
         let (_, bought) = try await Self.request("http://127.0.0.1:\(simulator)/sim/purchases", method: "POST",
                                                  body: #"{"account":"s","device":"d","productId":"com.example.iapkit.premium","appAccountToken":"\#(token)"}"#)
-        #expect(try bought.decoded(as: SimulatorPurchaseReply.self).status == "purchased")
+        #expect(try bought.decoded(as: SimulatedPurchaseAnswer.self).status == "purchased")
         // The app never submits: ONE_TIME_CHARGE alone grants it.
         let (_, owned) = try await Self.request("http://127.0.0.1:\(server)/v1/entitlements", account: "dev-user", secret: secret)
         #expect(try owned.decoded(as: EntitlementsReply.self).entitlements.entitlements.map(\.name) == ["premium"])

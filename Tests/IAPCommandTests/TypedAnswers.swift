@@ -20,19 +20,6 @@ extension String {
     }
 }
 
-/// `POST /sim/purchases`: what the simulated StoreKit answers a purchase.
-struct SimulatorPurchaseReply: Decodable {
-    /// `purchased`, `userCancelled`, `pending`, `interrupted` or `failed`.
-    var status: String
-    var transactionId: String?
-    var signedTransaction: String?
-}
-
-/// `GET /sim/accounts/{account}/devices/{device}/unfinished`.
-struct SimulatorSignedList: Decodable {
-    var signedTransactions: [String]
-}
-
 /// The line `iap app` prints: what happened and what the account owns (`AppCommand.report`).
 struct AppLine: Decodable, CustomStringConvertible {
     var outcome: String?

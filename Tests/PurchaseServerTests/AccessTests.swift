@@ -8,6 +8,7 @@ import JWTKit
 import PurchaseAPI
 import PurchaseClient
 import PurchaseServer
+import StoreSimulator
 import Testing
 
 @Suite("Who may call: app tokens (HS256, ES256, RS256), restore across devices", .timeLimit(.minutes(3)))
@@ -60,7 +61,7 @@ struct AccessTests {
             for product in ["com.example.iapkit.premium", "com.example.iapkit.season.pass"] {
                 _ = try await system.buy(product, account: "cy", storeAccount: "store-cy")
             }
-            let signed = try decode(SimSignedList.self, await system.device(.post, "/sim/accounts/store-cy/restore")).signedTransactions
+            let signed = try decode(SimulatedSignedTransactions.self, await system.device(.post, "/sim/accounts/store-cy/restore")).signedTransactions
             #expect(signed.count == 1, "the store restores the non-consumable only")
             let (status, reply) = try await system.call(.post, "/v1/restore", as: "cy", RestoreRequest(signedTransactions: signed))
             #expect(status == .ok)

@@ -4,6 +4,7 @@ import IAPTestSupport
 import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer
+import StoreSimulator
 import Testing
 
 /// A subscription bought outside the app's flow (an offer code redeemed in the App Store, a promotion): the server
@@ -73,7 +74,7 @@ struct AppAccountTokenTests {
             let (child, childStore) = try await system.customer("child")
             _ = try await system.device(.put, "/sim/accounts/\(parentStore)/family", ["members": [childStore]])
             _ = try await system.device(.post, "/sim/purchases", ["account": parentStore, "device": "ipad", "productId": Self.premium])
-            let shared = try decode(SimSignedList.self, await system.device(.post, "/sim/accounts/\(childStore)/restore"))
+            let shared = try decode(SimulatedSignedTransactions.self, await system.device(.post, "/sim/accounts/\(childStore)/restore"))
             let jws = try #require(shared.signedTransactions.first)
             let copy = try #require(await system.engine.recordedTransactions().first { $0.account == childStore && $0.sharedFrom != nil }?.payload)
             #expect(copy.inAppOwnershipType == .familyShared)

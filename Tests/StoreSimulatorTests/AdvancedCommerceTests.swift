@@ -94,9 +94,9 @@ struct AdvancedCommerceTests {
         let subscription = try #require(signed["subscription"]), otherKey = try #require(signed["otherKey"]), oneTimeCharge = try #require(signed["oneTime"])
         try await application(store).test(.router) { client in
             for id in ["ann", "bob"] { _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": id])) }
-            func buy(_ account: String, _ product: String, _ data: String?) async throws -> SimPurchase {
+            func buy(_ account: String, _ product: String, _ data: String?) async throws -> SimulatedPurchaseAnswer {
                 let body = SimPurchaseRequest(account: account, productId: product, withReceipt: false, advancedCommerceData: data)
-                return try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(body)))
+                return try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(body)))
             }
             #expect(try await buy("ann", Self.generic, nil).status == "failed", "the generic product is sold only with a request")
             #expect(try await buy("ann", Self.generic, otherKey).status == "failed", "signed with another key")
@@ -153,7 +153,7 @@ struct AdvancedCommerceTests {
         let subscription = try #require(signed["subscription"])
         try await application(store).test(.router) { client in
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
-            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+            let bought = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
                 SimPurchaseRequest(account: "ann", productId: Self.generic, advancedCommerceData: subscription))))
             let original = try #require(bought.transactionId)
             var seen = 0
@@ -234,10 +234,10 @@ struct AdvancedCommerceTests {
             huge.period = "P1M"
             huge.items = [.init(sku: "a", description: "A", displayName: "A", price: 5_000_000_000_000_000_000),
                           .init(sku: "b", description: "B", displayName: "B", price: 5_000_000_000_000_000_000)]
-            func buy(_ request: AdvancedCommerceInAppRequest, wrapped: Bool = false) async throws -> SimPurchase {
+            func buy(_ request: AdvancedCommerceInAppRequest, wrapped: Bool = false) async throws -> SimulatedPurchaseAnswer {
                 let jws = try signer.sign(request)
                 let data = wrapped ? #"{"signatureInfo":{"token":"\#(jws)"}}"# : jws
-                return try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+                return try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
                     SimPurchaseRequest(account: "ann", productId: Self.generic, advancedCommerceData: data))))
             }
             #expect(try await buy(huge).status == "failed", "prices whose sum overflows")
@@ -276,7 +276,7 @@ struct AdvancedCommerceTests {
             #expect(told.map(\.type) == [.refundDeclined] && told.first?.transaction.revocationDate == nil && told.first?.renewal?.autoRenewStatus == .on)
 
             // A customer who subscribes to the generic product already cannot get a second subscription by migration.
-            let monthly = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+            let monthly = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
                 SimPurchaseRequest(account: "ann", productId: Self.monthly, withReceipt: false))))
             let migrate = try await call(client, "subscription/migrate", try #require(monthly.transactionId), [
                 "requestInfo": requestInfo(), "targetProductId": Self.generic, "taxCode": "C003-00-2",
@@ -291,8 +291,8 @@ struct AdvancedCommerceTests {
         let signer = AdvancedCommerceTestSigner(key: key, keyId: keyId, issuerId: issuerId)
         try await application(store).test(.router) { client in
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
-            func buy(_ request: AdvancedCommerceInAppRequest) async throws -> SimPurchase {
-                try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+            func buy(_ request: AdvancedCommerceInAppRequest) async throws -> SimulatedPurchaseAnswer {
+                try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
                     SimPurchaseRequest(account: "ann", productId: Self.generic, advancedCommerceData: try signer.sign(request)))))
             }
             var create = AdvancedCommerceInAppRequest(operation: AdvancedCommerceInAppRequest.createSubscription, requestInfo: .init(requestReferenceId: UUID().uuidString),
@@ -356,7 +356,7 @@ struct AdvancedCommerceTests {
         let store = try engine()
         try await application(store).test(.router) { client in
             _ = try await client.execute(uri: "/sim/accounts", method: .post, body: jsonBody(["id": "ann"]))
-            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
+            let bought = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: encoded(
                 SimPurchaseRequest(account: "ann", productId: Self.monthly, withReceipt: false))))
             let old = try #require(bought.transactionId)
             try await store.advanceClock(by: 180 + 1)  // past the free week: paying 4.99 a month

@@ -29,20 +29,20 @@ struct FamilyAndOfferRoutesTests {
             #expect(monthly.promotionalOffers.first?.id == "pro.monthly.comeback")
             #expect(monthly.offerCodes.first?.id == "PRO-FRIENDS")
 
-            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
+            let bought = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
                 "account": "mum", "device": "phone", "productId": "com.example.iapkit.pro.monthly",
                 "offer": ["kind": "offerCode", "id": "PRO-FRIENDS"],
             ])))
             #expect(bought.status == "purchased")
             let transaction = try await verifier.verifyTransaction(try #require(bought.signedTransaction)).payload
             #expect(transaction.offerType == .offerCode)
-            let refused = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
+            let refused = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody([
                 "account": "mum", "device": "phone", "productId": "com.example.iapkit.pro.monthly",
                 "offer": ["kind": "offerCode", "id": "PRO-FRIENDS"],
             ])))
             #expect(refused.status == "failed")
 
-            let sonsRestore = try decode(SimSignedList.self, try await client.execute(uri: "/sim/accounts/son/restore", method: .post))
+            let sonsRestore = try decode(SimulatedSignedTransactions.self, try await client.execute(uri: "/sim/accounts/son/restore", method: .post))
             let shared = try #require(sonsRestore.signedTransactions.first)
             #expect(try await verifier.verifyTransaction(shared).payload.inAppOwnershipType == .familyShared)
 

@@ -39,8 +39,8 @@ struct OfferSignatureTests {
     }
 
     /// A purchase whose body is built as a JSON object: signatures tampered with, taken from Apple's library as it printed them.
-    func purchase(_ client: some TestClientProtocol, _ body: [String: Any]) async throws -> SimPurchase {
-        try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(body)))
+    func purchase(_ client: some TestClientProtocol, _ body: [String: Any]) async throws -> SimulatedPurchaseAnswer {
+        try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(body)))
     }
 
     @Test("Promotional offers (JWS and original) and introductory-offer eligibility from Apple's creators; a changed byte, another key, an expired or reused one refused")

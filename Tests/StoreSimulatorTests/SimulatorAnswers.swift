@@ -22,18 +22,6 @@ func encoded(_ value: some Encodable) throws -> ByteBuffer {
 
 // MARK: The simulator's device endpoints (`/sim/…`), which have no Apple type
 
-/// `POST /sim/purchases`.
-struct SimPurchase: Decodable {
-    /// `purchased`, `userCancelled`, `pending`, `interrupted` or `failed`.
-    var status: String
-    var transactionId: String?
-    var signedTransaction: String?
-    /// Base64 app receipt.
-    var receipt: String?
-    var requestId: String?
-    var reason: String?
-}
-
 /// `GET /sim/products?ids=…`.
 struct SimProducts: Decodable {
     struct Product: Decodable {
@@ -47,9 +35,6 @@ struct SimProducts: Decodable {
     var products: [Product]
     var invalidProductIds: [String]
 }
-
-/// The unfinished queue, current entitlements, a restore.
-struct SimSignedList: Decodable { var signedTransactions: [String] }
 
 /// `GET /sim/accounts/{account}/receipt`.
 struct SimReceipt: Decodable { var receipt: String }

@@ -70,7 +70,7 @@ struct SimulatorHTTPTests {
             #expect(products.invalidProductIds == ["no.such.thing"])
 
             let token = UUID()
-            let bought = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            let bought = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "lifetime", "appAccountToken": token.uuidString])))
             #expect(bought.status == "purchased")
             let signedTransaction = try #require(bought.signedTransaction)
@@ -80,7 +80,7 @@ struct SimulatorHTTPTests {
             let receipt = try #require(Base64.decode(receiptText.utf8))
             #expect(try await receiptVerifier.verify(receipt).receipt.inAppPurchases.count == 1)
             // StoreKit 2's view: the transaction alone; the receipt, when asked for, lists both purchases.
-            let alone = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            let alone = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "com.revenuecat.consumable", "withReceipt": false])))
             #expect(alone.status == "purchased" && alone.signedTransaction != nil)
             #expect(alone.receipt == nil)
@@ -90,18 +90,18 @@ struct SimulatorHTTPTests {
             let aloneId = try #require(alone.transactionId)
             _ = try await client.execute(uri: "/sim/transactions/\(aloneId)/finish", method: .post, body: jsonBody(["device": "phone"]))
 
-            let queue = try decode(SimSignedList.self, try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
+            let queue = try decode(SimulatedSignedTransactions.self, try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
             #expect(queue.signedTransactions.count == 1)
             let id = try #require(bought.transactionId)
             let finished = try decode(SimFinished.self, try await client.execute(uri: "/sim/transactions/\(id)/finish", method: .post, body: jsonBody(["device": "phone"])))
             #expect(finished.finished == true)
-            let empty = try decode(SimSignedList.self, try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
+            let empty = try decode(SimulatedSignedTransactions.self, try await client.execute(uri: "/sim/accounts/alice/devices/phone/unfinished", method: .get))
             #expect(empty.signedTransactions.isEmpty == true)
 
-            let cancelled = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            let cancelled = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "lifetime", "outcome": "userCancelled"])))
             #expect(cancelled.status == "userCancelled")
-            let interrupted = try decode(SimPurchase.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
+            let interrupted = try decode(SimulatedPurchaseAnswer.self, try await client.execute(uri: "/sim/purchases", method: .post, body: jsonBody(
                 ["account": "alice", "device": "phone", "productId": "com.revenuecat.consumable", "outcome": "interrupted"])))
             #expect(interrupted.status == "interrupted")
             let request = try #require(interrupted.requestId)

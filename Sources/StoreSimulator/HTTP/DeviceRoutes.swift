@@ -37,17 +37,6 @@ struct DeviceRoutes {
         var advancedCommerceData: String?
     }
 
-    struct PurchaseReply: Encodable {
-        /// `purchased`, `userCancelled`, `pending`, `interrupted` or `failed`.
-        var status: String
-        var transactionId: String?
-        var signedTransaction: String?
-        /// Base64 app receipt.
-        var receipt: String?
-        var requestId: String?
-        var reason: String?
-    }
-
     struct ProductInfo: Encodable {
         var productId: String
         var type: ProductType
@@ -79,7 +68,6 @@ struct DeviceRoutes {
         var revocationPercentage: Int? = nil
         var revocationReason: Int? = nil
     }
-    struct SignedList: Encodable { var signedTransactions: [String] }
 
     func add(to router: Router<BasicRequestContext>) {
         let sim = router.group("sim")
@@ -93,16 +81,16 @@ struct DeviceRoutes {
         sim.post("requests/:id/approve", use: approve)
         sim.post("requests/:id/decline", use: decline)
         sim.get("accounts/:account/devices/:device/unfinished") { _, context in
-            try Reply.json(SignedList(signedTransactions: try await engine.unfinished(
+            try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.unfinished(
                 account: try context.parameters.require("account"), device: try context.parameters.require("device"))))
         }
         sim.get("accounts/:account/currentEntitlements") { _, context in
-            try Reply.json(SignedList(signedTransactions: try await engine.currentEntitlements(account: try context.parameters.require("account"))))
+            try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.currentEntitlements(account: try context.parameters.require("account"))))
         }
         sim.post("transactions/:id/finish", use: finish)
         sim.post("transactions/:id/refund", use: refund)
         sim.post("accounts/:account/restore") { _, context in
-            try Reply.json(SignedList(signedTransactions: try await engine.restore(account: try context.parameters.require("account"))))
+            try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.restore(account: try context.parameters.require("account"))))
         }
         sim.get("accounts/:account/receipt") { _, context in
             try Reply.json(["receipt": Base64.standardEncode(try await engine.receipt(for: try context.parameters.require("account")))])
@@ -189,12 +177,12 @@ struct DeviceRoutes {
         let allowIntroductoryOffer: Bool?
         switch try await checkSignatures(body) {
         case .success(let allow): allowIntroductoryOffer = allow
-        case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
+        case .failure(let refusal): return try Reply.json(SimulatedPurchaseAnswer(status: "failed", reason: refusal.description))
         }
         var advancedCommerce: AdvancedCommercePurchase?
         if let data = body.advancedCommerceData {
             switch OfferSignatureVerifier(services.authenticator).advancedCommerceRequest(Self.advancedCommerceToken(data)) {
-            case .failure(let refusal): return try Reply.json(PurchaseReply(status: "failed", reason: refusal.description))
+            case .failure(let refusal): return try Reply.json(SimulatedPurchaseAnswer(status: "failed", reason: refusal.description))
             case .success(let (request, signature)): advancedCommerce = AdvancedCommercePurchase(request: request, nonce: signature.nonce)
             }
         }
@@ -206,11 +194,11 @@ struct DeviceRoutes {
         try await services.delivery?.deliverDue()
         switch result {
         case .purchased(let signed, let id, let receipt):
-            return try Reply.json(PurchaseReply(status: "purchased", transactionId: id, signedTransaction: signed, receipt: receipt.map { Base64.standardEncode($0) }))
-        case .userCancelled: return try Reply.json(PurchaseReply(status: "userCancelled"))
-        case .pending(let requestId): return try Reply.json(PurchaseReply(status: "pending", requestId: requestId))
-        case .interrupted(let requestId): return try Reply.json(PurchaseReply(status: "interrupted", requestId: requestId))
-        case .failed(let reason): return try Reply.json(PurchaseReply(status: "failed", reason: reason))
+            return try Reply.json(SimulatedPurchaseAnswer(status: "purchased", transactionId: id, signedTransaction: signed, receipt: receipt.map { Base64.standardEncode($0) }))
+        case .userCancelled: return try Reply.json(SimulatedPurchaseAnswer(status: "userCancelled"))
+        case .pending(let requestId): return try Reply.json(SimulatedPurchaseAnswer(status: "pending", requestId: requestId))
+        case .interrupted(let requestId): return try Reply.json(SimulatedPurchaseAnswer(status: "interrupted", requestId: requestId))
+        case .failed(let reason): return try Reply.json(SimulatedPurchaseAnswer(status: "failed", reason: reason))
         }
     }
 

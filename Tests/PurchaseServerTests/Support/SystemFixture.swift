@@ -185,7 +185,7 @@ struct System {
         return (response.status, Data(response.body.readableBytesView))
     }
 
-    /// Calls the simulator's device side; returns the body, for ``decode(_:_:)`` (``SimPurchase``…). The requests are the
+    /// Calls the simulator's device side; returns the body, for ``decode(_:_:)`` (``SimulatedPurchaseAnswer``…). The requests are the
     /// simulator's own (a test's stand-in for a phone), not the contract's: written as JSON objects.
     @discardableResult
     func device(_ method: HTTPRequest.Method, _ path: String, _ body: [String: Any]? = nil) async throws -> Data {
@@ -201,13 +201,13 @@ struct System {
     }
 
     /// The simulator's purchase: what a phone's StoreKit hands the app.
-    func storePurchase(_ body: [String: Any]) async throws -> SimPurchase {
-        try decode(SimPurchase.self, await device(.post, "/sim/purchases", body))
+    func storePurchase(_ body: [String: Any]) async throws -> SimulatedPurchaseAnswer {
+        try decode(SimulatedPurchaseAnswer.self, await device(.post, "/sim/purchases", body))
     }
 
     /// The app's whole purchase: order on the server, payment in the store with the order's token, submission. `reply`
     /// is nil when not submitted; a submission the server does not answer with a purchase (200) fails the test.
-    func buy(_ productId: String, account: String, storeAccount: String, submit: Bool = true) async throws -> (order: OrderReply, purchase: SimPurchase, reply: PurchaseReply?) {
+    func buy(_ productId: String, account: String, storeAccount: String, submit: Bool = true) async throws -> (order: OrderReply, purchase: SimulatedPurchaseAnswer, reply: PurchaseReply?) {
         let (status, answer) = try await call(.post, "/v1/orders", as: account, OrderRequest(productId: productId))
         #expect(status == .created)
         let order = try decode(OrderReply.self, answer)
@@ -235,23 +235,6 @@ struct System {
     func entitlements(_ account: String) async throws -> EntitlementsReply {
         try decode(EntitlementsReply.self, await call(.get, "/v1/entitlements", as: account).1)
     }
-}
-
-/// What the simulator's `/sim/purchases` answers (StoreKit's view of a purchase).
-struct SimPurchase: Decodable {
-    /// `purchased`, `userCancelled`, `pending`, `interrupted` or `failed`.
-    var status: String
-    var transactionId: String?
-    var signedTransaction: String?
-    /// Base64 app receipt.
-    var receipt: String?
-    var requestId: String?
-    var reason: String?
-}
-
-/// What the simulator's restore and family endpoints answer.
-struct SimSignedList: Decodable {
-    var signedTransactions: [String]
 }
 
 /// What the simulator's `/sim/transactions/{id}/refund-request` answers (Apple's side of a refund request).

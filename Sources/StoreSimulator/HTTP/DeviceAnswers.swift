@@ -1,0 +1,28 @@
+/// What `POST /sim/purchases` answers: StoreKit's view of a purchase attempt. Public so that tests and tools read the
+/// simulator's device side with the type it writes.
+public struct SimulatedPurchaseAnswer: Codable, Hashable, Sendable {
+    /// `purchased`, `userCancelled`, `pending`, `interrupted` or `failed`.
+    public var status: String
+    public var transactionId: String?
+    public var signedTransaction: String?
+    /// Base64 app receipt.
+    public var receipt: String?
+    public var requestId: String?
+    public var reason: String?
+
+    public init(status: String, transactionId: String? = nil, signedTransaction: String? = nil, receipt: String? = nil, requestId: String? = nil,
+                reason: String? = nil) {
+        self.status = status
+        self.transactionId = transactionId
+        self.signedTransaction = signedTransaction
+        self.receipt = receipt
+        self.requestId = requestId
+        self.reason = reason
+    }
+}
+
+/// What the unfinished queue, current entitlements and restore of `/sim/accounts/…` answer.
+public struct SimulatedSignedTransactions: Codable, Hashable, Sendable {
+    public var signedTransactions: [String]
+    public init(signedTransactions: [String]) { self.signedTransactions = signedTransactions }
+}
