@@ -83,16 +83,16 @@ struct DashboardRoutes<Context: PurchaseRequestContext> {
         let correct = services.adminKey.map { DashboardSession.equal(DashboardSession.digest(form.key ?? ""), DashboardSession.digest($0)) } ?? false
         let client = ClientAddress.bucket(of: request, peer: context.peerAddress, trusting: proxies)
         guard throttle.admit(client: client, correct: correct, now: now) else {
-            services.metrics.dashboardSignInRefused("throttled")
+            services.metrics.dashboardSignInRefused(.throttled)
             return loginForm(request, problem: "Too many wrong keys: wait a minute.", status: .tooManyRequests)
         }
         guard correct else {
             if let unaudited = throttle.auditRefusal(now: now) {
-                services.metrics.dashboardSignInRefused("audited")
+                services.metrics.dashboardSignInRefused(.audited)
                 let detail = "from \(client)" + (unaudited > 0 ? "; \(unaudited) more refused unaudited before this one" : "")
                 try? await services.ledger.audit(actor: "dashboard", action: .signInRefused, subject: "-", detail: detail, now: services.now())
             } else {
-                services.metrics.dashboardSignInRefused("unaudited")
+                services.metrics.dashboardSignInRefused(.unaudited)
             }
             return loginForm(request, problem: "That is not the admin key.", status: .unauthorized)
         }

@@ -59,7 +59,7 @@ struct OfferRoutes<Context: PurchaseRequestContext> {
                 guard let named else { throw Self.noCustomerTransaction }
                 reply.signature = try signer.promotionalOffer(productId: body.productId, offerIdentifier: offer, transactionId: named, now: now)
             }
-            services.metrics.offerSigned("promotional")
+            services.metrics.offerSigned(.promotional)
             return try JSONReply.encode(reply)
         case .introductoryOfferEligibility:
             let allowed: Bool
@@ -71,7 +71,7 @@ struct OfferRoutes<Context: PurchaseRequestContext> {
             if !allowed {
                 guard let named else { throw Self.noCustomerTransaction }
                 reply.signature = try signer.introductoryOfferEligibility(productId: body.productId, allowIntroductoryOffer: false, transactionId: named, now: now)
-                services.metrics.offerSigned("introductory")
+                services.metrics.offerSigned(.introductory)
             }
             return try JSONReply.encode(reply)
         }

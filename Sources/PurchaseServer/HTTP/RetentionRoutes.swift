@@ -58,7 +58,7 @@ struct RetentionRoutes<Context: PurchaseRequestContext> {
             group.cancelAll()
             return first
         }
-        if answer == nil { services.metrics.retentionMessage("deadline") }
+        if answer == nil { services.metrics.retentionMessage(.deadline) }
         let data = try AppStoreJSON.encoder(sortedKeys: true).encode(answer ?? RealtimeResponseBody())
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
@@ -81,13 +81,13 @@ struct RetentionRoutes<Context: PurchaseRequestContext> {
         var answer = RealtimeResponseBody()
         switch choice {
         case .none:
-            services.metrics.retentionMessage("default")
+            services.metrics.retentionMessage(.default)
         case .message(let id)?:
             answer.message = RetentionMessage(messageIdentifier: id)
-            services.metrics.retentionMessage("message")
+            services.metrics.retentionMessage(.message)
         case .alternateProduct(let id, let alternate, let plan)?:
             answer.alternateProduct = AlternateProduct(messageIdentifier: id, productId: alternate, billingPlanType: plan)
-            services.metrics.retentionMessage("alternateProduct")
+            services.metrics.retentionMessage(.alternateProduct)
         case .promotionalOffer(let id, let offerProductId, let offer)?:
             guard let credentials = services.verifier.apple.serverAPI?.credentials else {
                 throw APIError(.serviceUnavailable, code: .offersNotConfigured, "offer signatures need the In-App Purchase key")
@@ -96,7 +96,7 @@ struct RetentionRoutes<Context: PurchaseRequestContext> {
             let signature = try OfferSigner(credentials: credentials).promotionalOffer(productId: offerProductId, offerIdentifier: offer,
                                                                                        transactionId: original, now: Date())
             answer.promotionalOffer = RetentionPromotionalOffer(messageIdentifier: id, promotionalOfferSignatureV2: signature)
-            services.metrics.retentionMessage("promotionalOffer")
+            services.metrics.retentionMessage(.promotionalOffer)
         }
         return answer
     }

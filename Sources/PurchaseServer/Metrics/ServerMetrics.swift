@@ -78,8 +78,11 @@ public struct ServerMetrics: Sendable {
         MetricNameDescriptor(namespace: "iapkit", metricName: "apple_finish", unitName: "total", helpText: "Finish Transaction calls to Apple by result")
     }
 
-    func offerSigned(_ kind: String) {
-        registry.makeCounter(descriptor: Self.offerSignatures, labels: [("kind", kind)]).increment()
+    /// The `kind` label of ``offerSignatures``.
+    enum OfferSignature: String { case promotional, introductory }
+
+    func offerSigned(_ kind: OfferSignature) {
+        registry.makeCounter(descriptor: Self.offerSignatures, labels: [("kind", kind.rawValue)]).increment()
     }
     static var offerSignatures: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "iapkit", metricName: "offer_signatures", unitName: "total", helpText: "Offer signatures made for StoreKit, by kind")
@@ -102,28 +105,49 @@ public struct ServerMetrics: Sendable {
                              helpText: "Answers to Apple's consumption requests (Send Consumption Information) by result")
     }
 
-    /// What a Get Retention Message request was answered with: `message`, `alternateProduct`, `promotionalOffer`, or
-    /// `default` (no rule fitted).
-    func retentionMessage(_ choice: String) {
-        registry.makeCounter(descriptor: Self.retentionMessages, labels: [("choice", choice)]).increment()
+    /// What a Get Retention Message request was answered with.
+    enum RetentionChoice: String {
+        case message, alternateProduct, promotionalOffer
+        /// No rule fitted.
+        case `default`
+        /// No choice within Apple's deadline.
+        case deadline
+    }
+
+    func retentionMessage(_ choice: RetentionChoice) {
+        registry.makeCounter(descriptor: Self.retentionMessages, labels: [("choice", choice.rawValue)]).increment()
     }
     static var retentionMessages: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "iapkit", metricName: "retention_messages", unitName: "total",
                              helpText: "Answers to the App Store's Get Retention Message requests, by choice")
     }
 
-    /// A webhook delivery attempt: `delivered`, `retry`, or `failed` (out of attempts).
-    func webhook(_ result: String) {
-        registry.makeCounter(descriptor: Self.webhooks, labels: [("result", result)]).increment()
+    /// A webhook delivery attempt's result.
+    enum WebhookDelivery: String {
+        case delivered, retry
+        /// Out of attempts.
+        case failed
+    }
+
+    func webhook(_ result: WebhookDelivery) {
+        registry.makeCounter(descriptor: Self.webhooks, labels: [("result", result.rawValue)]).increment()
     }
     static var webhooks: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "iapkit", metricName: "webhook_deliveries", unitName: "total", helpText: "Outgoing webhook delivery attempts by result")
     }
 
-    /// A refused dashboard sign-in: `audited` or `unaudited` (a wrong key, past the audit log's ceiling for the
-    /// minute, ``SignInThrottle``), or `throttled` (a wrong key not judged: its client sent too many).
-    func dashboardSignInRefused(_ result: String) {
-        registry.makeCounter(descriptor: Self.dashboardSignInRefusals, labels: [("result", result)]).increment()
+    /// Why a dashboard sign-in was refused (``SignInThrottle``).
+    enum SignInRefusal: String {
+        /// A wrong key, written to the audit log.
+        case audited
+        /// A wrong key past the audit log's ceiling for the minute.
+        case unaudited
+        /// A wrong key not judged: its client sent too many.
+        case throttled
+    }
+
+    func dashboardSignInRefused(_ result: SignInRefusal) {
+        registry.makeCounter(descriptor: Self.dashboardSignInRefusals, labels: [("result", result.rawValue)]).increment()
     }
     static var dashboardSignInRefusals: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "iapkit", metricName: "dashboard_sign_in_refused", unitName: "total",

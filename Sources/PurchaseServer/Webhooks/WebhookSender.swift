@@ -83,7 +83,7 @@ public struct WebhookSender: Sendable {
             let attempts = event.attempts + 1
             let retryAt = attempts >= settings.maxAttempts ? nil : Date().addingTimeInterval(WebhookSettings.backoff(afterAttempts: attempts))
             try await ledger.settleWebhookEvent(event.eventId, claim: claim, delivered: error == nil, error: error, retryAt: retryAt)
-            metrics.webhook(error == nil ? "delivered" : retryAt == nil ? "failed" : "retry")
+            metrics.webhook(error == nil ? .delivered : retryAt == nil ? .failed : .retry)
             if error == nil { delivered += 1 }
         }
         return delivered
