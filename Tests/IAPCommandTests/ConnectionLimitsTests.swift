@@ -534,7 +534,10 @@ final class RawConnection: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
             guard bound == 0 else {
-                closeDescriptor(descriptor)
+                // Through close(), which forgets the number: a thrown init still runs deinit, and a second close of
+                // the same number would close whatever socket the process opened under it meanwhile (NIO traps on
+                // such an EBADF — seen crashing the whole suite).
+                close()
                 throw POSIXError(.EADDRNOTAVAIL)
             }
         }
@@ -546,7 +549,7 @@ final class RawConnection: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else {
-            closeDescriptor(descriptor)
+            close()
             throw POSIXError(.ECONNREFUSED)
         }
     }
