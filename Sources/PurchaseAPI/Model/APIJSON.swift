@@ -8,7 +8,8 @@ public enum APIJSON {
             var container = encoder.singleValueContainer()
             try container.encode(Int64((date.timeIntervalSince1970 * 1000).rounded()))
         }
-        if sortedKeys { encoder.outputFormatting = [.sortedKeys] }
+        // As AppStoreJSON writes Apple's bodies, so that one server answers in one spelling.
+        encoder.outputFormatting = sortedKeys ? [.withoutEscapingSlashes, .sortedKeys] : [.withoutEscapingSlashes]
         return encoder
     }
 

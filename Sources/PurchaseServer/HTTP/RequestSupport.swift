@@ -31,12 +31,12 @@ extension Request {
     }
 }
 
-/// JSON responses, in the conventions of Apple's APIs that the simulator answers with too (`AppStoreJSON`: dates in
-/// whole milliseconds since 1970), keys sorted.
+/// JSON responses, in the contract's conventions (`APIJSON`: dates in whole milliseconds since 1970, as Apple's APIs),
+/// keys sorted: the same encoder as the error bodies and the signed entitlements.
 enum JSONReply {
     static func encode(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
         Response(status: status, headers: [.contentType: "application/json"],
-                 body: .init(byteBuffer: ByteBuffer(bytes: try AppStoreJSON.encoder(sortedKeys: true).encode(value))))
+                 body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value))))
     }
 }
 
