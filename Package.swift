@@ -20,7 +20,7 @@ let package = Package(
         .library(name: "PurchaseAPI", targets: ["PurchaseAPI"]),
         .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
         .library(name: "PurchaseServer", targets: ["PurchaseServer"]),
-        .library(name: "PurchaseClient", targets: ["PurchaseClient"]),
+        .library(name: "IAPKit", targets: ["IAPKit"]),
         .executable(name: "iap", targets: ["iap"]),
     ],
     dependencies: [
@@ -123,7 +123,7 @@ let package = Package(
         // It checks the server's signed entitlements with CryptoKit on Apple platforms; swift-crypto (the same API)
         // stands in for CryptoKit only where it does not exist.
         .target(
-            name: "PurchaseClient",
+            name: "IAPKit",
             dependencies: [
                 "AppStoreFormats",
                 "PurchaseAPI",
@@ -138,7 +138,7 @@ let package = Package(
                 "StoreSimulator",
                 "PurchaseLedger",
                 "PurchaseServer",
-                "PurchaseClient",
+                "IAPKit",
                 "PurchaseAPI",
                 "PurchaseAPIDocument",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -165,7 +165,7 @@ let package = Package(
         .target(
             name: "HistoryExplorer",
             dependencies: [
-                "StoreSimulator", "PurchaseServer", "PurchaseLedger", "PurchaseClient", "PurchaseAPI", "AppStoreTrust", "AppStoreFormats", "AppStoreClient",
+                "StoreSimulator", "PurchaseServer", "PurchaseLedger", "IAPKit", "PurchaseAPI", "AppStoreTrust", "AppStoreFormats", "AppStoreClient",
                 "IAPTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -205,7 +205,7 @@ let package = Package(
         .testTarget(
             name: "PurchaseServerTests",
             dependencies: [
-                "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "PurchaseClient",
+                "PurchaseServer", "PurchaseLedger", "StoreSimulator", "AppStoreTrust", "AppStoreFormats", "AppStoreClient", "IAPKit",
                 "PurchaseAPI", "IAPTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -220,8 +220,8 @@ let package = Package(
             dependencies: ["PurchaseAPIDocument", "PurchaseAPI"]
         ),
         .testTarget(
-            name: "PurchaseClientTests",
-            dependencies: ["PurchaseClient", "PurchaseAPI", "AppStoreFormats", .product(name: "Crypto", package: "swift-crypto")]
+            name: "IAPKitTests",
+            dependencies: ["IAPKit", "PurchaseAPI", "AppStoreFormats", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "IAPCommandTests",

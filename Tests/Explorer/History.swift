@@ -1,6 +1,6 @@
 import Foundation
 import IAPTestSupport
-import PurchaseClient
+import IAPKit
 
 /// A product of the demo catalog, one of each of the four types (two subscriptions of one group, for upgrades).
 public enum ExploredProduct: String, CaseIterable, Sendable, Codable {

@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseClient
+import IAPKit
 import PurchaseLedger
 import StoreSimulator
 

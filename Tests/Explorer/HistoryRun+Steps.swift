@@ -3,7 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import PurchaseClient
+import IAPKit
 import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer

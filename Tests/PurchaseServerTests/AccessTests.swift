@@ -6,7 +6,7 @@ import HummingbirdTesting
 import IAPTestSupport
 import JWTKit
 import PurchaseAPI
-import PurchaseClient
+import IAPKit
 import PurchaseServer
 import StoreSimulator
 import Testing
@@ -86,8 +86,8 @@ struct ClientLimitTests {
             do {
                 _ = try await server.entitlements()
                 Issue.record("an oversized answer was accepted")
-            } catch let error as PurchaseServerClient.Unreachable {
-                #expect(error.description.contains("response_too_large"), "\(error)")
+            } catch {
+                #expect((error as? PurchaseFailure)?.code == .responseTooLarge, "\(error)")
             }
         }
     }

@@ -4,7 +4,7 @@ import Crypto
 import Foundation
 import IAPTestSupport
 import PurchaseAPI
-import PurchaseClient
+import IAPKit
 import PurchaseServer
 import Testing
 

@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseClient
+import IAPKit
 import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
@@ -13,10 +13,8 @@ struct NoReceiptStore: StoreAdapter {
     let signedAppTransaction: String
 
     func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String]) { try await inner.products(productIds) }
-    func canMakePayments() async -> Bool { await inner.canMakePayments() }
-    func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
-        try await inner.purchase(productId, appAccountToken: appAccountToken, quantity: quantity)
-    }
+    func canMakePayments() async throws -> Bool { try await inner.canMakePayments() }
+    func purchase(_ request: StorePurchaseRequest) async throws -> StorePurchaseResult { try await inner.purchase(request) }
     func unfinished() async throws -> [StoreTransaction] { try await inner.unfinished() }
     func finish(_ transaction: StoreTransaction) async throws { try await inner.finish(transaction) }
     func restore() async throws -> [StoreTransaction] { try await inner.restore() }

@@ -2,7 +2,7 @@ import AppStoreFormats
 import Foundation
 import IAPTestSupport
 import PurchaseAPI
-import PurchaseClient
+import IAPKit
 import PurchaseLedger
 import PurchaseServer
 import Testing

@@ -7,7 +7,7 @@ import Hummingbird
 import HummingbirdTesting
 import IAPTestSupport
 import PurchaseAPI
-import PurchaseClient
+import IAPKit
 import PurchaseServer
 import StoreSimulator
 import Testing
@@ -192,7 +192,7 @@ struct PurchaseClientFlowTests {
             let pending = try #require(await system.engine.pendingRequestIds().first)
             _ = try await system.device(.post, "/sim/requests/\(pending)/approve")
             var granted = false
-            for await entitlements in app.client.entitlementUpdates where entitlements.has("premium") { granted = true; break }
+            for await state in app.client.entitlementUpdates where state.entitlements?.has("premium") == true { granted = true; break }
             #expect(granted)
             #expect(app.journalEntries.isEmpty)
             await app.client.stop()
@@ -236,8 +236,8 @@ struct PurchaseClientFlowTests {
 
     /// Pays in the store directly, as if the app died right after the payment (nothing journaled by the client).
     func paid(_ system: System, store: SimulatorStore, productId: String, token: String?) async throws -> StoreTransaction {
-        guard case .purchased(let transaction) = try await store.purchase(productId, appAccountToken: token.flatMap(UUID.init(uuidString:)) ?? UUID(),
-                                                                          quantity: 1) else {
+        guard case .purchased(let transaction) = try await store.purchase(StorePurchaseRequest(productId: productId,
+                                                                                                     appAccountToken: token.flatMap(UUID.init(uuidString:)) ?? UUID())) else {
             throw PurchaseFailure(.storeFailed, "the simulator did not sell \(productId)")
         }
         return transaction
@@ -251,7 +251,7 @@ struct PurchaseClientReceiptAndIntegrityTests {
         try await System.run(.init(deliver: false)) { system in
             _ = try await system.device(.post, "/sim/accounts", ["id": "store-hal"])
             let app = try App.launch(system, account: "hal", storeAccount: "store-hal")
-            _ = try await app.store.purchase("com.example.iapkit.premium", appAccountToken: UUID(), quantity: 1)
+            _ = try await app.store.purchase(StorePurchaseRequest(productId: "com.example.iapkit.premium", appAccountToken: UUID()))
             let owned = try #require(try await app.client.syncReceipt())
             #expect(owned.has("premium"))
         }

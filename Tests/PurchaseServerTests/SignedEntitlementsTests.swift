@@ -7,7 +7,7 @@ import FoundationNetworking
 import Hummingbird
 import HummingbirdTesting
 import IAPTestSupport
-import PurchaseClient
+import IAPKit
 import PurchaseServer
 import Testing
 

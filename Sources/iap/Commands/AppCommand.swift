@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import PurchaseClient
+import IAPKit
 import PurchaseServer
 
 /// `iap app …`: the app side as a process — PurchaseClient over the simulator and a purchase server — for trying

@@ -1,5 +1,5 @@
 import Foundation
-import PurchaseClient
+import IAPKit
 
 /// The demo's timeline: what a newcomer should see the system do, each result checked.
 struct DemoScript {
@@ -67,7 +67,7 @@ struct DemoScript {
         }
 
         let order = try await relaunched.server.createOrder(productId: Self.coins)
-        _ = try await relaunchedStore.purchase(Self.coins, appAccountToken: order.appAccountToken, quantity: 1)
+        _ = try await relaunchedStore.purchase(StorePurchaseRequest(productId: Self.coins, appAccountToken: order.appAccountToken))
         await relaunched.stop()
         let (reinstalled, reinstalledStore) = try await launch(journal: "journal-ipad-reinstalled")
         try await expectCoins(reinstalled, reinstalledStore, 270, "paid, then the app died before its journal write and was reinstalled") { balance, _ in

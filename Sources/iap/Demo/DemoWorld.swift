@@ -6,7 +6,7 @@ import FoundationNetworking
 #endif
 import Hummingbird
 import Logging
-import PurchaseClient
+import IAPKit
 import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer

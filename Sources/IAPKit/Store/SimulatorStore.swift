@@ -14,7 +14,7 @@ public actor SimulatorStore: StoreAdapter {
     let transport: @Sendable (URLRequest) async throws -> (Data, URLResponse)
     /// How the next purchase ends (the simulator's `outcome`): tests and demos choose; nil is success.
     private var nextOutcome: String?
-    private let promoted = AsyncStream.makeStream(of: String.self)
+    private let promoted = AsyncStream.makeStream(of: PromotedPurchase.self)
 
     /// The simulator at `baseURL`, paying as `account` on `device`; `pollInterval` paces ``updates()``.
     public init(baseURL: URL, account: String, device: String, pollInterval: Duration = .milliseconds(250)) {
@@ -42,9 +42,11 @@ public actor SimulatorStore: StoreAdapter {
     public func setNextOutcome(_ outcome: String?) { nextOutcome = outcome }
 
     /// The customer taps Buy on `productId`'s App Store product page: a promoted purchase for the app.
-    public nonisolated func promote(_ productId: String) { promoted.continuation.yield(productId) }
+    public nonisolated func promote(_ productId: String, winBackOfferId: String? = nil) {
+        promoted.continuation.yield(PromotedPurchase(productId: productId, winBackOfferId: winBackOfferId))
+    }
 
-    public nonisolated func promotedPurchases() -> AsyncStream<String> { promoted.stream }
+    public nonisolated func promotedPurchases() -> AsyncStream<PromotedPurchase> { promoted.stream }
 
     public nonisolated func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String]) {
         var components = URLComponents(url: baseURL.appendingPathComponent("sim/products"), resolvingAgainstBaseURL: false)!
@@ -54,17 +56,14 @@ public actor SimulatorStore: StoreAdapter {
         return (reply.products, reply.invalidProductIds)
     }
 
-    public func canMakePayments() async -> Bool {
+    public func canMakePayments() async throws -> Bool {
         struct Reply: Decodable { var canMakePayments: Bool }
-        let reply: Reply? = try? await call("GET", baseURL.appendingPathComponent("sim/accounts/\(account)"))
-        return reply?.canMakePayments ?? false
+        let reply: Reply = try await call("GET", baseURL.appendingPathComponent("sim/accounts/\(account)"))
+        return reply.canMakePayments
     }
 
-    public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
-        try await purchase(productId, appAccountToken: appAccountToken, quantity: quantity, offers: SignedOffers())
-    }
-
-    public func purchase(_ productId: String, appAccountToken: UUID, quantity: Int, offers: SignedOffers) async throws -> StorePurchaseResult {
+    public func purchase(_ purchase: StorePurchaseRequest) async throws -> StorePurchaseResult {
+        let (productId, appAccountToken, quantity, offers) = (purchase.productId, purchase.appAccountToken, purchase.quantity, purchase.offers)
         struct Offer: Encodable { var kind = "promotional"; var id: String; var signature: String }
         struct Request: Encodable {
             var account, device, productId: String; var appAccountToken: UUID; var quantity: Int; var outcome: String?

@@ -7,7 +7,10 @@ import Foundation
 /// only once the server has granted it to its owner (or refused it as `final`). Whatever interrupts that — a crash,
 /// a lost network, the server or Apple down, a server misconfigured, a journal that cannot be written, another
 /// account signing in — the journal and the store's unfinished queue carry the purchase to the next attempt or the
-/// next launch: call ``start()`` at launch, and ``logIn(_:)`` / ``logOut()`` when the app's user changes.
+/// next launch: call ``start()`` at launch, and ``logIn(_:token:)`` / ``logOut()`` when the app's user changes.
+///
+/// What it throws is always a ``PurchaseFailure``; what it reports while it works comes through ``events``, and what
+/// the signed-in account owns through ``entitlementUpdates``.
 public actor PurchaseClient {
     /// The App Store as this app reaches it (StoreKit 2, or the simulator).
     public let store: any StoreAdapter
@@ -25,8 +28,11 @@ public actor PurchaseClient {
     /// The account signed in (the app's user id, as the server's tokens name it); nil when none.
     public internal(set) var accountId: String?
 
+    /// Where the SDK's debug lines go (off unless asked).
+    public nonisolated let log: PurchaseLog
+
     /// How one upload ended.
-    enum UploadResult: Sendable {
+    enum UploadResult: Sendable, Hashable {
         case granted(Entitlements)
         case deliveredToOwner
         case rejected(String)
@@ -42,6 +48,15 @@ public actor PurchaseClient {
     var productCache: [String: StoreProduct] = [:]
     private var listener: Task<Void, Never>?
     private var retrier: Task<Void, Never>?
+    /// The delivery queue's sleep: until the earliest backoff ends, or until something changes what is due (a payment
+    /// rescheduled, a finish refused, a sign-in).
+    private var sleeper: CheckedContinuation<Void, Never>?
+    private var alarm: Task<Void, Never>?
+    private var wokenEarly = false
+    /// Settled transactions whose journal entry could not be removed: the queue tries again after the first retry delay.
+    var pendingRemovals: Set<String> = []
+    /// When ``retryDue(owner:)`` last looked at what is due.
+    var lastQueueRun = Date.distantPast
     private var promotedListener: Task<Void, Never>?
     /// Uploads in flight, by transaction id: a second caller waits for the first instead of racing it.
     var inFlight: [String: Task<UploadResult, Never>] = [:]
@@ -66,7 +81,7 @@ public actor PurchaseClient {
     /// finish it again, and so never hears the store say that nothing is left to finish.
     var finishing: Set<String> = []
     var waitingReported: Set<String> = []
-    var promoted: [String] = []
+    var promoted: [PromotedPurchase] = []
     var readyForPromoted = false
     var latest: Entitlements?
     /// The upload a sign-in started in the background; kept so that a caller driving the client step by step (the
@@ -74,25 +89,36 @@ public actor PurchaseClient {
     var loginRetry: Task<Void, Never>?
 
     let eventBroadcast = Broadcast<PurchaseEvent>(buffer: 256)
-    let entitlementBroadcast = Broadcast<Entitlements>(buffer: 8)
+    let entitlementBroadcast = Broadcast<EntitlementsState>(buffer: 8)
+    /// Orders made for StoreKit's views, by token: the account each was made for.
+    var storeViewOrders: [UUID: (orderId: String, accountId: String?)] = [:]
+    /// The entitlements fetch ``start()`` began in the background.
+    var launchRefresh: Task<Void, Never>?
 
     /// Progress of purchases, uploads and deliveries. Each access is its own subscription (any number of
     /// consumers each get every event), starting with the latest event.
     public nonisolated var events: AsyncStream<PurchaseEvent> { eventBroadcast.subscribe() }
-    /// The signed-in account's entitlements each time they change. Each access is its own subscription, starting
-    /// with the current value when there is one.
-    public nonisolated var entitlementUpdates: AsyncStream<Entitlements> { entitlementBroadcast.subscribe() }
+    /// What the signed-in account owns, each time that changes: `.notLoaded` at a sign-in until the server (or the
+    /// offline copy) answers, `.loaded` after ``start()``, every sign-in, purchase, restore and ``entitlements()``,
+    /// `.signedOut` at a sign-out. Each access is its own subscription, starting with the current state.
+    public nonisolated var entitlementUpdates: AsyncStream<EntitlementsState> { entitlementBroadcast.subscribe() }
     /// The signed-in account's entitlements as last answered (or served offline), if any.
     public var currentEntitlements: Entitlements? { latest }
+    /// The current state of ``entitlementUpdates``.
+    public nonisolated var entitlementsState: EntitlementsState { entitlementBroadcast.value ?? .signedOut }
 
     /// A client; call ``start()`` at launch before anything else. `accountId` is the account signed in at launch
     /// (or nil); the server client's token must be that account's.
     public init(store: any StoreAdapter, server: PurchaseServerClient, journal: any PurchaseJournal, accountId: String? = nil,
                 retryDelays: [Duration] = [.seconds(2), .seconds(10), .seconds(30), .seconds(120), .seconds(600)],
-                deviceIntegrity: DeviceIntegrity? = nil, offlineCache: (any EntitlementsCache)? = nil) {
+                deviceIntegrity: DeviceIntegrity? = nil, offlineCache: (any EntitlementsCache)? = nil, log: PurchaseLog = .off) {
         self.deviceIntegrity = deviceIntegrity
         self.store = store
+        var server = server
+        server.log = log
         self.server = server
+        self.log = log
+        entitlementBroadcast.send(accountId.map { .notLoaded(accountId: $0) } ?? .signedOut)
         self.journal = journal
         self.accountId = accountId
         self.offlineCache = offlineCache
@@ -120,22 +146,69 @@ public actor PurchaseClient {
         if promotedListener == nil {
             let intents = store.promotedPurchases()
             promotedListener = Task { [weak self] in
-                for await productId in intents {
+                for await intent in intents {
                     guard let self else { return }
-                    _ = await self.handlePromotedPurchase(productId)
+                    _ = await self.handlePromotedPurchase(intent)
                 }
             }
         }
         if retrier == nil {
             retrier = Task { [weak self] in
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
                     guard let self else { return }
+                    await self.sleepUntilDue()
+                    guard !Task.isCancelled else { return }
                     await self.retryDue()
                 }
             }
         }
-        return await resume()
+        let granted = await resume()
+        // What the account owns, published without the app asking (the server, or the offline copy while it is away).
+        if accountId != nil, launchRefresh == nil {
+            launchRefresh = Task { _ = try? await self.entitlements() }
+        }
+        return granted
+    }
+
+    /// The delivery queue sleeps until the earliest retry or finish falls due — at most ten minutes, a safety net —
+    /// or until ``wakeDeliveryQueue()``.
+    private func sleepUntilDue() async {
+        if wokenEarly {
+            wokenEarly = false
+            return
+        }
+        let now = Date()
+        // Only what falls due after the queue last looked: what was due then and is still here waits for something
+        // else (another account's payment waits for its sign-in, which wakes the queue), not for the clock.
+        var due = (backoff.values.map(\.next) + unfinishedSettled.values.map(\.next) + unjournaled.values.compactMap(\.nextAttemptAt))
+            .filter { $0 > lastQueueRun }.min()
+        if !pendingRemovals.isEmpty { due = min(due ?? .distantFuture, DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
+        let wait = max(0.05, min(600, (due ?? now.addingTimeInterval(600)).timeIntervalSince(now)))
+        await withCheckedContinuation { continuation in
+            sleeper = continuation
+            alarm = Task { [weak self] in
+                try? await Task.sleep(for: .seconds(wait))
+                await self?.wakeDeliveryQueue()
+            }
+        }
+    }
+
+    /// Something changed what is due: the queue looks again now.
+    func wakeDeliveryQueue() {
+        alarm?.cancel()
+        alarm = nil
+        if let sleeper {
+            self.sleeper = nil
+            sleeper.resume()
+        } else {
+            wokenEarly = true
+        }
+    }
+
+    /// Sends `event` to every subscriber, and to the debug log.
+    func send(_ event: PurchaseEvent) {
+        log("event \(event)")
+        eventBroadcast.send(event)
     }
 
     /// Stops listening and retrying (the journal keeps everything for the next start).
@@ -146,6 +219,7 @@ public actor PurchaseClient {
         listener = nil
         retrier = nil
         promotedListener = nil
+        wakeDeliveryQueue()
     }
 
     /// Uploads every journaled transaction the signed-in account may upload and adopts every unfinished store
@@ -159,7 +233,7 @@ public actor PurchaseClient {
             // An unreadable journal is not an empty one: nothing is removed, and the store's queue is the list.
             readable = false
             entries = []
-            eventBroadcast.send(.journalFailed(transactionId: nil, reason: "the journal cannot be read: \(error)"))
+            send(.journalFailed(productId: nil, transactionId: nil, reason: "the journal cannot be read: \(error)"))
         }
         for entry in entries where entry.kind == .paid { _ = await upload(entry) }
         let journaled = Set(entries.filter { $0.kind == .paid }.compactMap(\.transactionId))

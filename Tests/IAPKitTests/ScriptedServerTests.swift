@@ -5,7 +5,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import PurchaseAPI
-import PurchaseClient
+import IAPKit
 import Testing
 
 /// The body of a request the SDK sent, read as the contract's type.
@@ -31,6 +31,9 @@ actor MemoryStore: StoreAdapter {
     /// with the transaction that bought it.
     private var alreadyOwned: StoreTransaction?
     func setAlreadyOwned(_ transaction: StoreTransaction?) { alreadyOwned = transaction }
+    /// What the next purchase throws instead of paying (as StoreKit throws `StoreKitError` / `Product.PurchaseError`).
+    private var throwOnPurchase: (any Error)?
+    func throwOnNextPurchase(_ error: any Error) { throwOnPurchase = error }
 
     /// A transaction as the store signs it; the SDK reads its ids without verifying (the server verifies).
     static func transaction(id: String, productId: String, appAccountToken: UUID?) throws -> StoreTransaction {
@@ -42,13 +45,17 @@ actor MemoryStore: StoreAdapter {
     }
 
     func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String]) {
-        (productIds.map { StoreProduct(productId: $0, type: "Consumable", displayName: $0, price: 990, currency: "USD") }, [])
+        (productIds.map { StoreProduct(productId: $0, type: .consumable, displayName: $0, price: 990, currency: "USD") }, [])
     }
     func canMakePayments() async -> Bool { true }
-    func purchase(_ productId: String, appAccountToken: UUID, quantity: Int) async throws -> StorePurchaseResult {
+    func purchase(_ request: StorePurchaseRequest) async throws -> StorePurchaseResult {
         if let alreadyOwned { return .purchased(alreadyOwned) }
+        if let thrown = throwOnPurchase {
+            throwOnPurchase = nil
+            throw thrown
+        }
         next += 1
-        let transaction = try Self.transaction(id: String(next), productId: productId, appAccountToken: appAccountToken)
+        let transaction = try Self.transaction(id: String(next), productId: request.productId, appAccountToken: request.appAccountToken)
         unfinishedQueue.append(transaction)
         return .purchased(transaction)
     }
@@ -209,8 +216,8 @@ struct ScriptedServerTests {
         do {
             _ = try await client.syncReceipt()
             Issue.record("synced under Bea while Ann's payment waits")
-        } catch let failure as PurchaseFailure {
-            #expect(failure.code == .accountMismatch, "\(failure)")
+        } catch {
+            #expect(error.code == .accountMismatch, "\(error)")
         }
         #expect(receipts() == 0, "the receipt was not sent")
         // Ann is back and her payment is delivered: Bea's receipt goes, and says whose it is meant to be.
@@ -406,8 +413,8 @@ struct ScriptedServerTests {
                 do {
                     _ = try await client.entitlements()
                     Issue.record("\(tamper) was believed")
-                } catch let failure as PurchaseFailure {
-                    #expect(failure.code == .untrustedAnswer, "\(tamper)")
+                } catch {
+                    #expect(error.code == .untrustedAnswer, "\(tamper)")
                 }
                 #expect(await client.currentEntitlements == nil, "\(tamper): nothing shown")
             }

@@ -5,29 +5,50 @@ extension PurchaseClient {
     // MARK: Restore and entitlements
 
     /// The store's restore for non-consumables and auto-renewables, sent to the server, which adds what the store
-    /// cannot restore (non-renewing subscriptions). Unfinished work is resumed first.
-    public func restore() async throws -> Entitlements {
+    /// cannot restore (non-renewing subscriptions). Unfinished work is resumed first. Throws ``PurchaseFailure``:
+    /// `storeUnavailable` (the store's restore failed or was cancelled), the server's failures, `accountMismatch`.
+    public func restore() async throws(PurchaseFailure) -> Entitlements {
         let asked = accountId
         _ = await resume()
-        let restored = try await store.restore()
+        let restored: [StoreTransaction]
+        do { restored = try await store.restore() } catch { throw storeFailure(error, productId: nil) }
         checkpointObserver?(.duringRestore)
         let entitlements = try await server.restore(signedTransactions: restored.map(\.signedTransaction))
         try publish(entitlements, askedAs: asked)
         return entitlements
     }
 
-    /// Sends the app receipt to the server: for purchases made with StoreKit 1 or before the app adopted this flow.
-    /// Without a receipt on the device it sends the signed app transaction instead (no sign-in prompt). Returns what
-    /// the account owns afterwards, or nil when the store has neither or the server is holding the receipt for Apple.
+    /// Sends what the store signed of the customer's past purchases to the server: for purchases made with StoreKit 1 or
+    /// before the app adopted this flow. Where the store offers its signed history (`Transaction.all`, iOS 18 / macOS 15,
+    /// which deprecated the receipt) that history goes, each transaction with its own `appAccountToken`, with the signed
+    /// app transaction; elsewhere the app receipt; without either, the signed app transaction alone (no sign-in prompt).
+    /// Returns what the account owns afterwards, or nil when the store has nothing or the server is holding the receipt
+    /// for Apple. Throws ``PurchaseFailure`` (the store's, the server's, or `accountMismatch` below).
     ///
     /// A receipt names no app account (it carries no `appAccountToken`): a server without the App Store Server API binds
     /// what it does not hold yet to whoever sends it. So while this device holds another account's paid transaction not
     /// yet delivered, the receipt — which lists it — is not sent under this account: that account's payment would be
     /// granted here, then refused to it as another account's, and finished. The call throws `.accountMismatch` then.
-    public func syncReceipt() async throws -> Entitlements? {
+    public func syncReceipt() async throws(PurchaseFailure) -> Entitlements? {
         let asked = accountId
         let submission: PurchaseServerClient.Submission
-        if let receipt = try await store.receipt() {
+        let history: [StoreTransaction]?
+        let receipt: String?
+        do {
+            history = try await store.transactionHistory()
+            receipt = history == nil ? try await store.receipt() : nil
+        } catch {
+            throw storeFailure(error, productId: nil)
+        }
+        if let history {
+            // Signed transactions carry their tokens: the server binds each to the account whose order it was paid
+            // for, so no other account's undelivered payment can be granted here.
+            _ = await resume()
+            if let appTransaction = try? await store.appTransaction() { _ = try? await server.submit(appTransaction: appTransaction) }
+            let entitlements = try await server.restore(signedTransactions: history.map(\.signedTransaction))
+            try publish(entitlements, askedAs: asked)
+            return entitlements
+        } else if let receipt {
             // The store's unfinished transactions go first, signed (they carry their tokens): what they settle no longer
             // waits, and the receipt is then judged against what is still undelivered.
             _ = await resume()
@@ -35,7 +56,7 @@ extension PurchaseClient {
                 throw PurchaseFailure(.accountMismatch, "the receipt lists transaction \(waiting.transactionId), paid by account \(waiting.accountId) and not delivered yet: it is synced once that account has it")
             }
             submission = try await server.submit(receipt: receipt, expectedAccountId: asked)
-        } else if let appTransaction = try await store.appTransaction() {
+        } else if let appTransaction = try? await store.appTransaction() {
             // No receipt on the device: the signed app transaction instead, never a store refresh (it prompts for a
             // sign-in; Apple asks for that only behind the user's button).
             submission = try await server.submit(appTransaction: appTransaction)
@@ -49,7 +70,8 @@ extension PurchaseClient {
         case .held:
             return nil
         case .rejected(let code, let message, _):
-            throw PurchaseFailure(.rejectedByServer, "\(code): \(message)")
+            log("the receipt was refused: \(code): \(message)")
+            throw PurchaseFailure(code == .accountMismatch ? .accountMismatch : .rejectedByServer, message.isEmpty ? "the server refused the receipt" : message)
         }
     }
 
@@ -59,8 +81,9 @@ extension PurchaseClient {
     /// or that nothing here names the payer of while its token names an order.
     /// A journal that cannot be read may name one: each such transaction counts then. A store that cannot list its queue
     /// is answered with its error (the receipt is not sent on a guess).
-    private func otherAccountsPayment(than account: String?) async throws -> (transactionId: String, accountId: String)? {
-        let unfinished = try await store.unfinished()
+    private func otherAccountsPayment(than account: String?) async throws(PurchaseFailure) -> (transactionId: String, accountId: String)? {
+        let unfinished: [StoreTransaction]
+        do { unfinished = try await store.unfinished() } catch { throw storeFailure(error, productId: nil) }
         let entries = try? journal.entries()
         for transaction in unfinished where settled[transaction.transactionId] == nil {
             let id = transaction.transactionId
@@ -84,17 +107,19 @@ extension PurchaseClient {
 
     /// What the server says the signed-in account owns now; while the server is unreachable, the offline copy
     /// (``offlineEntitlements()``, marked with `cachedAt`). An answer whose signature does not verify is never
-    /// replaced by the offline copy: it is refused.
-    public func entitlements() async throws -> Entitlements {
+    /// replaced by the offline copy: it is refused. Throws ``PurchaseFailure``: `notSignedIn`, `networkUnreachable` /
+    /// `serverUnavailable` (with no offline copy), `untrustedAnswer`, `accountMismatch`.
+    public func entitlements() async throws(PurchaseFailure) -> Entitlements {
         let asked = accountId
+        guard asked != nil else { throw PurchaseFailure(.notSignedIn, "no account is signed in: sign one in with logIn(_:token:)") }
         do {
             let entitlements = try await server.entitlements()
             try publish(entitlements, askedAs: asked)
             return entitlements
-        } catch let unreachable as PurchaseServerClient.Unreachable {
-            guard let offline = await offlineEntitlements(), accountId == asked else { throw unreachable }
+        } catch where error.isUnreachable {
+            guard let offline = await offlineEntitlements(), accountId == asked else { throw error }
             latest = offline
-            entitlementBroadcast.send(offline)
+            entitlementBroadcast.send(.loaded(offline))
             return offline
         }
     }
@@ -129,7 +154,7 @@ extension PurchaseClient {
 
     /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use. `asked` is who was
     /// signed in when the call began: an answer that arrives after a sign-out or a switch is nobody's to show.
-    func publish(_ entitlements: Entitlements, askedAs asked: String?) throws {
+    func publish(_ entitlements: Entitlements, askedAs asked: String?) throws(PurchaseFailure) {
         guard accountId == asked else {
             throw PurchaseFailure(.accountMismatch, "the sign-in changed while the server answered for \(entitlements.accountId)")
         }
@@ -141,6 +166,6 @@ extension PurchaseClient {
         offline.balances = [:]
         offline.cachedAt = Date()
         try? offlineCache?.save(offline)
-        entitlementBroadcast.send(entitlements)
+        entitlementBroadcast.send(.loaded(entitlements))
     }
 }

@@ -12,11 +12,11 @@ extension PurchaseClient {
             try? journal.remove(key: entry.key)
             return result
         }
-        if let owner = entry.accountId, owner != accountId {
-            if waitingReported.insert(transactionId).inserted {
-                eventBroadcast.send(.waitingForAccount(transactionId: transactionId, accountId: owner))
+        if let waiting = DeliveryRules.waiting(entry, signedIn: accountId) {
+            if waitingReported.insert(transactionId).inserted, let owner = entry.accountId {
+                send(.waitingForAccount(productId: entry.productId, transactionId: transactionId, accountId: owner))
             }
-            return .waiting("paid by account \(owner), which is not signed in")
+            return .waiting(waiting)
         }
         if let running = inFlight[transactionId] { return await running.value }
         let task = Task { await self.performUpload(entry) }
@@ -26,9 +26,7 @@ extension PurchaseClient {
         return result
     }
 
-    /// One upload and what follows from the answer: granted or delivered to its owner → the entry leaves the journal
-    /// and the transaction is finished; refused as `final` → the same, reported; refused as `operator` → kept,
-    /// reported ("paid — we will deliver it"), retried with backoff; anything else → retried with backoff.
+    /// One upload, and what ``DeliveryRules`` says follows from the answer.
     private func performUpload(_ given: JournalEntry, current: Bool = false) async -> UploadResult {
         // The journal's copy is the current one (attempts), unless the caller holds a newer one: the order id dropped
         // after an order refusal is not in the journal when writing it failed (a full disk), and reading the journal
@@ -38,86 +36,49 @@ extension PurchaseClient {
         // Checked again here (a sign-in may have run since ``upload(_:)`` looked), and the server is told whose it is:
         // the token is fetched later still, and a token of another account is then refused, not granted.
         let asked = accountId
-        if let owner = entry.accountId, owner != asked { return .waiting("paid by account \(owner), which is not signed in") }
-        eventBroadcast.send(.uploading(transactionId: transactionId, attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
-        let answer: PurchaseServerClient.Submission
+        if let waiting = DeliveryRules.waiting(entry, signedIn: asked) { return .waiting(waiting) }
+        send(.uploading(productId: entry.productId, transactionId: transactionId,
+                        attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
+        let answer: Result<PurchaseServerClient.Submission, PurchaseFailure>
         do {
             // A transaction no entry names the payer of (bought elsewhere, an offer code, Ask to Buy approved later)
             // is the signed-in account's: named too, so a sign-in change before the token is fetched is refused.
-            answer = try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity,
-                                             expectedAccountId: entry.accountId ?? asked)
+            answer = .success(try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity,
+                                                      expectedAccountId: entry.accountId ?? asked))
+            checkpointObserver?(.duringUpload)
         } catch {
-            reschedule(entry, reason: "\(error)")
-            eventBroadcast.send(.uploadFailed(transactionId: transactionId, reason: "\(error)"))
-            return .pending("\(error)")
+            answer = .failure(error)
         }
-        checkpointObserver?(.duringUpload)
-        switch answer {
-        case .granted(let entitlements):
-            settle(entry, .granted(entitlements))
-            grantLog.append(transactionId)
-            checkpointObserver?(.afterGrant)
-            eventBroadcast.send(.granted(transactionId: transactionId))
-            try? publish(entitlements, askedAs: asked)
-            await finish(entry)
-            return .granted(entitlements)
-        case .deliveredToOwner(let entitlements):
-            settle(entry, .deliveredToOwner)
-            eventBroadcast.send(.deliveredToOwner(transactionId: transactionId))
-            try? publish(entitlements, askedAs: asked)
-            await finish(entry)
-            return .deliveredToOwner
-        case .held:
-            reschedule(entry, reason: "the server is waiting for Apple")
-            return .pending("the server is waiting for Apple")
-        case .rejected(.accountMismatch, _, _):
-            // The app's token is another account's than the one that paid: it waits for that account, quietly, with
-            // backoff (an app whose token source never matches its sign-in must not upload every second).
-            reschedule(entry, reason: "account_mismatch")
-            return .waiting("paid by account \(entry.accountId ?? "?"), the token is another account's")
-        case .rejected(let code, _, _) where Self.orderCodes.contains(code) && entry.orderId != nil:
+        let decision = DeliveryRules.decide(entry, answer)
+        switch decision.journal {
+        case .retryWithoutOrder:
             // The order is the server's bookkeeping, the transaction is the proof: without the order id the server
             // binds by the transaction's token and account.
             var withoutOrder = entry
             withoutOrder.orderId = nil
             if unjournaled[transactionId] != nil { unjournaled[transactionId] = withoutOrder } else { try? journal.write(withoutOrder) }
             return await performUpload(withoutOrder, current: true)
-        case .rejected(let code, let message, .final):
-            let reason = "\(code): \(message)"
-            settle(entry, .rejected(reason))
-            eventBroadcast.send(.rejected(transactionId: transactionId, reason: reason))
-            await finish(entry)
-            return .rejected(reason)
-        case .rejected(let code, let message, .retry):
-            reschedule(entry, reason: "\(code): \(message)")
-            eventBroadcast.send(.uploadFailed(transactionId: transactionId, reason: "\(code): \(message)"))
-            return .pending("\(code): \(message)")
-        case .rejected(let code, let message, _):
-            // Fixable by the server's operator (configuration, policy): the payment is kept and retried; the app can say
-            // "paid — we will deliver it".
-            let reason = "\(code): \(message)"
+        case .reschedule(let reason):
             reschedule(entry, reason: reason)
-            eventBroadcast.send(.deliveryDelayed(transactionId: transactionId, reason: reason))
-            return .delayed(reason)
+        case .remove:
+            settle(entry, decision.result)
+            if case .granted = decision.result {
+                grantLog.append(transactionId)
+                checkpointObserver?(.afterGrant)
+            }
         }
-    }
-
-    /// Refusals about the order, not the payment, that the proof alone can overcome. `order_account_mismatch` too: the
-    /// upload names its account (`account_mismatch` answers a token of another), so this one says the order is another
-    /// account's than the entry's — made while the sign-in changed, by a version without the order's account check —
-    /// and it always will be. Without the order id the server binds by the payment's `appAccountToken`, to the account
-    /// whose order the payment carries (`deliveredToOwner`), and the device can finish.
-    static let orderCodes: Set<ErrorCode> = [.orderNotFound, .orderProductMismatch, .orderAccountMismatch]
-
-    func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        if let event = decision.event { send(event) }
+        if let entitlements = decision.publish { try? publish(entitlements, askedAs: asked) }
+        if decision.finish { await finish(entry) }
+        return decision.result
     }
 
     private func reschedule(_ entry: JournalEntry, reason: String) {
         guard let transactionId = entry.transactionId, settled[transactionId] == nil else { return }
         let attempts = max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1
-        let next = Date().addingTimeInterval(seconds(retryDelays[min(attempts, retryDelays.count) - 1]))
+        let next = DeliveryRules.nextAttempt(after: attempts, delays: retryDelays, now: Date())
         backoff[transactionId] = (attempts, next)
+        wakeDeliveryQueue()
         var updated = entry
         updated.attempts = attempts
         updated.lastError = reason
@@ -139,14 +100,14 @@ extension PurchaseClient {
     /// Whether an entry's next attempt is due: the later of the journal's and the memory's backoff.
     func isDue(_ entry: JournalEntry, at now: Date) -> Bool {
         guard let transactionId = entry.transactionId else { return false }
-        let next = [entry.nextAttemptAt, backoff[transactionId]?.next].compactMap { $0 }.max()
-        return (next ?? now) <= now
+        return DeliveryRules.isDue(entry, memory: backoff[transactionId]?.next, at: now)
     }
 
     /// Uploads the paid transactions whose next attempt is due: the journal's, those the journal refused, and — when
     /// the journal cannot be read — the store's unfinished queue.
     package func retryDue(owner: String? = nil) async {
         let now = Date()
+        lastQueueRun = max(lastQueueRun, now)
         // Read again before each: a finish awaited here lets another task finish (and forget) the next one meanwhile.
         for id in Array(unfinishedSettled.keys) {
             guard let pending = unfinishedSettled[id], pending.next <= now else { continue }
@@ -166,7 +127,7 @@ extension PurchaseClient {
             guard let transactionId = entry.transactionId else { continue }
             seen.insert(transactionId)
             if settled[transactionId] != nil {
-                try? journal.remove(key: entry.key)
+                if (try? journal.remove(key: entry.key)) != nil { pendingRemovals.remove(transactionId) }
             } else if due(entry) {
                 _ = await upload(entry)
             }

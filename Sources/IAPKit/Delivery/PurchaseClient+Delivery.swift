@@ -17,7 +17,7 @@ extension PurchaseClient {
         var unreadable: (any Error)?
         do { entries = try journal.entries() } catch {
             unreadable = error
-            eventBroadcast.send(.journalFailed(transactionId: id, reason: "the journal cannot be read: \(error)"))
+            send(.journalFailed(productId: transaction.productId, transactionId: id, reason: "the journal cannot be read: \(error)"))
         }
         if let existing = entries.first(where: { $0.key == "paid-" + id }) ?? unjournaled[id] {
             // A copy arriving again (the updates stream, a relaunch's adoption) waits for its backoff like any retry.
@@ -38,7 +38,7 @@ extension PurchaseClient {
             // The payment is still safe in the store's unfinished queue (nothing finishes it before a grant). Keep it
             // in memory, upload it now, and let the retrier carry it while the journal refuses.
             unjournaled[id] = entry
-            eventBroadcast.send(.journalFailed(transactionId: id, reason: "\(error)"))
+            send(.journalFailed(productId: transaction.productId, transactionId: id, reason: "\(error)"))
             let result = await upload(entry)
             switch result {
             case .granted, .deliveredToOwner, .rejected: return outcome(result, id)
@@ -46,7 +46,7 @@ extension PurchaseClient {
                 return .paidNotJournaled(transactionId: id, reason: "the journal cannot be written (\(error)); \(reason)")
             }
         }
-        eventBroadcast.send(.journaled(transactionId: id))
+        send(.journaled(productId: transaction.productId, transactionId: id))
         checkpointObserver?(.afterJournal)
         if let intent { try? journal.remove(key: intent.key) }
         return outcome(await upload(entry), id)
@@ -72,8 +72,11 @@ extension PurchaseClient {
         backoff[transactionId] = nil
         unjournaled[transactionId] = nil
         do { try journal.remove(key: entry.key) } catch {
-            // The entry stays; `settled` keeps this process from uploading it again, and the retrier removes it later.
-            eventBroadcast.send(.journalFailed(transactionId: transactionId, reason: "cannot remove the delivered entry: \(error)"))
+            // The entry stays; `settled` keeps this process from uploading it again, and the delivery queue removes it
+            // later (it looks again after the first retry delay).
+            pendingRemovals.insert(transactionId)
+            wakeDeliveryQueue()
+            send(.journalFailed(productId: entry.productId, transactionId: transactionId, reason: "cannot remove the delivered entry: \(error)"))
         }
     }
 
@@ -82,9 +85,9 @@ extension PurchaseClient {
         await finish(transaction)
     }
 
-    /// Finishes a settled transaction. A failed finish leaves it in the store's queue (a relaunch would adopt it and
-    /// hear that it is already granted); this process tries again with backoff (``retryDue(owner:)``), and at once when
-    /// the store hands it over again.
+    /// Finishes a settled transaction. A transaction the store no longer lists is done (the adapter returns normally).
+    /// A failed finish leaves it in the store's queue (a relaunch would adopt it and hear that it is already granted);
+    /// this process tries again with backoff (``retryDue(owner:)``), and at once when the store hands it over again.
     func finish(_ transaction: StoreTransaction) async {
         let id = transaction.transactionId
         guard finishing.insert(id).inserted else { return }
@@ -92,11 +95,13 @@ extension PurchaseClient {
         do {
             try await store.finish(transaction)
             unfinishedSettled[id] = nil
-            eventBroadcast.send(.finished(transactionId: id))
+            send(.finished(productId: transaction.productId, transactionId: id))
         } catch {
             let attempts = (unfinishedSettled[id]?.attempts ?? 0) + 1
-            unfinishedSettled[id] = (transaction, attempts, Date().addingTimeInterval(seconds(retryDelays[min(attempts, retryDelays.count) - 1])))
-            eventBroadcast.send(.finishFailed(transactionId: id, reason: "\(error)"))
+            unfinishedSettled[id] = (transaction, attempts, DeliveryRules.nextAttempt(after: attempts, delays: retryDelays, now: Date()))
+            log("finish of \(id) failed: \(error)")
+            send(.finishFailed(productId: transaction.productId, transactionId: id, reason: "the store did not finish it; tried again later"))
+            wakeDeliveryQueue()
         }
     }
 }

@@ -3,20 +3,24 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// The purchase server's app endpoints over URLSession.
+/// The purchase server's app endpoints over URLSession. Every call throws ``PurchaseFailure`` only: `notSignedIn` (no
+/// token), `networkUnreachable`, `serverUnavailable` (5xx), `responseTooLarge`, `untrustedAnswer`, or the refusal the
+/// server answered, typed by its code.
 public struct PurchaseServerClient: Sendable {
     /// Where the server is.
     public let baseURL: URL
-    /// The app's sign-in token for the current account, asked for on every call (it may be refreshed meanwhile).
-    public let token: @Sendable () async throws -> String
     /// When set, every entitlements answer must carry a signature this verifier accepts, or it is refused.
     public let verifier: EntitlementsVerifier?
     /// Sends one request; URLSession unless a test or an app supplies its own.
     let transport: @Sendable (URLRequest) async throws -> (Data, URLResponse)
+    /// The signed-in account's token source; replaced by ``PurchaseClient/logIn(_:token:)`` together with the account.
+    let credentials: Credentials
+    /// Where the underlying detail of a failure goes (``PurchaseClient`` sets its own).
+    var log: PurchaseLog = .off
 
-    /// A client for the server at `baseURL`; `token` gives the signed-in account's bearer token for each call.
-    /// With a `verifier` (made from the PEM served at `GET /v1/keys/entitlements`), entitlement answers are believed
-    /// only when the server signed them for this request.
+    /// A client for the server at `baseURL`; `token` gives the signed-in account's bearer token for each call (throw when
+    /// nobody is signed in). With a `verifier` (made from the PEM served at `GET /v1/keys/entitlements`), entitlement
+    /// answers are believed only when the server signed them for this request.
     public init(baseURL: URL, timeout: TimeInterval = 20, verifier: EntitlementsVerifier? = nil,
                 token: @escaping @Sendable () async throws -> String) {
         let configuration = URLSessionConfiguration.ephemeral
@@ -29,9 +33,42 @@ public struct PurchaseServerClient: Sendable {
     public init(baseURL: URL, verifier: EntitlementsVerifier? = nil, token: @escaping @Sendable () async throws -> String,
                 transport: @escaping @Sendable (URLRequest) async throws -> (Data, URLResponse)) {
         self.baseURL = baseURL
-        self.token = token
+        self.credentials = Credentials(token)
         self.verifier = verifier
         self.transport = transport
+    }
+
+    /// The token for the next call, as the current source gives it.
+    public func token() async throws(PurchaseFailure) -> String {
+        do { return try await credentials.source()() } catch let failure as PurchaseFailure where failure.code == .notSignedIn {
+            throw failure
+        } catch {
+            // The app's token source failing while an account is signed in is most often a refresh without a network:
+            // one more reason the call got no answer (the offline copy may stand in). An app that means "nobody is
+            // signed in" throws `PurchaseFailure(.notSignedIn, …)` from it, or signs out.
+            log("no sign-in token for the call: \(error)")
+            throw PurchaseFailure(.networkUnreachable, "no sign-in token could be had for the call")
+        }
+    }
+
+    /// The token source, swapped as one value (a call reads the source once, then awaits it).
+    final class Credentials: @unchecked Sendable {
+        private let lock = NSLock()
+        private var current: @Sendable () async throws -> String
+
+        init(_ source: @escaping @Sendable () async throws -> String) { current = source }
+
+        func source() -> @Sendable () async throws -> String {
+            lock.lock()
+            defer { lock.unlock() }
+            return current
+        }
+
+        func replace(_ source: @escaping @Sendable () async throws -> String) {
+            lock.lock()
+            current = source
+            lock.unlock()
+        }
     }
 
     /// An order for `productId`: pay with its `appAccountToken`.
@@ -50,25 +87,21 @@ public struct PurchaseServerClient: Sendable {
         case rejected(code: ErrorCode, message: String, refusal: RefusalClass)
     }
 
-    /// The call did not get an answer to act on (network, 5xx): retry later.
-    public struct Unreachable: Error, Sendable, CustomStringConvertible {
-        public let description: String
-    }
-
     /// Opens an order; its `appAccountToken` goes on the payment.
-    /// `expectedAccountId`, the account the order is for, makes the server refuse it (`account_mismatch`, no order made)
-    /// when the token fetched for the call is another account's.
-    public func createOrder(productId: String, expectedAccountId: String? = nil) async throws -> Order {
+    /// `expectedAccountId`, the account the order is for, makes the server refuse it (`accountMismatch`, no order made)
+    /// when the token fetched for the call is another account's. A refusal is typed by the server's code
+    /// (`unknownProduct`, `accountMismatch`, else `orderFailed`).
+    public func createOrder(productId: String, expectedAccountId: String? = nil) async throws(PurchaseFailure) -> Order {
         let (status, data) = try await send("POST", "v1/orders", body: OrderRequest(productId: productId, expectedAccountId: expectedAccountId))
-        guard status == 201 || status == 200 else { throw PurchaseFailure(.orderFailed, Self.message(data) ?? "HTTP \(status)") }
-        return try Self.decoder.decode(Order.self, from: data)
+        guard status == 201 || status == 200 else { throw failure(status, data, otherwise: .orderFailed, doing: "open an order for \(productId)") }
+        return try decode(Order.self, data)
     }
 
     /// Uploads a signed transaction (with its order id when known, and the device-integrity report on iOS).
     /// `expectedAccountId`, the account that paid, makes the server refuse the upload (`account_mismatch`) when the
-    /// token fetched for the call is another account's.
+    /// token fetched for the call is another account's. Throws when no answer to act on came (network, 5xx, 401, 429).
     public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil,
-                       expectedAccountId: String? = nil) async throws -> Submission {
+                       expectedAccountId: String? = nil) async throws(PurchaseFailure) -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let report = deviceIntegrity.flatMap { $0.applicable ? DeviceIntegrityReport(signals: $0.signals, applicable: $0.applicable) : nil }
         let body = PurchaseRequest(signedTransaction: signedTransaction, orderId: orderId, expectedAccountId: expectedAccountId, deviceIntegrity: report)
@@ -77,7 +110,7 @@ public struct PurchaseServerClient: Sendable {
     }
 
     /// Uploads the app receipt (StoreKit 1 apps, or purchases made before the app used StoreKit 2).
-    public func submit(receipt: String, expectedAccountId: String? = nil) async throws -> Submission {
+    public func submit(receipt: String, expectedAccountId: String? = nil) async throws(PurchaseFailure) -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("POST", "v1/purchases", body: PurchaseRequest(receipt: receipt, expectedAccountId: expectedAccountId),
                                             nonce: nonce)
@@ -86,17 +119,16 @@ public struct PurchaseServerClient: Sendable {
 
     /// Sends the signed app transaction (recorded for the account; it grants nothing by itself) and answers what the
     /// account owns.
-    public func submit(appTransaction: String) async throws -> Submission {
+    public func submit(appTransaction: String) async throws(PurchaseFailure) -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("POST", "v1/purchases", body: PurchaseRequest(appTransaction: appTransaction), nonce: nonce)
         return try submission(status, data, nonce: nonce)
     }
 
-    func submission(_ status: Int, _ data: Data, nonce: String?) throws -> Submission {
+    func submission(_ status: Int, _ data: Data, nonce: String?) throws(PurchaseFailure) -> Submission {
         switch status {
         case 200:
-            let reply: PurchaseReply
-            do { reply = try Self.decoder.decode(PurchaseReply.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
+            let reply = try decode(PurchaseReply.self, data)
             let entitlements = try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)
             return (reply.outcome ?? reply.transactions.first?.outcome) == .deliveredToOwner ? .deliveredToOwner(entitlements) : .granted(entitlements)
         case 202:
@@ -105,7 +137,7 @@ public struct PurchaseServerClient: Sendable {
             let (code, message, refusal) = Self.refusal(status, data)
             return .rejected(code: code, message: message, refusal: refusal)
         default:
-            throw Unreachable(description: "HTTP \(status)")
+            throw failure(status, data, otherwise: .serverUnavailable, doing: "upload the purchase")
         }
     }
 
@@ -116,32 +148,54 @@ public struct PurchaseServerClient: Sendable {
         return (detail.code, detail.message, detail.class ?? .of(code: detail.code, status: status))
     }
 
+    /// The failure an answer of `status` stands for: the server's refusal typed by its code and told in its message
+    /// (never its raw body, which goes to the debug log), 401 as not signed in, 5xx / 408 / 429 as unavailable.
+    func failure(_ status: Int, _ data: Data, otherwise: PurchaseFailure.Code, doing what: String) -> PurchaseFailure {
+        log("could not \(what): HTTP \(status) \(String(decoding: data.prefix(600), as: UTF8.self))")
+        switch status {
+        case 401: return PurchaseFailure(.notSignedIn, "the server did not accept the sign-in token")
+        case 408, 429, 500...: return PurchaseFailure(.serverUnavailable, "the purchase server cannot answer now (HTTP \(status)); try again later")
+        default: break
+        }
+        guard let detail = (try? Self.decoder.decode(ErrorBody.self, from: data))?.error else {
+            return PurchaseFailure(otherwise, "the purchase server refused to \(what) (HTTP \(status))")
+        }
+        let code: PurchaseFailure.Code = switch detail.code {
+        case .unknownProduct: .unknownProduct
+        case .accountMismatch: .accountMismatch
+        case .unauthorized: .notSignedIn
+        default: otherwise
+        }
+        return PurchaseFailure(code, detail.message.isEmpty ? "the purchase server refused to \(what) (\(detail.code))" : detail.message)
+    }
+
     /// The entitlements to believe: with a configured key, only those the reply's signature covers for this nonce.
-    func trusted(_ unsigned: Entitlements, _ signature: String?, nonce: String?) throws -> Entitlements {
+    func trusted(_ unsigned: Entitlements, _ signature: String?, nonce: String?) throws(PurchaseFailure) -> Entitlements {
         guard let verifier, let nonce else { return unsigned }
         guard let jws = signature else {
             throw PurchaseFailure(.untrustedAnswer, "the answer is not signed, and this client only believes signed entitlements")
         }
-        return try verifier.verify(jws, nonce: nonce)
+        do { return try verifier.verify(jws, nonce: nonce) } catch let failure as PurchaseFailure { throw failure } catch {
+            throw PurchaseFailure(.untrustedAnswer, "signed entitlements refused")
+        }
     }
 
     /// What the account owns now.
-    public func entitlements() async throws -> Entitlements {
+    public func entitlements() async throws(PurchaseFailure) -> Entitlements {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("GET", "v1/entitlements", body: nil, nonce: nonce)
-        guard status == 200 else { throw Unreachable(description: "HTTP \(status)") }
-        let reply: EntitlementsReply
-        do { reply = try Self.decoder.decode(EntitlementsReply.self, from: data) } catch { throw Unreachable(description: "an answer of another shape: \(error)") }
+        guard status == 200 else { throw failure(status, data, otherwise: .serverUnavailable, doing: "say what the account owns") }
+        let reply = try decode(EntitlementsReply.self, data)
         return try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)
     }
 
     /// Spends `amount` of a consumable currency once per `idempotencyKey` (retrying with the same key is safe).
     /// Returns the balance after it.
-    public func spend(currency: String, amount: Int64, idempotencyKey: String) async throws -> Int64 {
+    public func spend(currency: String, amount: Int64, idempotencyKey: String) async throws(PurchaseFailure) -> Int64 {
         let path = "v1/consumables/\(currency.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? currency)/spend"
         let (status, data) = try await send("POST", path, body: SpendRequest(amount: amount, idempotencyKey: idempotencyKey))
-        guard status == 200 else { throw PurchaseFailure(.rejectedByServer, Self.message(data) ?? "HTTP \(status)") }
-        return try Self.decoder.decode(SpendReply.self, from: data).balance
+        guard status == 200 else { throw failure(status, data, otherwise: .rejectedByServer, doing: "spend \(amount) \(currency)") }
+        return try decode(SpendReply.self, data).balance
     }
 
     /// Asks the server to sign what a purchase redeems (`POST /v1/offers/sign`): a promotional offer the customer may have,
@@ -149,13 +203,13 @@ public struct PurchaseServerClient: Sendable {
     /// `appTransaction`: the device's signed app transaction, so that the signatures name this Apple ID's customer.
     /// Where the server would allow the introductory offer it signs nothing, and StoreKit judges as it always does.
     public func signOffers(productId: String, promotionalOffer: String?, introductoryOfferEligibility: Bool,
-                           appTransaction: String? = nil) async throws -> SignedOffers {
+                           appTransaction: String? = nil) async throws(PurchaseFailure) -> SignedOffers {
         var offers = SignedOffers()
         if let promotionalOffer {
             let (status, data) = try await send("POST", "v1/offers/sign", body: OfferSignRequest(kind: .promotionalOffer, productId: productId,
                                                                                                   offerIdentifier: promotionalOffer, appTransaction: appTransaction))
-            guard status == 200, let jws = try Self.decoder.decode(OfferSignReply.self, from: data).signature else {
-                throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)")
+            guard status == 200, let jws = try decode(OfferSignReply.self, data).signature else {
+                throw failure(status, data, otherwise: .offerRefused, doing: "sign offer \(promotionalOffer)")
             }
             offers.promotionalOfferId = promotionalOffer
             offers.promotionalOfferJWS = jws
@@ -163,8 +217,8 @@ public struct PurchaseServerClient: Sendable {
         if introductoryOfferEligibility {
             let (status, data) = try await send("POST", "v1/offers/sign", body: OfferSignRequest(kind: .introductoryOfferEligibility, productId: productId,
                                                                                                   appTransaction: appTransaction))
-            guard status == 200 else { throw PurchaseFailure(.offerRefused, Self.message(data) ?? "HTTP \(status)") }
-            offers.introductoryOfferEligibilityJWS = try Self.decoder.decode(OfferSignReply.self, from: data).signature
+            guard status == 200 else { throw failure(status, data, otherwise: .offerRefused, doing: "sign the introductory offer's eligibility") }
+            offers.introductoryOfferEligibilityJWS = try decode(OfferSignReply.self, data).signature
         }
         return offers
     }
@@ -172,51 +226,60 @@ public struct PurchaseServerClient: Sendable {
     /// Records whether the signed-in customer agrees to have their consumption data sent to Apple when they ask for a
     /// refund (ask them in plain words; they may withdraw it at any time). Returns what the server now holds.
     @discardableResult
-    public func setConsumptionConsent(_ consented: Bool) async throws -> Bool {
+    public func setConsumptionConsent(_ consented: Bool) async throws(PurchaseFailure) -> Bool {
         let (status, data) = try await send("PUT", "v1/consumption-consent", body: ConsentRequest(consented: consented))
-        guard status == 200 else { throw PurchaseFailure(.rejectedByServer, Self.message(data) ?? "HTTP \(status)") }
-        return try Self.decoder.decode(ConsentReply.self, from: data).consented
+        guard status == 200 else { throw failure(status, data, otherwise: .rejectedByServer, doing: "record the consumption consent") }
+        return try decode(ConsentReply.self, data).consented
     }
 
     /// Server restore: binds what the store restored and answers everything the account owns.
-    public func restore(signedTransactions: [String]) async throws -> Entitlements {
+    public func restore(signedTransactions: [String]) async throws(PurchaseFailure) -> Entitlements {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("POST", "v1/restore", body: RestoreRequest(signedTransactions: signedTransactions), nonce: nonce)
-        guard status == 200 else { throw Unreachable(description: "HTTP \(status)") }
-        let reply = try Self.decoder.decode(RestoreReply.self, from: data)
+        guard status == 200 else { throw failure(status, data, otherwise: .rejectedByServer, doing: "restore") }
+        let reply = try decode(RestoreReply.self, data)
         return try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)
     }
 
     /// The public key the server signs entitlement answers with (PEM), for an app that pins it at build time.
-    public func entitlementsKey() async throws -> String {
+    public func entitlementsKey() async throws(PurchaseFailure) -> String {
         let (status, data) = try await send("GET", "v1/keys/entitlements", body: nil)
-        guard status == 200, let pem = String(data: data, encoding: .utf8) else { throw Unreachable(description: "HTTP \(status)") }
+        guard status == 200, let pem = String(data: data, encoding: .utf8) else {
+            throw failure(status, data, otherwise: .serverUnavailable, doing: "give its entitlements key")
+        }
         return pem
     }
 
-    func send(_ method: String, _ path: String, body: (any Encodable & Sendable)?, nonce: String? = nil) async throws -> (Int, Data) {
+    func send(_ method: String, _ path: String, body: (any Encodable & Sendable)?, nonce: String? = nil) async throws(PurchaseFailure) -> (Int, Data) {
         var request = URLRequest(url: baseURL.appendingPathComponent(path))
         request.httpMethod = method
-        let bearer: String
-        // The app's token source failing (offline, signed out) is one more reason the call got no answer.
-        do { bearer = try await token() } catch { throw Unreachable(description: "no token for the call: \(error)") }
-        request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization")
+        request.setValue("Bearer \(try await token())", forHTTPHeaderField: "Authorization")
         if let nonce { request.setValue(nonce, forHTTPHeaderField: "X-Entitlements-Nonce") }
         if let body {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = try APIJSON.encoder(sortedKeys: false).encode(body)
+            do { request.httpBody = try APIJSON.encoder(sortedKeys: false).encode(body) } catch {
+                throw PurchaseFailure(.orderFailed, "the request could not be encoded")
+            }
         }
         do {
             let (data, response) = try await transport(request)
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+        } catch let failure as PurchaseFailure {
+            throw failure
         } catch {
-            throw Unreachable(description: error is PurchaseFailure ? "\(error)" : error.localizedDescription)
+            log("\(method) \(path): \(error)")
+            throw PurchaseFailure(.networkUnreachable, "the purchase server could not be reached")
+        }
+    }
+
+    /// An answer of the expected shape, or the server is not one this SDK can talk to now (a proxy's page, a newer
+    /// incompatible server): unavailable, retried later.
+    func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws(PurchaseFailure) -> T {
+        do { return try Self.decoder.decode(type, from: data) } catch {
+            log("an answer of another shape (\(T.self)): \(error)")
+            throw PurchaseFailure(.serverUnavailable, "the purchase server answered in a shape this app does not read")
         }
     }
 
     static let decoder = APIJSON.decoder()
-
-    static func message(_ data: Data) -> String? {
-        String(data: data, encoding: .utf8).map { String($0.prefix(300)) }
-    }
 }

@@ -31,6 +31,8 @@ public struct JournalEntry: Codable, Sendable, Hashable {
     /// from the store's queue after a reinstall): it uploads under whoever is signed in and the server routes it by
     /// its `appAccountToken`.
     public var accountId: String?
+    /// A promoted purchase's win-back offer (the offer the App Store showed with it): bought with it after a relaunch too.
+    public var winBackOfferId: String?
 
     /// The entry's file-system-safe key: the transaction id for paid entries, the order id for intents.
     public var key: String {
@@ -52,6 +54,12 @@ public struct JournalEntry: Codable, Sendable, Hashable {
         self.signedTransaction = signedTransaction
         self.createdAt = createdAt
         self.attempts = attempts
+    }
+
+    /// The entry holding a promoted purchase until the app is ready for it.
+    public init(promoted intent: PromotedPurchase, accountId: String? = nil) {
+        self.init(kind: .promoted, orderId: nil, productId: intent.productId, appAccountToken: nil, accountId: accountId)
+        winBackOfferId = intent.winBackOfferId
     }
 }
 

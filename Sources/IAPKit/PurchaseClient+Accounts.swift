@@ -1,0 +1,62 @@
+import Foundation
+
+/// Sign-in and sign-out: which account the client uploads for and shows the entitlements of.
+extension PurchaseClient {
+    // MARK: Accounts
+
+    /// Signs `accountId` in with its sign-in token source, as one step, and answers what it owns.
+    ///
+    /// What the previous account saw is cleared (``entitlementUpdates`` says `.notLoaded` until the answer); its paid
+    /// transactions stay journaled and unfinished — never uploaded under this account — until it signs in again. This
+    /// account's waiting payments are uploaded first, so the answer includes them. The account stays signed in whatever
+    /// the answer: a throw says only that what it owns is not known yet (``PurchaseFailure/Code/networkUnreachable``,
+    /// ``PurchaseFailure/Code/serverUnavailable``, ``PurchaseFailure/Code/notSignedIn`` when the token source throws,
+    /// ``PurchaseFailure/Code/accountMismatch`` when its tokens are another account's); while the server is unreachable
+    /// the offline copy answers instead.
+    @discardableResult
+    public func logIn(_ accountId: String, token: @escaping @Sendable () async throws -> String) async throws(PurchaseFailure) -> Entitlements {
+        server.credentials.replace(token)
+        logIn(accountId)
+        await waitForBackgroundWork()
+        return try await entitlements()
+    }
+
+    /// Signs `accountId` in when the server client's token source already follows the app's sign-in (it answers the
+    /// new account's token from now on). Prefer ``logIn(_:token:)``, which changes both together. This account's
+    /// waiting transactions are uploaded in the background.
+    public func logIn(_ accountId: String) {
+        guard accountId != self.accountId else { return }
+        switchAccount(to: accountId)
+        let previous = loginRetry
+        loginRetry = Task {
+            await previous?.value
+            // The account's own payments are tried now, whatever backoff they had: while it was away they waited for
+            // it (or were refused as another account's token), not for a server.
+            await self.retryDue(owner: accountId)
+        }
+    }
+
+    /// Waits for the work ``logIn(_:)`` and ``start()`` started in the background.
+    package func waitForBackgroundWork() async {
+        await loginRetry?.value
+        await launchRefresh?.value
+    }
+
+    /// Signs the account out: its entitlements are cleared from memory and from the streams; its paid transactions
+    /// wait for it.
+    public func logOut() {
+        guard accountId != nil else { return }
+        switchAccount(to: nil)
+    }
+
+    private func switchAccount(to account: String?) {
+        accountId = account
+        latest = nil
+        waitingReported = []
+        // Subscribers showing the previous account's entitlements are told they are gone; a late subscriber gets
+        // nothing of the previous account.
+        entitlementBroadcast.send(account.map { .notLoaded(accountId: $0) } ?? .signedOut)
+        send(.accountChanged(accountId: account))
+        wakeDeliveryQueue()
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// StoreKit's own store views (`SubscriptionStoreView`, `StoreView`, `ProductView`) and the App Store's sheets for the
+/// customer's own tools: the same promise as ``PurchaseClient/purchase(_:quantity:confirmIn:)``.
+extension PurchaseClient {
+    // MARK: StoreKit's views
+
+    /// The order a purchase made in one of StoreKit's views is paid with: made, and its intent journaled, before the
+    /// payment sheet shows; its `appAccountToken` goes on the payment (`.inAppPurchaseOptions`, applied by the SDK's
+    /// `purchases(through:)` modifier). Nil when no order could be made (offline, signed out): the view's purchase then
+    /// carries no order, and the server grants it to the account that uploads it.
+    public func storeViewOrder(for productId: String) async -> UUID? {
+        switch await openOrder(productId, owner: accountId) {
+        case .success(let order):
+            storeViewOrders[order.appAccountToken] = (order.orderId, accountId)
+            send(.awaitingPayment(productId: productId, orderId: order.orderId))
+            return order.appAccountToken
+        case .failure(let failure):
+            send(.failed(productId: productId, failure))
+            return nil
+        }
+    }
+
+    /// What one of StoreKit's views completed with (`onInAppPurchaseCompletion`): a paid transaction is journaled and
+    /// delivered to the account whose order it carries; a cancelled or failed payment removes the order's intent when
+    /// nothing was charged. A payment completed outside the view (Ask to Buy, an interruption) arrives through the
+    /// store's updates and finds its order by its token all the same.
+    @discardableResult
+    public func storeViewPurchaseCompleted(productId: String, result: Result<StorePurchaseResult, any Error>) async -> PurchaseOutcome {
+        let outcome: PurchaseOutcome
+        switch result {
+        case .success(let answer):
+            let token: UUID? = if case .purchased(let transaction) = answer { transaction.appAccountToken } else { nil }
+            let order = token.flatMap { storeViewOrders.removeValue(forKey: $0) }
+            let intent = ((try? journal.entries()) ?? []).first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == token }
+            if case .purchased = answer {
+                outcome = await paymentEnded(answer, productId: productId, intent: intent, owner: order?.accountId ?? intent?.accountId)
+            } else {
+                // Which order a sheet closed without paying belonged to is not said: the intents are cleaned up after a
+                // week, and a late payment still finds its own.
+                outcome = await paymentEnded(answer, productId: productId, intent: nil, owner: nil)
+            }
+        case .failure(let error):
+            outcome = (error as? StoreError) == .userCancelled ? .cancelled : .failed(storeFailure(error, productId: productId))
+        }
+        switch outcome {
+        case .cancelled: send(.cancelled(productId: productId))
+        case .failed(let failure): send(.failed(productId: productId, failure))
+        default: break
+        }
+        return outcome
+    }
+
+    // MARK: The customer's own tools
+
+    /// The App Store's manage-subscriptions sheet (change plan, cancel); returns when it closes. What the customer
+    /// changed reaches the server through Apple's notifications, and the app through ``entitlements()``.
+    public func showManageSubscriptions(in confirmation: PurchaseConfirmation? = nil) async throws(PurchaseFailure) {
+        do { try await store.showManageSubscriptions(in: confirmation) } catch { throw storeFailure(error, productId: nil) }
+    }
+
+    /// The App Store's refund sheet for `transactionId` (Apple decides later; the server hears `REFUND` or
+    /// `REFUND_DECLINED`). Answers whether the request was submitted or the customer closed the sheet.
+    public func requestRefund(for transactionId: String, in confirmation: PurchaseConfirmation? = nil) async throws(PurchaseFailure) -> RefundRequestStatus {
+        do { return try await store.beginRefundRequest(for: transactionId, in: confirmation) } catch { throw storeFailure(error, productId: nil) }
+    }
+
+    /// The App Store's offer-code sheet. What the customer redeems arrives through the store's updates and is delivered
+    /// to the signed-in account like any purchase (``events`` says so).
+    public func presentOfferCodeRedeemSheet(in confirmation: PurchaseConfirmation? = nil) async throws(PurchaseFailure) {
+        do { try await store.presentOfferCodeRedeemSheet(in: confirmation) } catch { throw storeFailure(error, productId: nil) }
+    }
+}
