@@ -47,8 +47,28 @@ actor MemoryStore: StoreAdapter {
     func products(_ productIds: [String]) async throws -> (products: [StoreProduct], invalidProductIds: [String]) {
         (productIds.map { StoreProduct(productId: $0, type: .consumable, displayName: $0, price: 990, currency: "USD") }, [])
     }
-    func canMakePayments() async -> Bool { true }
+    /// The store cannot be reached (no App Store account, no network): asking whether payments are allowed throws.
+    private var unreachable = false
+    func setUnreachable(_ value: Bool) { unreachable = value }
+    /// The store's signed history (`Transaction.all`); nil: a store without it (the receipt is used).
+    private var history: [StoreTransaction]?
+    func setHistory(_ transactions: [StoreTransaction]?) { history = transactions }
+    func transactionHistory() async throws -> [StoreTransaction]? { history }
+    /// Every payment asked for, as the client asked.
+    private(set) var purchaseRequests: [StorePurchaseRequest] = []
+    /// What the next purchase answers instead of paying (`.cancelled`, `.pending`, `.failed`).
+    private var nextResult: StorePurchaseResult?
+    func answerNextPurchase(_ result: StorePurchaseResult) { nextResult = result }
+    func canMakePayments() async throws -> Bool {
+        if unreachable { throw StoreError.networkError("The Internet connection appears to be offline.") }
+        return true
+    }
     func purchase(_ request: StorePurchaseRequest) async throws -> StorePurchaseResult {
+        purchaseRequests.append(request)
+        if let result = nextResult {
+            nextResult = nil
+            return result
+        }
         if let alreadyOwned { return .purchased(alreadyOwned) }
         if let thrown = throwOnPurchase {
             throwOnPurchase = nil

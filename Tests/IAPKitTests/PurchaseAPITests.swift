@@ -1,0 +1,240 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import IAPKit
+import Testing
+
+/// The SDK's API as an app developer meets it: what a purchase that does not happen says, what the streams say, and
+/// how an account is switched. Each of these was wrong before (issue 31), against a store in memory and a scripted server.
+@Suite("The SDK's answers say what happened: typed failures, events with end states, entitlement states, account switches")
+struct PurchaseAPITests {
+    static func journal() throws -> FileJournal {
+        try FileJournal(directory: FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)"))
+    }
+
+    /// A server that opens orders and grants every upload to `account`.
+    static func granting(_ account: String = "ann") -> ScriptedServer {
+        ScriptedServer { request in
+            switch request.url?.path ?? "" {
+            case let path where path.hasSuffix("v1/orders"):
+                (201, ["orderId": "o-\(UUID().uuidString.prefix(8))", "productId": "p.coins", "appAccountToken": UUID().uuidString,
+                       "expiresAt": ScriptedServer.orderExpiry])
+            case let path where path.hasSuffix("v1/purchases"):
+                (200, ["outcome": "granted", "entitlements": ScriptedServer.entitlements(account, coins: 10)])
+            case let path where path.hasSuffix("v1/restore"):
+                (200, ["restored": 1, "refused": [String](), "entitlements": ScriptedServer.entitlements(account, coins: 10)])
+            default:
+                (200, ScriptedServer.entitlements(account, coins: 10))
+            }
+        }
+    }
+
+    /// Every event sent until `stop` says the flow ended.
+    static func collect(_ client: PurchaseClient) -> Task<[PurchaseEvent], Never> {
+        let events = client.events
+        return Task {
+            var seen: [PurchaseEvent] = []
+            for await event in events {
+                seen.append(event)
+                switch event {
+                case .cancelled, .failed, .granted: return seen
+                default: continue
+                }
+            }
+            return seen
+        }
+    }
+
+    @Test("A cancel thrown by the store (StoreKitError.userCancelled) is .cancelled: the order's intent goes and the events end with cancelled")
+    func thrownCancel() async throws {
+        let store = MemoryStore()
+        await store.throwOnNextPurchase(StoreError.userCancelled)
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: store, server: Self.granting().client(), journal: journal, accountId: "ann")
+        let events = Self.collect(client)
+        #expect(await client.purchase("p.coins") == .cancelled)
+        #expect(try journal.entries().isEmpty, "nothing was charged: the order's intent is removed")
+        #expect(await events.value.last == .cancelled(productId: "p.coins"))
+    }
+
+    @Test("Each StoreKit refusal is typed; the intent goes only when the store says nothing was charged")
+    func storeRefusals() async throws {
+        let cases: [(StoreError, PurchaseFailure.Code, Bool)] = [
+            (.productUnavailable, .unknownProduct, true), (.purchaseNotAllowed, .paymentsNotAllowed, true),
+            (.ineligibleForOffer, .offerRefused, true), (.invalidOfferSignature, .offerRefused, true),
+            (.notAvailableInStorefront, .notAvailableInStorefront, true), (.networkError("offline"), .storeUnavailable, false),
+            (.unknown, .storeUnavailable, false),
+        ]
+        for (thrown, code, removed) in cases {
+            let store = MemoryStore()
+            await store.throwOnNextPurchase(thrown)
+            let journal = try Self.journal()
+            let client = PurchaseClient(store: store, server: Self.granting().client(), journal: journal, accountId: "ann")
+            let events = Self.collect(client)
+            guard case .failed(let failure) = await client.purchase("p.coins") else { Issue.record("\(thrown) did not fail"); continue }
+            #expect(failure.code == code, "\(thrown)")
+            #expect(try journal.entries().isEmpty == removed, "\(thrown): intent removed \(removed)")
+            #expect(await events.value.last == .failed(productId: "p.coins", failure))
+        }
+    }
+
+    @Test("A store that cannot be reached is storeUnavailable, never 'payments not allowed'; no order is made")
+    func storeUnreachable() async throws {
+        let store = MemoryStore()
+        await store.setUnreachable(true)
+        let server = Self.granting()
+        let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "ann")
+        guard case .failed(let failure) = await client.purchase("p.coins") else { Issue.record("bought"); return }
+        #expect(failure.code == .storeUnavailable)
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test("Server failures are typed and their messages carry no JSON and no transport text: unknown product, account mismatch, unreachable, not signed in")
+    func serverFailures() async throws {
+        let refusing = ScriptedServer { request in
+            let body = try? sentBody(OrderRequest.self, request)
+            return body?.productId == "p.gone"
+                ? (404, ["error": ["code": "unknown_product", "message": "no product p.gone in the catalog", "class": "final"]])
+                : (409, ["error": ["code": "account_mismatch", "message": "the token is another account's", "class": "final"]])
+        }
+        let lines = LogLines()
+        let client = PurchaseClient(store: MemoryStore(), server: refusing.client(), journal: try Self.journal(), accountId: "ann", log: .custom(lines.add))
+        guard case .failed(let unknown) = await client.purchase("p.gone") else { Issue.record("bought"); return }
+        #expect(unknown.code == .unknownProduct && unknown.message == "no product p.gone in the catalog")
+        guard case .failed(let mismatch) = await client.purchase("p.coins") else { Issue.record("bought"); return }
+        #expect(mismatch.code == .accountMismatch && !mismatch.message.contains("{"))
+        #expect(lines.all.contains { $0.contains("\"account_mismatch\"") }, "the raw answer goes to the debug log")
+
+        struct Transport: Error, CustomStringConvertible { var description: String { "NSURLErrorDomain -1009 curl: (7) Failed to connect" } }
+        let unreachable = PurchaseServerClient(baseURL: URL(string: "https://purchases.example")!, token: { "t" }) { _ in throw Transport() }
+        let offline = PurchaseClient(store: MemoryStore(), server: unreachable, journal: try Self.journal(), accountId: "ann")
+        guard case .failed(let network) = await offline.purchase("p.coins") else { Issue.record("bought"); return }
+        #expect(network.code == .networkUnreachable && !network.message.contains("curl"))
+
+        let signedOut = PurchaseClient(store: MemoryStore(), server: Self.granting().client(), journal: try Self.journal())
+        await #expect { try await signedOut.entitlements() } throws: { ($0 as? PurchaseFailure)?.code == .notSignedIn }
+    }
+
+    @Test("logIn(_:token:) switches the account and its token together and answers what it owns; the stream says not loaded, then loaded")
+    func logInWithToken() async throws {
+        // The server answers for the account whose token it gets.
+        let server = ScriptedServer { request in
+            let account = request.value(forHTTPHeaderField: "Authorization")?.replacingOccurrences(of: "Bearer token-", with: "") ?? "?"
+            return (200, ScriptedServer.entitlements(account, ["premium"]))
+        }
+        let client = PurchaseClient(store: MemoryStore(), server: server.client(), journal: try Self.journal())
+        #expect(client.entitlementsState == .signedOut)
+        let states = client.entitlementUpdates
+        let seen = Task {
+            var all: [EntitlementsState] = []
+            for await state in states {
+                all.append(state)
+                if state.entitlements?.accountId == "bea" { return all }
+            }
+            return all
+        }
+        let owned = try await client.logIn("bea", token: { "token-bea" })
+        #expect(owned.accountId == "bea" && owned.has("premium"))
+        #expect(await seen.value == [.signedOut, .notLoaded(accountId: "bea"), .loaded(owned)])
+        // Another account with another token: never an answer for the first.
+        #expect(try await client.logIn("cat", token: { "token-cat" }).accountId == "cat")
+        // A token of another account than the one signed in: refused, typed, and nothing shown.
+        await #expect { try await client.logIn("dan", token: { "token-eve" }) } throws: { ($0 as? PurchaseFailure)?.code == .accountMismatch }
+        #expect(client.entitlementsState == .notLoaded(accountId: "dan"))
+    }
+
+    @Test("start() publishes what the signed-in account owns without the app asking")
+    func publishedAtStart() async throws {
+        let client = PurchaseClient(store: MemoryStore(), server: Self.granting().client(), journal: try Self.journal(), accountId: "ann")
+        #expect(client.entitlementsState == .notLoaded(accountId: "ann"))
+        await client.start()
+        await client.waitForBackgroundWork()
+        #expect(client.entitlementsState.entitlements?.balances["coins"] == 10)
+        await client.stop()
+    }
+
+    @Test("A promoted purchase's win-back offer is journaled with it: after a relaunch the payment redeems it")
+    func winBackSurvivesRelaunch() async throws {
+        let journal = try Self.journal()
+        let first = PurchaseClient(store: MemoryStore(), server: Self.granting().client(), journal: journal, accountId: "ann")
+        #expect(await first.handlePromotedPurchase(PromotedPurchase(productId: "p.monthly", winBackOfferId: "comeback")) == nil)
+        // The app dies; the next launch is ready for promoted purchases.
+        let store = MemoryStore()
+        let relaunched = PurchaseClient(store: store, server: Self.granting().client(), journal: journal, accountId: "ann")
+        let outcomes = await relaunched.readyForPromotedPurchases()
+        #expect(outcomes.count == 1)
+        #expect(await store.purchaseRequests.map(\.winBackOfferId) == ["comeback"])
+    }
+
+    @Test("Where the store offers its signed history (Transaction.all), syncReceipt sends it, not the deprecated receipt")
+    func historyOverReceipt() async throws {
+        let store = MemoryStore()
+        await store.setReceipt("MIIreceipt")
+        let old = try MemoryStore.transaction(id: "42", productId: "p.premium", appAccountToken: nil)
+        await store.setHistory([old])
+        let server = Self.granting()
+        let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "ann")
+        #expect(try await client.syncReceipt()?.accountId == "ann")
+        let restored = try #require(server.requests.first { $0.url?.path.hasSuffix("v1/restore") == true })
+        #expect(try sentBody(RestoreRequest.self, restored).signedTransactions == [old.signedTransaction])
+        #expect(!server.requests.contains { String(decoding: $0.httpBody ?? Data(), as: UTF8.self).contains("MIIreceipt") })
+    }
+
+    @Test("The delivery queue wakes when a retry falls due, not on a one-second poll")
+    func queueWakesOnDue() async throws {
+        let down = Flag(true)
+        let server = ScriptedServer { request in
+            if request.url?.path.hasSuffix("v1/orders") == true {
+                return (201, ["orderId": "o1", "productId": "p.coins", "appAccountToken": UUID().uuidString, "expiresAt": ScriptedServer.orderExpiry])
+            }
+            if down.value { return (503, ["error": ["code": "storage", "message": "restarting", "class": "retry"]]) }
+            return (200, ["outcome": "granted", "entitlements": ScriptedServer.entitlements("ann", coins: 10)])
+        }
+        let store = MemoryStore()
+        let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "ann",
+                                    retryDelays: [.milliseconds(150)])
+        await client.start()
+        guard case .paidPendingDelivery = await client.purchase("p.coins") else { Issue.record("expected a pending delivery"); return }
+        down.value = false
+        let started = ContinuousClock.now
+        while await store.finished.isEmpty, ContinuousClock.now - started < .seconds(3) { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(ContinuousClock.now - started < .milliseconds(700), "delivered at the backoff's end (150 ms), not at the next second's poll")
+        await client.stop()
+    }
+
+    @Test("Products carry a display price and Apple's product type")
+    func displayPrice() {
+        let product = StoreProduct(productId: "m", type: .autoRenewableSubscription, displayName: "Pro", price: 4990, currency: "USD")
+        #expect(StoreProduct.format(price: 4990, currency: "USD", locale: Locale(identifier: "en_US")) == "$4.99")
+        #expect(!product.displayPrice.isEmpty)
+        #expect(product.type == .autoRenewableSubscription)
+    }
+
+    @Test("A StoreKit view's purchase is bound to an order: its token comes from the SDK, and its completion is journaled and delivered as any purchase")
+    func storeViewBinding() async throws {
+        let store = MemoryStore()
+        let server = Self.granting()
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: store, server: server.client(), journal: journal, accountId: "ann")
+        let token = try #require(await client.storeViewOrder(for: "p.coins"))
+        #expect(try journal.entries().contains { $0.kind == .intent && $0.appAccountToken == token }, "the intent is journaled before the sheet")
+        // The view pays with the options the SDK gave it.
+        let paid = try await store.purchase(StorePurchaseRequest(productId: "p.coins", appAccountToken: token))
+        guard case .granted = await client.storeViewPurchaseCompleted(productId: "p.coins", result: .success(paid)) else { Issue.record("not granted"); return }
+        let upload = try #require(server.requests.first { $0.url?.path.hasSuffix("v1/purchases") == true })
+        #expect(try sentBody(PurchaseRequest.self, upload).orderId != nil, "uploaded with the order the view's token belongs to")
+        #expect(try journal.entries().isEmpty)
+        #expect(await store.finished.count == 1)
+        // A sheet the customer closed: nothing charged, the end is told.
+        #expect(await client.storeViewPurchaseCompleted(productId: "p.coins", result: .failure(StoreError.userCancelled)) == .cancelled)
+    }
+}
+
+/// Lines the SDK's debug log wrote.
+final class LogLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    var all: [String] { lock.withLock { lines } }
+    @Sendable func add(_ line: String) { lock.withLock { lines.append(line) } }
+}
