@@ -178,12 +178,9 @@ public actor PurchaseClient {
             return
         }
         let now = Date()
-        // Only what falls due after the queue last looked: what was due then and is still here waits for something
-        // else (another account's payment waits for its sign-in, which wakes the queue), not for the clock.
-        var due = (backoff.values.map(\.next) + unfinishedSettled.values.map(\.next) + unjournaled.values.compactMap(\.nextAttemptAt))
-            .filter { $0 > lastQueueRun }.min()
-        if !pendingRemovals.isEmpty { due = min(due ?? .distantFuture, DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
-        let wait = max(0.05, min(600, (due ?? now.addingTimeInterval(600)).timeIntervalSince(now)))
+        var due = backoff.values.map(\.next) + unfinishedSettled.values.map(\.next) + unjournaled.values.compactMap(\.nextAttemptAt)
+        if !pendingRemovals.isEmpty { due.append(DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
+        let wait = DeliveryRules.sleep(dueTimes: due, lastRun: lastQueueRun, now: now)
         await withCheckedContinuation { continuation in
             sleeper = continuation
             alarm = Task { [weak self] in
