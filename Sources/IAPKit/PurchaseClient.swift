@@ -55,8 +55,9 @@ public actor PurchaseClient {
     private var wokenEarly = false
     /// Settled transactions whose journal entry could not be removed: the queue tries again after the first retry delay.
     var pendingRemovals: Set<String> = []
-    /// When ``retryDue(owner:)`` last looked at what is due.
+    /// When ``retryDue(owner:)`` last looked at what is due, and how many times it did (the tests see it idle).
     var lastQueueRun = Date.distantPast
+    package var deliveryQueueLooks = 0
     private var promotedListener: Task<Void, Never>?
     /// Uploads in flight, by transaction id: a second caller waits for the first instead of racing it.
     var inFlight: [String: Task<UploadResult, Never>] = [:]
@@ -81,8 +82,7 @@ public actor PurchaseClient {
     /// finish it again, and so never hears the store say that nothing is left to finish.
     var finishing: Set<String> = []
     var waitingReported: Set<String> = []
-    var promoted: [PromotedPurchase] = []
-    var readyForPromoted = false
+    var promoted = PromotedPurchases()
     var latest: Entitlements?
     /// The upload a sign-in started in the background; kept so that a caller driving the client step by step (the
     /// history explorer) can wait for it.

@@ -181,7 +181,7 @@ struct PurchaseAPITests {
         #expect(!server.requests.contains { String(decoding: $0.httpBody ?? Data(), as: UTF8.self).contains("MIIreceipt") })
     }
 
-    @Test("The delivery queue wakes when a retry falls due, not on a one-second poll")
+    @Test("The delivery queue wakes when a retry falls due and sleeps while nothing is due, instead of polling every second")
     func queueWakesOnDue() async throws {
         let down = Flag(true)
         let server = ScriptedServer { request in
@@ -198,8 +198,13 @@ struct PurchaseAPITests {
         guard case .paidPendingDelivery = await client.purchase("p.coins") else { Issue.record("expected a pending delivery"); return }
         down.value = false
         let started = ContinuousClock.now
-        while await store.finished.isEmpty, ContinuousClock.now - started < .seconds(3) { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(ContinuousClock.now - started < .milliseconds(700), "delivered at the backoff's end (150 ms), not at the next second's poll")
+        while await store.finished.isEmpty, ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(await store.finished.count == 1, "delivered once the backoff ended")
+        // Nothing is due now: the queue sleeps (a poll would look twice in 2.5 s).
+        try await Task.sleep(for: .milliseconds(300))
+        let looks = await client.deliveryQueueLooks
+        try await Task.sleep(for: .milliseconds(2500))
+        #expect(await client.deliveryQueueLooks == looks, "the idle queue does not look again")
         await client.stop()
     }
 

@@ -108,6 +108,7 @@ extension PurchaseClient {
     package func retryDue(owner: String? = nil) async {
         let now = Date()
         lastQueueRun = max(lastQueueRun, now)
+        deliveryQueueLooks += 1
         // Read again before each: a finish awaited here lets another task finish (and forget) the next one meanwhile.
         for id in Array(unfinishedSettled.keys) {
             guard let pending = unfinishedSettled[id], pending.next <= now else { continue }

@@ -213,8 +213,8 @@ extension PurchaseClient {
     /// Store showed with it, so a relaunch keeps both — until ``readyForPromotedPurchases()`` (e.g. after sign-in), then
     /// bought as any purchase.
     public func handlePromotedPurchase(_ intent: PromotedPurchase) async -> PurchaseOutcome? {
-        guard readyForPromoted else {
-            if !promoted.contains(where: { $0.productId == intent.productId }) { promoted.append(intent) }
+        guard promoted.ready else {
+            promoted.hold(intent)
             do { try journal.write(JournalEntry(promoted: intent, accountId: accountId)) } catch {
                 send(.journalFailed(productId: intent.productId, transactionId: nil,
                                     reason: "a promoted purchase of \(intent.productId) is held in memory only: \(error)"))
@@ -240,12 +240,7 @@ extension PurchaseClient {
     /// in order, each with its win-back offer.
     @discardableResult
     public func readyForPromotedPurchases() async -> [PurchaseOutcome] {
-        readyForPromoted = true
-        var held = promoted
-        promoted = []
-        for entry in (try? journal.entries()) ?? [] where entry.kind == .promoted && !held.contains(where: { $0.productId == entry.productId }) {
-            held.append(PromotedPurchase(productId: entry.productId, winBackOfferId: entry.winBackOfferId))
-        }
+        let held = promoted.release(journaled: (try? journal.entries()) ?? [])
         var outcomes: [PurchaseOutcome] = []
         for intent in held {
             outcomes.append(await buyPromoted(intent))
