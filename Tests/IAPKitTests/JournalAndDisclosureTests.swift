@@ -31,6 +31,21 @@ struct JournalAndDisclosureTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).contains("paid-______escape.json"))
     }
 
+    @Test("One entry is read by its key alone, as entries() reads it: present, absent, damaged (skipped), and a key that cannot leave the directory")
+    func entryByKey() throws {
+        let dir = directory()
+        let journal = try FileJournal(directory: dir)
+        let paid = JournalEntry(kind: .paid, orderId: "o1", productId: "p", appAccountToken: UUID(), transactionId: "t1", signedTransaction: "a.b.c",
+                                accountId: "ann")
+        try journal.write(paid)
+        #expect(try journal.entry(key: "paid-t1")?.accountId == "ann")
+        #expect(try journal.entry(key: "paid-t1")?.createdAt.timeIntervalSince1970 == (try journal.entries().first?.createdAt.timeIntervalSince1970))
+        #expect(try journal.entry(key: "paid-t2") == nil)
+        try Data("{".utf8).write(to: dir.appendingPathComponent("paid-broken.json"))
+        #expect(try journal.entry(key: "paid-broken") == nil)
+        #expect(try journal.entry(key: "../../etc/passwd") == nil)
+    }
+
     @Test("A journal it cannot read is an error, never an empty journal: an entry that cannot be read, a directory that cannot be listed")
     func unreadableJournal() throws {
         let dir = directory()

@@ -31,7 +31,7 @@ extension PurchaseClient {
         // The journal's copy is the current one (attempts), unless the caller holds a newer one: the order id dropped
         // after an order refusal is not in the journal when writing it failed (a full disk), and reading the journal
         // again would send the order id again, forever.
-        let entry = current ? given : ((try? journal.entries()) ?? []).first { $0.key == given.key } ?? given
+        let entry = current ? given : ((try? journal.entry(key: given.key)) ?? nil) ?? given
         guard let transactionId = entry.transactionId, let signed = entry.signedTransaction else { return .pending("the entry has no proof") }
         // Checked again here (a sign-in may have run since ``upload(_:)`` looked), and the server is told whose it is:
         // the token is fetched later still, and a token of another account is then refused, not granted.
@@ -87,13 +87,14 @@ extension PurchaseClient {
             unjournaled[transactionId] = updated
             // The journal may have recovered: then the entry survives a relaunch again. A copy of its own, written
             // when the payment's account and order were known, is kept over this one (which may know neither).
-            guard let entries = try? journal.entries() else { return }
-            if entries.contains(where: { $0.key == updated.key }) || (try? journal.write(updated)) != nil { unjournaled[transactionId] = nil }
+            let kept: JournalEntry?
+            do { kept = try journal.entry(key: updated.key) } catch { return }
+            if kept != nil || (try? journal.write(updated)) != nil { unjournaled[transactionId] = nil }
             return
         }
         // Only an entry still in the journal is written back: a retry working from an older read must not bring
         // back an entry another task delivered and removed meanwhile.
-        guard ((try? journal.entries()) ?? []).contains(where: { $0.key == entry.key }) else { return }
+        guard ((try? journal.entry(key: entry.key)) ?? nil) != nil else { return }
         try? journal.write(updated)
     }
 

@@ -67,6 +67,20 @@ public struct FileJournal: PurchaseJournal {
         }.sorted { $0.createdAt < $1.createdAt }
     }
 
+    /// One file read, not the directory: what each upload and retry asks.
+    public func entry(key: String) throws -> JournalEntry? {
+        let path = file(key).path
+        guard let data = FileManager.default.contents(atPath: path) else {
+            if !FileManager.default.fileExists(atPath: path) { return nil }
+            throw JournalError("cannot read \(path)")
+        }
+        guard data.count <= 4 << 20 else { return nil }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        // Damaged outside the app (the rename makes a half-written one impossible): as `entries()`, skipped.
+        return try? decoder.decode(JournalEntry.self, from: data)
+    }
+
     func file(_ key: String) -> URL {
         let safe = String(key.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || $0 == "-" ? Character($0) : "_" })
         return directory.appendingPathComponent(safe + ".json")

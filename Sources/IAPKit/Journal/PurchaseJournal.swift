@@ -69,6 +69,13 @@ public protocol PurchaseJournal: Sendable {
     func write(_ entry: JournalEntry) throws
     func remove(key: String) throws
     func entries() throws -> [JournalEntry]
+    /// The entry under `key`, nil when there is none; throws when the journal cannot say. Each upload and retry looks
+    /// its own entry up: a journal that can read one entry alone spares reading them all.
+    func entry(key: String) throws -> JournalEntry?
+}
+
+extension PurchaseJournal {
+    public func entry(key: String) throws -> JournalEntry? { try entries().first { $0.key == key } }
 }
 
 /// Why the journal could not keep its promise.
