@@ -25,31 +25,32 @@ extension LifecycleTests {
         #expect(coded.offerPeriod == nil, "Apple reports an offer period only for subscriptions")
         #expect(coded.price == 980 && coded.quantity == 2, "0.49 each")
         #expect(try await store.purchase(account: "coder", device: "d", productId: coins, offer: .init(kind: .offerCode, id: "NOPE"))
-                == .failed(reason: "no offer code NOPE for \(coins)"))
+                == .failed(reason: "invalidOfferIdentifier: no offer code NOPE for \(coins)"))
         #expect(try await store.purchase(account: "coder", device: "d", productId: coins, offer: .init(kind: .promotional, id: "COINS-WELCOME"))
-                == .failed(reason: "promotional offers apply to auto-renewable subscriptions only"))
+                == .failed(reason: "invalidOfferIdentifier: promotional offers apply to auto-renewable subscriptions only"))
         // Without a code, the full price.
         guard case .purchased(_, _, _) = try await store.purchase(account: "coder", device: "d", productId: coins) else { Issue.record("purchase failed"); return }
         let plain = try #require(try await told(store, since: &seen).first?.transaction)
         #expect(plain.offerType == nil && plain.offerDiscountType == nil && plain.price == 990)
     }
 
-    @Test("Offer codes and promotional offers: eligibility, OFFER_REDEEMED subtypes, terms in the transactions they price")
+    @Test("Offer codes and promotional offers: eligibility, SUBSCRIBED or OFFER_REDEEMED as Apple tabulates them, terms in the transactions they price")
     func offers() async throws {
         let store = try engine()
         var seen = 0
         try await store.createAccount("saver")
         let refused = try await store.purchase(account: "saver", device: "d", productId: Self.monthly, offer: Self.promotional)
-        #expect(refused == .failed(reason: "promotional offers are for current and lapsed subscribers"))
+        #expect(refused == .failed(reason: "ineligibleForOffer: promotional offers are for current and lapsed subscribers"))
         let unknown = try await store.purchase(account: "saver", device: "d", productId: Self.monthly, offer: .init(kind: .offerCode, id: "NOPE"))
-        #expect(unknown == .failed(reason: "no offer code NOPE for \(Self.monthly)"))
+        #expect(unknown == .failed(reason: "invalidOfferIdentifier: no offer code NOPE for \(Self.monthly)"))
 
         // A new subscriber redeems the free-month code instead of the free week.
         guard case .purchased(_, let firstId, _) = try await store.purchase(account: "saver", device: "d", productId: Self.monthly, offer: Self.offerCode) else {
             Issue.record("offer-code purchase failed"); return
         }
         var events = try await told(store, since: &seen)
-        #expect(events.map(\.type) == [.offerRedeemed])
+        // Apple's table: an offer code redeemed to subscribe for the first time is SUBSCRIBED / INITIAL_BUY.
+        #expect(events.map(\.type) == [.subscribed])
         #expect(events[0].subtype == .initialBuy)
         let coded = try #require(events[0].transaction)
         #expect(coded.offerType == .offerCode)
@@ -61,7 +62,7 @@ extension LifecycleTests {
 
         // The code is for new and lapsed subscribers only; a promotional offer applies from the next renewal.
         let again = try await store.purchase(account: "saver", device: "d", productId: Self.monthly, offer: Self.offerCode)
-        #expect(again == .failed(reason: "offer code PRO-FRIENDS is not for existing subscribers"))
+        #expect(again == .failed(reason: "ineligibleForOffer: offer code PRO-FRIENDS is not for existing subscribers"))
         guard case .purchased(_, let unchangedId, _) = try await store.purchase(account: "saver", device: "d", productId: Self.monthly, offer: Self.promotional) else {
             Issue.record("promotional offer failed"); return
         }
@@ -93,7 +94,8 @@ extension LifecycleTests {
             Issue.record("resubscription with a code failed"); return
         }
         events = try await told(store, since: &seen)
-        #expect(events.map(\.type) == [.offerRedeemed])
+        // Redeemed after the subscription expired: SUBSCRIBED / RESUBSCRIBE (OFFER_REDEEMED is for active subscriptions).
+        #expect(events.map(\.type) == [.subscribed])
         #expect(events[0].subtype == .resubscribe)
         #expect(events[0].transaction?.originalTransactionId == firstId)
         #expect(events[0].transaction?.offerType == .offerCode)
@@ -107,7 +109,7 @@ extension LifecycleTests {
         guard case .purchased = try await store.purchase(account: "climber", device: "d", productId: Self.monthly) else { Issue.record("purchase failed"); return }
         let yearlyOffer = OfferRequest(kind: .promotional, id: "pro.monthly.comeback")
         let refused = try await store.purchase(account: "climber", device: "d", productId: Self.yearly, offer: yearlyOffer)
-        #expect(refused == .failed(reason: "no promotional offer pro.monthly.comeback for \(Self.yearly)"), "offers belong to one product")
+        #expect(refused == .failed(reason: "invalidOfferIdentifier: no promotional offer pro.monthly.comeback for \(Self.yearly)"), "offers belong to one product")
         guard case .purchased(_, let upgradedId, _) = try await store.purchase(
             account: "climber", device: "d", productId: Self.yearly, offer: .init(kind: .promotional, id: "pro.yearly.upgrade")) else {
             Issue.record("upgrade failed"); return

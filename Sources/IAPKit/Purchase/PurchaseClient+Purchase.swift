@@ -206,6 +206,8 @@ extension PurchaseClient {
         case .ineligibleForOffer: PurchaseFailure(.offerRefused, "the customer is not eligible for this offer")
         case .invalidOfferIdentifier, .invalidOfferPrice, .invalidOfferSignature, .missingOfferParameters:
             PurchaseFailure(.offerRefused, "the store refused the offer")
+        case .duplicateRequest: PurchaseFailure(.storeFailed, "a refund was already requested for this purchase")
+        case .refundRequestFailed: PurchaseFailure(.storeFailed, "the refund request could not be made")
         }
     }
 

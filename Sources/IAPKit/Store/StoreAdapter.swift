@@ -149,6 +149,11 @@ public enum StoreError: Error, Sendable, Hashable {
     case invalidOfferPrice
     case invalidOfferSignature
     case missingOfferParameters
+    // Transaction.RefundRequestError
+    /// A refund was already requested for this transaction.
+    case duplicateRequest
+    /// The refund request could not be made.
+    case refundRequestFailed
 
     /// Whether the store said it charged nothing: the order's journal entry may go.
     public var chargedNothing: Bool {

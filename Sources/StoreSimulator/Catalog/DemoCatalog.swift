@@ -2,7 +2,8 @@ import AppStoreFormats
 
 extension CatalogSettings {
     /// The catalog the simulator sells when given none: one product of each of the four types, and a subscription
-    /// group with two levels, an introductory free trial, a promotional offer and an offer code (and one for the coins);
+    /// group with two levels, an introductory free trial, a promotional offer, an offer code (and one for the coins) and a
+    /// win-back offer;
     /// Premium and the subscriptions are family-shareable. And the Advanced Commerce API's two generic products.
     public static let demo: CatalogSettings = {
         func product(_ id: String, _ type: String, _ price: String, name: String) -> StoreKitConfiguration.Product {
@@ -23,6 +24,9 @@ extension CatalogSettings {
         code.referenceName = "PRO-FRIENDS"
         code.eligibility = ["new", "expired"]
         monthly.codeOffers = [code]
+        // For lapsed subscribers: three months for 5.99, paid up front.
+        monthly.winbackOffers = [StoreKitConfiguration.Offer(paymentMode: "payUpFront", subscriptionPeriod: "P3M", numberOfPeriods: 1,
+                                                             displayPrice: "5.99", offerID: "pro.monthly.winback")]
         var yearly = product("pro.yearly", "RecurringSubscription", "39.99", name: "Pro Yearly")
         yearly.subscriptionGroupID = "21000001"
         yearly.groupNumber = 1

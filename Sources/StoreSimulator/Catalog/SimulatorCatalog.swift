@@ -21,6 +21,8 @@ public struct SimulatorCatalog: Sendable, Hashable {
         public var introductoryOffer: Offer?
         public var promotionalOffers: [Offer]
         public var offerCodes: [Offer]
+        /// Win-back offers (`winbackOffers`), for customers whose subscription in the group lapsed.
+        public var winBackOffers: [Offer] = []
         /// Consumables, non-consumables and non-renewing subscriptions: offer codes (2025) by reference name, each a
         /// price in milliunits (0: free).
         public var oneTimeOfferCodes: [String: Int64] = [:]
@@ -35,7 +37,7 @@ public struct SimulatorCatalog: Sendable, Hashable {
 
     /// A subscription offer.
     public struct Offer: Sendable, Hashable {
-        /// The promotional offer id or offer-code reference name; nil for introductory offers.
+        /// The promotional or win-back offer id, or the offer-code reference name; nil for introductory offers.
         public var offerId: String?
         public var discountType: OfferDiscountType
         public var period: SubscriptionPeriod
@@ -169,6 +171,7 @@ public struct SimulatorCatalog: Sendable, Hashable {
             introductoryOffer: try definition.introOffer.map(offer),
             promotionalOffers: try (definition.adHocOffers ?? []).map(offer),
             offerCodes: type == .autoRenewableSubscription ? try (definition.codeOffers ?? []).map(offer) : [],
+            winBackOffers: type == .autoRenewableSubscription ? try (definition.winbackOffers ?? []).map(offer) : [],
             oneTimeOfferCodes: type == .autoRenewableSubscription ? [:] : try oneTimeCodes(definition.codeOffers ?? [], productId: id),
             monthlyCommitment: period == SubscriptionPeriod(value: 1, unit: .year) ? try monthlyPlan(definition.billingPlans ?? [], productId: id) : nil,
             storefrontPrices: settings.storefrontPrices?[id] ?? [:])

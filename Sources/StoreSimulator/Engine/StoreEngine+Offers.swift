@@ -1,12 +1,12 @@
 import AppStoreFormats
 import Foundation
 
-/// A subscription offer the customer redeems with a purchase: a promotional offer (the app presents it) or an offer
-/// code (the customer types it).
+/// A subscription offer the customer redeems with a purchase: a promotional offer (the app presents it), an offer code
+/// (the customer types it) or a win-back offer (the App Store or the app shows it to a lapsed subscriber).
 public struct OfferRequest: Codable, Sendable, Hashable {
-    public enum Kind: String, Codable, Sendable { case promotional, offerCode }
+    public enum Kind: String, Codable, Sendable { case promotional, offerCode, winBack }
     public var kind: Kind
-    /// The promotional offer's id, or the offer code's reference name.
+    /// The promotional or win-back offer's id, or the offer code's reference name.
     public var id: String
     /// A promotional offer's signature from the app's server: the JWS of 2025 (`.promotionalOffer(_:compactJWS:)`)…
     public var signature: String?
@@ -22,7 +22,8 @@ public struct OfferRequest: Codable, Sendable, Hashable {
 }
 
 /// Subscription offers: introductory offers (one per customer per group), promotional offers (current and lapsed
-/// subscribers) and offer codes (whoever the code's eligibility names), each priced and timed by its payment mode.
+/// subscribers), offer codes (whoever the code's eligibility names) and win-back offers (lapsed paying subscribers),
+/// each priced and timed by its payment mode.
 /// The engine takes a purchase's offer as given; the simulator's purchase route checks the app server's signatures
 /// first (``OfferSignatureVerifier``), and the engine keeps the nonces they used.
 extension StoreEngine {
@@ -51,41 +52,77 @@ extension StoreEngine {
         return own.contains { $0.phase == .active || $0.phase == .gracePeriod || $0.phase == .billingRetry } ? .existing : .expired
     }
 
-    /// The terms of `request` for `productId`, or why the customer cannot redeem it.
+    /// The terms of `request` for `productId`, or why the customer cannot redeem it. A refusal's reason starts with the
+    /// `Product.PurchaseError` StoreKit throws for it (`invalidOfferIdentifier`, `ineligibleForOffer`).
     func resolve(_ request: OfferRequest, productId: String, account: String) -> Result<StoreState.ScheduledOffer, OfferRefusal> {
         // Offer codes for one-time purchases (2025): a price for the one purchase, `ONE_TIME`, no offer period.
         if let product = catalog.product(productId), product.type != .autoRenewableSubscription {
             guard request.kind == .offerCode, let price = product.oneTimeOfferCodes[request.id] else {
-                return .failure(.init(reason: request.kind == .offerCode ? "no offer code \(request.id) for \(productId)"
-                                                                          : "promotional offers apply to auto-renewable subscriptions only"))
+                return .failure(request.kind == .offerCode ? .unknown("no offer code \(request.id) for \(productId)")
+                                                           : .unknown("\(request.kind == .winBack ? "win-back" : "promotional") offers apply to auto-renewable subscriptions only"))
             }
             return .success(StoreState.ScheduledOffer(type: .offerCode, identifier: request.id, discountType: .oneTime, period: "", price: price,
                                                       length: 0, periodsAfterNext: 0))
         }
         guard let product = catalog.product(productId), product.type == .autoRenewableSubscription, let group = product.subscriptionGroupIdentifier else {
-            return .failure(.init(reason: "offers apply to auto-renewable subscriptions only"))
+            return .failure(.unknown("offers apply to auto-renewable subscriptions only"))
         }
         let standing = standing(of: account, inGroup: group)
         switch request.kind {
         case .promotional:
             guard let offer = product.promotionalOffers.first(where: { $0.offerId == request.id }) else {
-                return .failure(.init(reason: "no promotional offer \(request.id) for \(productId)"))
+                return .failure(.unknown("no promotional offer \(request.id) for \(productId)"))
             }
-            guard standing != .new else { return .failure(.init(reason: "promotional offers are for current and lapsed subscribers")) }
+            guard standing != .new else { return .failure(.ineligible("promotional offers are for current and lapsed subscribers")) }
             return .success(schedule(offer, type: .promotionalOffer, product: product))
         case .offerCode:
             guard let offer = product.offerCodes.first(where: { $0.offerId == request.id }) else {
-                return .failure(.init(reason: "no offer code \(request.id) for \(productId)"))
+                return .failure(.unknown("no offer code \(request.id) for \(productId)"))
             }
             guard offer.eligibility.isEmpty || offer.eligibility.contains(standing.rawValue) else {
-                return .failure(.init(reason: "offer code \(request.id) is not for \(standing.rawValue) subscribers"))
+                return .failure(.ineligible("offer code \(request.id) is not for \(standing.rawValue) subscribers"))
             }
             return .success(schedule(offer, type: .offerCode, product: product))
+        case .winBack:
+            guard let offer = product.winBackOffers.first(where: { $0.offerId == request.id }) else {
+                return .failure(.unknown("no win-back offer \(request.id) for \(productId)"))
+            }
+            if let reason = winBackIneligibility(of: account, inGroup: group) { return .failure(.ineligible(reason)) }
+            return .success(schedule(offer, type: .winBackOffer, product: product))
         }
     }
 
-    /// Why an offer cannot be redeemed.
-    struct OfferRefusal: Error { var reason: String }
+    /// Why `account` may not redeem a win-back offer in `group`, or nil when it may. Apple's rule: the customer's
+    /// subscription is churned — expired, not renewing — and one in a billing grace period or billing retry is not;
+    /// App Store Connect's criteria ask for at least a month of paid subscription, so a customer who never paid (a free
+    /// trial, a free offer, then nothing) is never eligible. The criteria's durations and waits are not simulated.
+    func winBackIneligibility(of account: String, inGroup group: String) -> String? {
+        switch standing(of: account, inGroup: group) {
+        case .new: return "win-back offers are for lapsed subscribers; this customer never subscribed in the group"
+        case .existing: return "win-back offers are for lapsed subscribers; this customer's subscription in the group is active, in a grace period or in billing retry"
+        case .expired: break
+        }
+        let paid = state.transactions.values.contains {
+            $0.account == account && $0.sharedFrom == nil && $0.payload.subscriptionGroupIdentifier == group
+                && ($0.payload.price ?? 0) > 0 && $0.payload.revocationDate == nil
+        }
+        return paid ? nil : "win-back offers are for lapsed paying subscribers; this customer never paid for a period in the group"
+    }
+
+    /// The win-back offers of `productId` that `account` may redeem now (renewal info's `eligibleWinBackOfferIds`, best
+    /// first: the catalog's order).
+    func eligibleWinBackOfferIds(account: String, productId: String) -> [String] {
+        guard let product = catalog.product(productId), let group = product.subscriptionGroupIdentifier, !product.winBackOffers.isEmpty,
+              winBackIneligibility(of: account, inGroup: group) == nil else { return [] }
+        return product.winBackOffers.compactMap(\.offerId)
+    }
+
+    /// Why an offer cannot be redeemed, prefixed with StoreKit's `Product.PurchaseError` for it.
+    struct OfferRefusal: Error {
+        var reason: String
+        static func unknown(_ text: String) -> Self { Self(reason: "invalidOfferIdentifier: " + text) }
+        static func ineligible(_ text: String) -> Self { Self(reason: "ineligibleForOffer: " + text) }
+    }
 
     /// An offer's terms for its first period: pay as you go discounts each of the subscription's own periods in turn,
     /// free trials and pay up front cover the offer's whole duration at once.

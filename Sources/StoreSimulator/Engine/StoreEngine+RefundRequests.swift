@@ -17,14 +17,23 @@ extension StoreEngine {
     }
 
     /// The customer asks Apple to refund `transactionId`. Returns false when it cannot be asked for: no such
-    /// transaction, already refunded, a family member's copy (only the purchaser may ask), or a request still open.
-    public func requestRefund(_ transactionId: String, reason: ConsumptionRequestReason = .unintendedPurchase) throws -> Bool {
-        guard let stored = state.transactions[transactionId], stored.payload.revocationDate == nil, stored.sharedFrom == nil else { return false }
+    /// transaction (or, with `account`, not that customer's), already refunded, a family member's copy (only the
+    /// purchaser may ask), or a request still open. `fromApp`: asked in the app's refund sheet
+    /// (`beginRefundRequest(for:in:)`), after which Apple turns the subscription's auto-renewal off
+    /// (DID_CHANGE_RENEWAL_STATUS, AUTO_RENEW_DISABLED, in its table of notifications).
+    public func requestRefund(_ transactionId: String, reason: ConsumptionRequestReason = .unintendedPurchase, account: String? = nil,
+                              fromApp: Bool = false) throws -> Bool {
+        guard let stored = state.transactions[transactionId], stored.payload.revocationDate == nil, stored.sharedFrom == nil,
+              account.map({ $0 == stored.account }) ?? true else { return false }
         var requests = state.refundRequests ?? [:]
         guard requests[transactionId].map({ $0.decision != nil }) ?? true else { return false }
         requests[transactionId] = .init(transactionId: transactionId, reason: reason, requestedAt: clock.now)
         state.refundRequests = requests
         try notify(.consumptionRequest, nil, transactionId: transactionId, consumptionRequestReason: reason)
+        if fromApp, stored.payload.type == .autoRenewableSubscription, let original = stored.payload.originalTransactionId,
+           state.subscriptions[original]?.autoRenewStatus == true {
+            _ = try setAutoRenew(originalTransactionId: original, enabled: false)
+        }
         try persist()
         return true
     }

@@ -340,6 +340,12 @@ extension StoreEngine {
             renewal.currency = terms.currency
             renewal.advancedCommerceInfo = try? AppStoreJSONValue(encoding: terms.renewalInfo)
         }
+        // A lapsed subscriber's renewal info names the win-back offers they may redeem (API 1.13); the purchaser's own
+        // history decides, so a family member's copy names none.
+        if series.sharedFrom == nil, series.phase == .expired || series.phase == .revoked {
+            let eligible = eligibleWinBackOfferIds(account: series.account, productId: series.productId)
+            if !eligible.isEmpty { renewal.eligibleWinBackOfferIds = eligible }
+        }
         if let consented = series.priceIncreaseConsented {
             renewal.priceIncreaseStatus = consented ? .customerConsentedOrWasNotifiedWithoutClaimingConsent : .customerHasNotResponded
         }

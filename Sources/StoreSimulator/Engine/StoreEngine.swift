@@ -96,8 +96,8 @@ public actor StoreEngine {
                          advancedCommerce signed: AdvancedCommercePurchase? = nil) throws -> PurchaseResult {
         try processSubscriptions()
         guard let account = state.accounts[accountId] else { return .failed(reason: "unknown account \(accountId)") }
-        guard account.canMakePayments else { return .failed(reason: "payments are not allowed for this account") }
-        guard let product = catalog.product(productId) else { return .failed(reason: "invalid product id \(productId)") }
+        guard account.canMakePayments else { return .failed(reason: "purchaseNotAllowed: payments are not allowed for this account") }
+        guard let product = catalog.product(productId) else { return .failed(reason: "productUnavailable: invalid product id \(productId)") }
         var appAccountToken = appAccountToken
         let advancedCommerce = signed?.request
         if product.advancedCommerce || signed != nil {
@@ -120,7 +120,7 @@ public actor StoreEngine {
                 }
             }
         }
-        guard (1...10).contains(quantity) else { return .failed(reason: "quantity must be 1 to 10") }
+        guard (1...10).contains(quantity) else { return .failed(reason: "invalidQuantity: quantity must be 1 to 10") }
         if let offer, case .failure(let refusal) = resolve(offer, productId: productId, account: accountId) { return .failed(reason: refusal.reason) }
         if let plan = billingPlanType, plan != .billedUpfront {
             guard plan == .monthly, catalog.product(productId)?.monthlyCommitment != nil else { return .failed(reason: "\(productId) has no \(plan) billing plan") }
@@ -247,9 +247,10 @@ public actor StoreEngine {
                 originalTransactionId: original, account: accountId, group: group, latestTransactionId: id, productId: productId,
                 autoRenewProductId: productId, autoRenewStatus: true, expiresDate: payload.expiresDate!, phase: .active, nextOffer: nextOffer,
                 commitment: commitment)
-            let subtype: NotificationSubtype = previous == nil ? .initialBuy : .resubscribe
-            let redeemed = offer.map { $0.type != .introductoryOffer } ?? false
-            try notify(redeemed ? .offerRedeemed : .subscribed, subtype, subscription: original, at: now)
+            // Apple's table of offer notifications: an offer redeemed to subscribe for the first time or after the
+            // subscription expired (a promotional offer, an offer code, a win-back offer) is SUBSCRIBED; OFFER_REDEEMED is
+            // for a customer with an active subscription (changeSubscriptionIfSameGroup).
+            try notify(.subscribed, previous == nil ? .initialBuy : .resubscribe, subscription: original, at: now)
         } else {
             // An offer code redeemed for a one-time purchase: its price for each unit, `ONE_TIME`, and no offer period
             // (Apple reports one only for subscriptions). Apple sends ONE_TIME_CHARGE for it as for any such purchase.

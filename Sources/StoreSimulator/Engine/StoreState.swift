@@ -27,6 +27,9 @@ struct StoreState: Codable, Sendable {
     var externalPurchaseTokens: [String: ExternalToken]?
     /// Retention Messaging content and settings (optional: state files written before them still load).
     var retention: Retention?
+    /// The App Store sheets each account's devices showed (manage subscriptions, refund request, offer code), oldest
+    /// first. Optional: older state files load.
+    var sheets: [String: [ShownSheet]]?
     /// Auto-renewable series by original transaction id.
     var subscriptions: [String: Subscription] = [:]
     /// Every notification minted, oldest first.

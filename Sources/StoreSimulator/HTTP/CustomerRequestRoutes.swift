@@ -12,6 +12,11 @@ struct CustomerRequestRoutes {
     struct Ask: Decodable {
         /// `consumptionRequestReason`: `UNINTENDED_PURCHASE` unless given.
         var reason: ConsumptionRequestReason?
+        /// The customer asking: a transaction of another customer's is refused.
+        var account: String?
+        /// Asked in the app's refund sheet (StoreKit's `beginRefundRequest`) rather than Report a Problem: a
+        /// subscription's auto-renewal goes off, as Apple turns it off then.
+        var fromApp: Bool?
     }
 
     struct State: Encodable {
@@ -61,7 +66,8 @@ struct CustomerRequestRoutes {
     /// Opens the request and sends the developer its `CONSUMPTION_REQUEST`.
     @Sendable func ask(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let body = try await request.decodeIfPresent(Ask.self) ?? Ask()
-        guard try await engine.requestRefund(try context.parameters.require("id"), reason: body.reason ?? .unintendedPurchase) else {
+        guard try await engine.requestRefund(try context.parameters.require("id"), reason: body.reason ?? .unintendedPurchase, account: body.account,
+                                             fromApp: body.fromApp ?? false) else {
             throw HTTPError(.notFound, message: "no unrefunded purchase of this customer's own without an open request")
         }
         try await services.delivery?.deliverDue()

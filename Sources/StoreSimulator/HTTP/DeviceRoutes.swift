@@ -22,7 +22,7 @@ struct DeviceRoutes {
         var productId: String
         var appAccountToken: UUID?
         var quantity: Int?
-        /// A promotional offer (with the app server's signature) or offer code to redeem.
+        /// A promotional offer (with the app server's signature), offer code or win-back offer to redeem.
         var offer: OfferRequest?
         /// The app server's introductory-offer eligibility JWS (`.introductoryOfferEligibility(compactJWS:)`).
         var introductoryOfferEligibility: String?
@@ -51,10 +51,11 @@ struct DeviceRoutes {
         var introductoryOffer: OfferInfo?
         var promotionalOffers: [OfferInfo]
         var offerCodes: [OfferInfo]
+        var winBackOffers: [OfferInfo]
     }
 
     struct OfferInfo: Encodable {
-        /// Promotional offer id or offer-code reference name.
+        /// Promotional or win-back offer id, or offer-code reference name.
         var id: String?
         var discountType: OfferDiscountType
         var period: String
@@ -84,6 +85,14 @@ struct DeviceRoutes {
             try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.unfinished(
                 account: try context.parameters.require("account"), device: try context.parameters.require("device"))))
         }
+        sim.get("accounts/:account/transactions") { _, context in
+            guard let history = try await engine.transactionHistory(account: try context.parameters.require("account")) else {
+                throw HTTPError(.notFound, message: "no such account")
+            }
+            return try Reply.json(SimulatedSignedTransactions(signedTransactions: history))
+        }
+        sim.post("accounts/:account/sheets", use: showSheet)
+        sim.get("accounts/:account/sheets", use: sheets)
         sim.get("accounts/:account/currentEntitlements") { _, context in
             try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.currentEntitlements(account: try context.parameters.require("account"))))
         }
@@ -151,20 +160,23 @@ struct DeviceRoutes {
     }
 
     /// StoreKit's `Product.products(for:)`: “Requests product data from the App Store.” At most 200 ids; unknown ones are
-    /// listed apart.
+    /// listed apart. With `account`, priced in that customer's storefront, as StoreKit prices for the signed-in account.
     @Sendable func products(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let ids = request.uri.queryParameters["ids"].map { $0.split(separator: ",").map(String.init) } ?? []
         let catalog = engine.catalog
+        var storefront: String?
+        if let account = request.uri.queryParameters["account"] { storefront = await engine.account(String(account))?.storefront }
         var found: [ProductInfo] = []
         var invalid: [String] = []
         for id in ids.prefix(200) {
             guard let product = catalog.product(id) else { invalid.append(id); continue }
+            let price = storefront.flatMap { product.storefrontPrices[$0] } ?? .init(currency: catalog.currency, price: product.price)
             found.append(ProductInfo(
-                productId: id, type: product.type, displayName: product.displayName, price: product.price, currency: catalog.currency,
+                productId: id, type: product.type, displayName: product.displayName, price: price.price, currency: price.currency,
                 subscriptionGroupIdentifier: product.subscriptionGroupIdentifier, groupLevel: product.groupLevel,
                 subscriptionPeriod: product.period?.description, familyShareable: product.familyShareable,
                 introductoryOffer: product.introductoryOffer.map(OfferInfo.init), promotionalOffers: product.promotionalOffers.map(OfferInfo.init),
-                offerCodes: product.offerCodes.map(OfferInfo.init)))
+                offerCodes: product.offerCodes.map(OfferInfo.init), winBackOffers: product.winBackOffers.map(OfferInfo.init)))
         }
         struct Products: Encodable { var products: [ProductInfo]; var invalidProductIds: [String] }
         return try Reply.json(Products(products: found, invalidProductIds: invalid))
@@ -200,6 +212,27 @@ struct DeviceRoutes {
         case .interrupted(let requestId): return try Reply.json(SimulatedPurchaseAnswer(status: "interrupted", requestId: requestId))
         case .failed(let reason): return try Reply.json(SimulatedPurchaseAnswer(status: "failed", reason: reason))
         }
+    }
+
+    /// An app showed one of the App Store's own sheets on the customer's device (`{"sheet": "manageSubscriptions"}`,
+    /// `refundRequest` with its `transactionId`, or `offerCodeRedemption`): recorded, so a test sees that it was shown.
+    @Sendable func showSheet(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        struct Body: Decodable { var sheet: ShownSheet.Kind; var device: String?; var transactionId: String? }
+        let body = try await request.decode(Body.self)
+        guard body.sheet != .refundRequest || body.transactionId != nil else { throw HTTPError(.badRequest, message: "a refund request names its transactionId") }
+        guard try await engine.recordSheet(body.sheet, account: try context.parameters.require("account"), device: body.device,
+                                           transactionId: body.transactionId) else {
+            throw HTTPError(.notFound, message: "no such account")
+        }
+        return Reply.empty()
+    }
+
+    /// The sheets shown on the account's devices, oldest first: `{"sheets": [{"sheet", "device", "transactionId", "shownAt"}]}`.
+    @Sendable func sheets(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        guard let sheets = await engine.sheets(account: try context.parameters.require("account")) else {
+            throw HTTPError(.notFound, message: "no such account")
+        }
+        return try Reply.json(["sheets": sheets])
     }
 
     /// Ask to Buy: the parent or guardian approves the pending purchase.
