@@ -58,6 +58,10 @@ public actor PurchaseClient {
     /// When ``retryDue(owner:)`` last looked at what is due, and how many times it did (the tests see it idle).
     var lastQueueRun = Date.distantPast
     package var deliveryQueueLooks = 0
+    /// The queue's last look could not read the journal: it looks again after the first retry delay.
+    var journalUnreadable = false
+    /// Whether the token source is the one ``logIn(_:token:)`` gave: a sign-out then takes it away.
+    var ownsCredentials = false
     private var promotedListener: Task<Void, Never>?
     /// Uploads in flight, by transaction id: a second caller waits for the first instead of racing it.
     var inFlight: [String: Task<UploadResult, Never>] = [:]
@@ -90,8 +94,9 @@ public actor PurchaseClient {
 
     let eventBroadcast = Broadcast<PurchaseEvent>(buffer: 256)
     let entitlementBroadcast = Broadcast<EntitlementsState>(buffer: 8)
-    /// Orders made for StoreKit's views, by token: the account each was made for.
-    var storeViewOrders: [UUID: (orderId: String, accountId: String?)] = [:]
+    /// The order last made for each product shown in StoreKit's views (its token, and the account it was made for): the
+    /// view completes the payment it asked the order for.
+    var storeViewOrders: [String: (token: UUID, orderId: String, accountId: String?)] = [:]
     /// The entitlements fetch ``start()`` began in the background.
     var launchRefresh: Task<Void, Never>?
 
@@ -179,12 +184,16 @@ public actor PurchaseClient {
         }
         let now = Date()
         var due = backoff.values.map(\.next) + unfinishedSettled.values.map(\.next) + unjournaled.values.compactMap(\.nextAttemptAt)
-        if !pendingRemovals.isEmpty { due.append(DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
+        if !pendingRemovals.isEmpty || journalUnreadable { due.append(DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
         let wait = DeliveryRules.sleep(dueTimes: due, lastRun: lastQueueRun, now: now)
+        // One sleeper at a time: a queue restarted (stop, then start) before the old one left must not strand it.
+        sleeper?.resume()
+        alarm?.cancel()
         await withCheckedContinuation { continuation in
             sleeper = continuation
             alarm = Task { [weak self] in
-                try? await Task.sleep(for: .seconds(wait))
+                // A cancelled alarm (the queue was woken already) wakes nothing.
+                do { try await Task.sleep(for: .seconds(wait)) } catch { return }
                 await self?.wakeDeliveryQueue()
             }
         }

@@ -30,6 +30,16 @@ struct PurchaseAPITests {
         }
     }
 
+    /// A server that grants every upload and answers what it owns to the account whose token (`token-<account>`) it gets.
+    static func grantingByToken() -> ScriptedServer {
+        ScriptedServer { request in
+            let account = request.value(forHTTPHeaderField: "Authorization")?.replacingOccurrences(of: "Bearer token-", with: "") ?? "?"
+            return request.url?.path.hasSuffix("v1/purchases") == true
+                ? (200, ["outcome": "granted", "entitlements": ScriptedServer.entitlements(account, ["premium"])])
+                : (200, ScriptedServer.entitlements(account, ["premium"]))
+        }
+    }
+
     /// Every event sent until `stop` says the flow ended.
     static func collect(_ client: PurchaseClient) -> Task<[PurchaseEvent], Never> {
         let events = client.events
@@ -198,7 +208,7 @@ struct PurchaseAPITests {
         guard case .paidPendingDelivery = await client.purchase("p.coins") else { Issue.record("expected a pending delivery"); return }
         down.value = false
         let started = ContinuousClock.now
-        while await store.finished.isEmpty, ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(20)) }
+        while await store.finished.isEmpty, ContinuousClock.now - started < .seconds(90) { try await Task.sleep(for: .milliseconds(20)) }
         #expect(await store.finished.count == 1, "delivered once the backoff ended")
         // Nothing is due now: the queue sleeps (a poll would look twice in 2.5 s).
         try await Task.sleep(for: .milliseconds(300))
@@ -206,6 +216,59 @@ struct PurchaseAPITests {
         try await Task.sleep(for: .milliseconds(2500))
         #expect(await client.deliveryQueueLooks == looks, "the idle queue does not look again")
         await client.stop()
+    }
+
+    @Test("After logOut(), the token logIn(_:token:) gave is dropped: a payment nothing names the payer of waits for a sign-in instead of going up as the account that left, and nothing is shown")
+    func logOutDropsToken() async throws {
+        let server = Self.grantingByToken()
+        let store = MemoryStore()
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: store, server: server.client(), journal: journal)
+        _ = try await client.logIn("ann", token: { "token-ann" })
+        await client.logOut()
+        let requestsBefore = server.requests.count
+        // An offer code redeemed (or a purchase from another device) arrives while nobody is signed in.
+        let arriving = try MemoryStore.transaction(id: "777", productId: "p.premium", appAccountToken: nil)
+        await store.add(arriving)
+        #expect(await client.resume() == 0)
+        #expect(server.requests.count == requestsBefore, "nothing was sent under Ann's token")
+        #expect(await store.finished.isEmpty)
+        #expect(try journal.entries().contains { $0.transactionId == "777" })
+        #expect(client.entitlementsState == .signedOut)
+        await #expect { try await client.restore() } throws: { ($0 as? PurchaseFailure)?.code == .notSignedIn }
+        // Bea signs in: it is hers.
+        _ = try await client.logIn("bea", token: { "token-bea" })
+        await client.waitForBackgroundWork()
+        #expect(await store.finished == ["777"])
+    }
+
+    @Test("A refusal is not an outage: a 4xx to the entitlements call is rejectedByServer (no offline copy hides it); no HTTP answer or a redirect is serverUnavailable")
+    func refusalIsNotOutage() async throws {
+        for (status, code) in [(403, PurchaseFailure.Code.rejectedByServer), (404, .rejectedByServer), (302, .serverUnavailable), (0, .serverUnavailable), (502, .serverUnavailable)] {
+            let server = ScriptedServer { _ in (status, ["error": ["code": "forbidden", "message": "no", "class": "operator"]]) }
+            let client = PurchaseClient(store: MemoryStore(), server: server.client(), journal: try Self.journal(), accountId: "ann")
+            await #expect { try await client.entitlements() } throws: { ($0 as? PurchaseFailure)?.code == code }
+        }
+    }
+
+    @Test("A long history goes in parts: no restore request carries more than 50 signed transactions")
+    func historyInParts() async throws {
+        let store = MemoryStore()
+        await store.setHistory(try (1...120).map { try MemoryStore.transaction(id: String($0), productId: "p.monthly", appAccountToken: nil) })
+        let server = Self.granting()
+        let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "ann")
+        _ = try await client.syncReceipt()
+        let parts = try server.requests.filter { $0.url?.path.hasSuffix("v1/restore") == true }.map { try sentBody(RestoreRequest.self, $0).signedTransactions?.count ?? 0 }
+        #expect(parts == [50, 50, 20])
+    }
+
+    @Test("A second tap on the App Store for a held product keeps the first, in memory and in the journal alike")
+    func secondPromotedTap() async throws {
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: MemoryStore(), server: Self.granting().client(), journal: journal, accountId: "ann")
+        _ = await client.handlePromotedPurchase(PromotedPurchase(productId: "p.monthly", winBackOfferId: "first"))
+        _ = await client.handlePromotedPurchase(PromotedPurchase(productId: "p.monthly", winBackOfferId: "second"))
+        #expect(try journal.entries().filter { $0.kind == .promoted }.map(\.winBackOfferId) == ["first"])
     }
 
     @Test("Products carry a display price and Apple's product type")

@@ -16,9 +16,18 @@ extension PurchaseClient {
     @discardableResult
     public func logIn(_ accountId: String, token: @escaping @Sendable () async throws -> String) async throws(PurchaseFailure) -> Entitlements {
         server.credentials.replace(token)
+        ownsCredentials = true
         logIn(accountId)
         await waitForBackgroundWork()
-        return try await entitlements()
+        // Another sign-in or a sign-out meanwhile: what this one owns is no longer the question.
+        guard self.accountId == accountId else {
+            throw PurchaseFailure(.accountMismatch, "the sign-in changed before \(accountId)'s entitlements were answered")
+        }
+        let owned = try await entitlements()
+        guard owned.accountId == accountId else {
+            throw PurchaseFailure(.accountMismatch, "the sign-in changed before \(accountId)'s entitlements were answered")
+        }
+        return owned
     }
 
     /// Signs `accountId` in when the server client's token source already follows the app's sign-in (it answers the
@@ -43,8 +52,13 @@ extension PurchaseClient {
     }
 
     /// Signs the account out: its entitlements are cleared from memory and from the streams; its paid transactions
-    /// wait for it.
+    /// wait for it. A token source given to ``logIn(_:token:)`` is dropped with it: nothing is sent under the account
+    /// that left.
     public func logOut() {
+        if ownsCredentials {
+            server.credentials.replace { throw PurchaseFailure(.notSignedIn, "no account is signed in") }
+            ownsCredentials = false
+        }
         guard accountId != nil else { return }
         switchAccount(to: nil)
     }

@@ -9,6 +9,7 @@ extension PurchaseClient {
     /// `storeUnavailable` (the store's restore failed or was cancelled), the server's failures, `accountMismatch`.
     public func restore() async throws(PurchaseFailure) -> Entitlements {
         let asked = accountId
+        guard asked != nil else { throw PurchaseFailure(.notSignedIn, "no account is signed in: sign one in with logIn(_:token:)") }
         _ = await resume()
         let restored: [StoreTransaction]
         do { restored = try await store.restore() } catch { throw storeFailure(error, productId: nil) }
@@ -31,6 +32,7 @@ extension PurchaseClient {
     /// granted here, then refused to it as another account's, and finished. The call throws `.accountMismatch` then.
     public func syncReceipt() async throws(PurchaseFailure) -> Entitlements? {
         let asked = accountId
+        guard asked != nil else { throw PurchaseFailure(.notSignedIn, "no account is signed in: sign one in with logIn(_:token:)") }
         let submission: PurchaseServerClient.Submission
         let history: [StoreTransaction]?
         let receipt: String?
@@ -45,7 +47,13 @@ extension PurchaseClient {
             // for, so no other account's undelivered payment can be granted here.
             _ = await resume()
             if let appTransaction = try? await store.appTransaction() { _ = try? await server.submit(appTransaction: appTransaction) }
-            let entitlements = try await server.restore(signedTransactions: history.map(\.signedTransaction))
+            // In parts: each signed transaction carries its certificate chain (a few KB), and a long subscriber's
+            // history is hundreds of renewals, beyond what one request body may hold.
+            let signed = history.map(\.signedTransaction)
+            var parts = stride(from: 0, to: signed.count, by: Self.historyPart).map { Array(signed[$0..<min($0 + Self.historyPart, signed.count)]) }
+            if parts.isEmpty { parts = [[]] }
+            var entitlements = Entitlements(accountId: asked ?? "")
+            for part in parts { entitlements = try await server.restore(signedTransactions: part) }
             try publish(entitlements, askedAs: asked)
             return entitlements
         } else if let receipt {
@@ -154,11 +162,15 @@ extension PurchaseClient {
 
     /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use. `asked` is who was
     /// signed in when the call began: an answer that arrives after a sign-out or a switch is nobody's to show.
+    /// How many signed transactions one restore request carries.
+    static let historyPart = 50
+
     func publish(_ entitlements: Entitlements, askedAs asked: String?) throws(PurchaseFailure) {
+        guard let accountId else { throw PurchaseFailure(.notSignedIn, "nobody is signed in: the answer is nobody's to show") }
         guard accountId == asked else {
             throw PurchaseFailure(.accountMismatch, "the sign-in changed while the server answered for \(entitlements.accountId)")
         }
-        if let accountId, entitlements.accountId != accountId {
+        if entitlements.accountId != accountId {
             throw PurchaseFailure(.accountMismatch, "the server answered for account \(entitlements.accountId), not the signed-in \(accountId)")
         }
         latest = entitlements

@@ -12,7 +12,7 @@ extension PurchaseClient {
             try? journal.remove(key: entry.key)
             return result
         }
-        if let waiting = DeliveryRules.waiting(entry, signedIn: accountId) {
+        if let waiting = DeliveryRules.waiting(entry, signedIn: accountId) ?? (accountId == nil ? "nobody is signed in" : nil) {
             if waitingReported.insert(transactionId).inserted, let owner = entry.accountId {
                 send(.waitingForAccount(productId: entry.productId, transactionId: transactionId, accountId: owner))
             }
@@ -37,6 +37,9 @@ extension PurchaseClient {
         // the token is fetched later still, and a token of another account is then refused, not granted.
         let asked = accountId
         if let waiting = DeliveryRules.waiting(entry, signedIn: asked) { return .waiting(waiting) }
+        // Nobody signed in: a payment whose payer nothing names waits for a sign-in rather than go under whatever token
+        // the app's source would still give (a signed-out account's).
+        guard asked != nil else { return .waiting("nobody is signed in") }
         send(.uploading(productId: entry.productId, transactionId: transactionId,
                         attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
         let answer: Result<PurchaseServerClient.Submission, PurchaseFailure>
@@ -108,8 +111,10 @@ extension PurchaseClient {
     /// the journal cannot be read — the store's unfinished queue.
     package func retryDue(owner: String? = nil) async {
         let now = Date()
-        lastQueueRun = max(lastQueueRun, now)
+        // The wall clock, which may have been set back: the last look is now, whatever came before.
+        lastQueueRun = now
         deliveryQueueLooks += 1
+        journalUnreadable = false
         // Read again before each: a finish awaited here lets another task finish (and forget) the next one meanwhile.
         for id in Array(unfinishedSettled.keys) {
             guard let pending = unfinishedSettled[id], pending.next <= now else { continue }
@@ -118,6 +123,8 @@ extension PurchaseClient {
         func due(_ entry: JournalEntry) -> Bool { (owner != nil && entry.accountId == owner) || isDue(entry, at: now) }
         let entries: [JournalEntry]
         do { entries = try journal.entries() } catch {
+            // The queue looks again after the first retry delay: the journal may recover, the store may answer.
+            journalUnreadable = true
             for transaction in (try? await store.unfinished()) ?? [] where settled[transaction.transactionId] == nil {
                 if let next = backoff[transaction.transactionId]?.next, next > now { continue }
                 _ = await deliver(transaction, orderId: nil, accountId: nil)
@@ -137,5 +144,7 @@ extension PurchaseClient {
         for entry in unjournaled.values where !seen.contains(entry.transactionId ?? "") && due(entry) {
             _ = await upload(entry)
         }
+        // An entry removed elsewhere since (a relaunch's resume, a late copy's upload) has nothing left to remove.
+        pendingRemovals.formIntersection(seen)
     }
 }

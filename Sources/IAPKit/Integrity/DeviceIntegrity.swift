@@ -14,7 +14,8 @@ public struct DeviceIntegrity: Codable, Sendable, Hashable {
     /// Runs the checks. `canOpenURL` asks whether a URL scheme is handled (UIKit's `UIApplication.canOpenURL`,
     /// passed in so this file needs no UIKit).
     public static func check(canOpenURL: (URL) -> Bool = { _ in false }) -> DeviceIntegrity {
-        #if os(iOS) && !targetEnvironment(simulator)
+        // The iOS branch is type-checked on Linux too (scripts/typecheck-apple sets IAPKIT_APPLE_DECLARATIONS).
+        #if (os(iOS) && !targetEnvironment(simulator)) || IAPKIT_APPLE_DECLARATIONS
         var signals: [String] = []
         let paths = ["/Applications/Cydia.app", "/Library/MobileSubstrate/MobileSubstrate.dylib", "/bin/bash", "/usr/sbin/sshd",
                      "/etc/apt", "/private/var/lib/apt/", "/var/jb", "/usr/lib/libhooker.dylib"]

@@ -53,7 +53,8 @@ public struct PurchaseFailure: CodedError {
         /// The offer asked for cannot be redeemed: the server would not sign it, or the store refused it (the customer
         /// is not eligible, the signature or the offer is wrong). Nothing was charged.
         case offerRefused = "offer_refused"
-        /// The server refused the paid transaction for good (e.g. it belongs to another account).
+        /// The server refused the request (an answer, not an outage: the offline copy does not stand in for it); for a
+        /// paid transaction, for good (e.g. it belongs to another account).
         case rejectedByServer = "rejected_by_server"
         /// A promoted purchase is held until the app calls ``PurchaseClient/readyForPromotedPurchases()``.
         case notReady = "not_ready"

@@ -5,9 +5,13 @@ struct PromotedPurchases {
     /// Whether the app said it can take them (``PurchaseClient/readyForPromotedPurchases()``).
     private(set) var ready = false
 
-    /// Holds `intent` unless one for its product is held already. Whether the app is ready is the caller's question.
-    mutating func hold(_ intent: PromotedPurchase) {
-        if !held.contains(where: { $0.productId == intent.productId }) { held.append(intent) }
+    /// Holds `intent` unless one for its product is held already (then false). Whether the app is ready is the caller's
+    /// question.
+    @discardableResult
+    mutating func hold(_ intent: PromotedPurchase) -> Bool {
+        guard !held.contains(where: { $0.productId == intent.productId }) else { return false }
+        held.append(intent)
+        return true
     }
 
     /// The app is ready: everything held, this launch's first, then the journal's that this launch did not hold.

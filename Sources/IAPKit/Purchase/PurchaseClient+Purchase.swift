@@ -216,7 +216,9 @@ extension PurchaseClient {
     /// bought as any purchase.
     public func handlePromotedPurchase(_ intent: PromotedPurchase) async -> PurchaseOutcome? {
         guard promoted.ready else {
-            promoted.hold(intent)
+            // The first tap is the purchase held, in memory and in the journal alike (a second one would replace the
+            // journal's copy, and its offer, by key).
+            guard promoted.hold(intent) else { return nil }
             do { try journal.write(JournalEntry(promoted: intent, accountId: accountId)) } catch {
                 send(.journalFailed(productId: intent.productId, transactionId: nil,
                                     reason: "a promoted purchase of \(intent.productId) is held in memory only: \(error)"))

@@ -10,9 +10,11 @@ extension PurchaseClient {
     /// `purchases(through:)` modifier). Nil when no order could be made (offline, signed out): the view's purchase then
     /// carries no order, and the server grants it to the account that uploads it.
     public func storeViewOrder(for productId: String) async -> UUID? {
-        switch await openOrder(productId, owner: accountId) {
+        // The account the order is for, as it was asked: a sign-in change while the order is made must not move it.
+        let owner = accountId
+        switch await openOrder(productId, owner: owner) {
         case .success(let order):
-            storeViewOrders[order.appAccountToken] = (order.orderId, accountId)
+            storeViewOrders[productId] = (order.appAccountToken, order.orderId, owner)
             send(.awaitingPayment(productId: productId, orderId: order.orderId))
             return order.appAccountToken
         case .failure(let failure):
@@ -30,18 +32,21 @@ extension PurchaseClient {
         let outcome: PurchaseOutcome
         switch result {
         case .success(let answer):
-            let token: UUID? = if case .purchased(let transaction) = answer { transaction.appAccountToken } else { nil }
-            let order = token.flatMap { storeViewOrders.removeValue(forKey: $0) }
+            // The view asked for this product's order just before its payment sheet: that order is the one it ended.
+            let asked = storeViewOrders.removeValue(forKey: productId)
+            let token: UUID? = if case .purchased(let transaction) = answer { transaction.appAccountToken } else { asked?.token }
             let intent = ((try? journal.entries()) ?? []).first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == token }
-            if case .purchased = answer {
-                outcome = await paymentEnded(answer, productId: productId, intent: intent, owner: order?.accountId ?? intent?.accountId)
-            } else {
-                // Which order a sheet closed without paying belonged to is not said: the intents are cleaned up after a
-                // week, and a late payment still finds its own.
-                outcome = await paymentEnded(answer, productId: productId, intent: nil, owner: nil)
-            }
+            let owner = asked?.token == token ? asked?.accountId ?? intent?.accountId : intent?.accountId
+            outcome = await paymentEnded(answer, productId: productId, intent: intent, owner: owner)
         case .failure(let error):
-            outcome = (error as? StoreError) == .userCancelled ? .cancelled : .failed(storeFailure(error, productId: productId))
+            let asked = storeViewOrders.removeValue(forKey: productId)
+            let storeError = error as? StoreError
+            // Nothing charged: the order's intent goes, as for purchase(_:).
+            if storeError?.chargedNothing == true, let token = asked?.token,
+               let intent = ((try? journal.entries()) ?? []).first(where: { $0.kind == .intent && $0.appAccountToken == token }) {
+                try? journal.remove(key: intent.key)
+            }
+            outcome = storeError == .userCancelled ? .cancelled : .failed(storeFailure(error, productId: productId))
         }
         switch outcome {
         case .cancelled: send(.cancelled(productId: productId))

@@ -154,7 +154,9 @@ public struct PurchaseServerClient: Sendable {
         log("could not \(what): HTTP \(status) \(String(decoding: data.prefix(600), as: UTF8.self))")
         switch status {
         case 401: return PurchaseFailure(.notSignedIn, "the server did not accept the sign-in token")
-        case 408, 429, 500...: return PurchaseFailure(.serverUnavailable, "the purchase server cannot answer now (HTTP \(status)); try again later")
+        // No HTTP answer, a redirect (a captive portal, a proxy's page), overload or an outage: nothing was refused.
+        case ..<200, 300..<400, 408, 429, 500...:
+            return PurchaseFailure(.serverUnavailable, "the purchase server cannot answer now (HTTP \(status)); try again later")
         default: break
         }
         guard let detail = (try? Self.decoder.decode(ErrorBody.self, from: data))?.error else {
@@ -184,7 +186,7 @@ public struct PurchaseServerClient: Sendable {
     public func entitlements() async throws(PurchaseFailure) -> Entitlements {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let (status, data) = try await send("GET", "v1/entitlements", body: nil, nonce: nonce)
-        guard status == 200 else { throw failure(status, data, otherwise: .serverUnavailable, doing: "say what the account owns") }
+        guard status == 200 else { throw failure(status, data, otherwise: .rejectedByServer, doing: "say what the account owns") }
         let reply = try decode(EntitlementsReply.self, data)
         return try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)
     }
@@ -245,7 +247,7 @@ public struct PurchaseServerClient: Sendable {
     public func entitlementsKey() async throws(PurchaseFailure) -> String {
         let (status, data) = try await send("GET", "v1/keys/entitlements", body: nil)
         guard status == 200, let pem = String(data: data, encoding: .utf8) else {
-            throw failure(status, data, otherwise: .serverUnavailable, doing: "give its entitlements key")
+            throw failure(status, data, otherwise: .rejectedByServer, doing: "give its entitlements key")
         }
         return pem
     }

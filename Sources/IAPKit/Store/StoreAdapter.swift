@@ -165,9 +165,10 @@ public enum StoreError: Error, Sendable, Hashable {
 }
 
 /// Where the App Store shows a sheet (the payment sheet, manage subscriptions, refund, offer codes) on Apple platforms:
-/// a UIKit scene or view controller, SwiftUI's `PurchaseAction`, an AppKit window. Made with the factory methods in
-/// StoreKitStore.swift (`.scene(_:)`, `.viewController(_:)`, `.purchaseAction(_:)`, `.window(_:)`); the simulator
-/// needs none.
+/// a UIKit scene or view controller, SwiftUI's `PurchaseAction`, on macOS a window or view controller (for the refund
+/// and offer-code sheets: Apple confirms macOS purchases in its own window). Made with the factory methods in
+/// StoreKitStore.swift (`.scene(_:)`, `.viewController(_:)`, `.purchaseAction(_:)`, and `.window(_:)` on macOS); the
+/// simulator needs none.
 public struct PurchaseConfirmation: @unchecked Sendable {
     /// The UI object. Main-actor bound: only the StoreKit adapter reads it, on the main actor.
     package let anchor: Any
