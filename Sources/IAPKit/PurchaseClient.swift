@@ -55,9 +55,10 @@ public actor PurchaseClient {
     private var wokenEarly = false
     /// Settled transactions whose journal entry could not be removed: the queue tries again after the first retry delay.
     var pendingRemovals: Set<String> = []
-    /// When ``retryDue(owner:)`` last looked at what is due, and how many times it did (the tests see it idle).
-    var lastQueueRun = Date.distantPast
+    /// How many times ``retryDue(owner:)`` looked at what is due (the tests see the queue idle).
     package var deliveryQueueLooks = 0
+    /// Payments that wait for their account (or any account) to sign in: not the clock's to retry.
+    var waitingForSignIn: Set<String> = []
     /// The queue's last look could not read the journal: it looks again after the first retry delay.
     var journalUnreadable = false
     /// Whether the token source is the one ``logIn(_:token:)`` gave: a sign-out then takes it away.
@@ -183,9 +184,12 @@ public actor PurchaseClient {
             return
         }
         let now = Date()
-        var due = backoff.values.map(\.next) + unfinishedSettled.values.map(\.next) + unjournaled.values.compactMap(\.nextAttemptAt)
+        // Whatever waits for a sign-in is not due on the clock (a sign-in wakes the queue): counted, it would spin it.
+        var due = backoff.filter { !waitingForSignIn.contains($0.key) }.map(\.value.next) + unfinishedSettled.values.map(\.next)
+            + unjournaled.values.filter { !waitingForSignIn.contains($0.transactionId ?? "") }.compactMap(\.nextAttemptAt)
         if !pendingRemovals.isEmpty || journalUnreadable { due.append(DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
-        let wait = DeliveryRules.sleep(dueTimes: due, lastRun: lastQueueRun, now: now)
+        let wait = DeliveryRules.sleep(dueTimes: due, now: now)
+        log("delivery queue sleeps \(wait) s")
         // One sleeper at a time: a queue restarted (stop, then start) before the old one left must not strand it.
         sleeper?.resume()
         alarm?.cancel()

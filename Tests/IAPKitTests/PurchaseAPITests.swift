@@ -202,14 +202,15 @@ struct PurchaseAPITests {
             return (200, ["outcome": "granted", "entitlements": ScriptedServer.entitlements("ann", coins: 10)])
         }
         let store = MemoryStore()
+        let lines = LogLines()
         let client = PurchaseClient(store: store, server: server.client(), journal: try Self.journal(), accountId: "ann",
-                                    retryDelays: [.milliseconds(150)])
+                                    retryDelays: [.milliseconds(150)], log: .custom(lines.add))
         await client.start()
         guard case .paidPendingDelivery = await client.purchase("p.coins") else { Issue.record("expected a pending delivery"); return }
         down.value = false
         let started = ContinuousClock.now
         while await store.finished.isEmpty, ContinuousClock.now - started < .seconds(90) { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(await store.finished.count == 1, "delivered once the backoff ended")
+        #expect(await store.finished.count == 1, "delivered once the backoff ended; the SDK's log: \(lines.all.suffix(30))")
         // Nothing is due now: the queue sleeps (a poll would look twice in 2.5 s).
         try await Task.sleep(for: .milliseconds(300))
         let looks = await client.deliveryQueueLooks
@@ -304,5 +305,5 @@ final class LogLines: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
     var all: [String] { lock.withLock { lines } }
-    @Sendable func add(_ line: String) { lock.withLock { lines.append(line) } }
+    @Sendable func add(_ line: String) { lock.withLock { lines.append("\(Date().timeIntervalSince1970) \(line)") } }
 }

@@ -67,6 +67,7 @@ extension PurchaseClient {
         accountId = account
         latest = nil
         waitingReported = []
+        waitingForSignIn = []
         // Subscribers showing the previous account's entitlements are told they are gone; a late subscriber gets
         // nothing of the previous account.
         entitlementBroadcast.send(account.map { .notLoaded(accountId: $0) } ?? .signedOut)

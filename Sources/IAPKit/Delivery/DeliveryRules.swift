@@ -92,11 +92,11 @@ enum DeliveryRules {
         return now.addingTimeInterval(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
     }
 
-    /// How long the delivery queue sleeps: until the earliest of `dueTimes` that falls after `lastRun` (what was due
-    /// then and is still waiting waits for something else — another account's payment for its sign-in, which wakes the
-    /// queue — not for the clock), at least 50 ms, at most `cap` (a safety net).
-    static func sleep(dueTimes: [Date], lastRun: Date, now: Date, cap: TimeInterval = 600) -> TimeInterval {
-        let due = dueTimes.filter { $0 > lastRun }.min() ?? now.addingTimeInterval(cap)
+    /// How long the delivery queue sleeps: until the earliest of `dueTimes` (the caller leaves out what waits for a
+    /// sign-in, which wakes the queue itself), at least 50 ms — something due now is looked at again at once, an upload
+    /// that was in flight at the last look included — at most `cap` (a safety net).
+    static func sleep(dueTimes: [Date], now: Date, cap: TimeInterval = 600) -> TimeInterval {
+        let due = dueTimes.min() ?? now.addingTimeInterval(cap)
         return max(0.05, min(cap, due.timeIntervalSince(now)))
     }
 

@@ -13,6 +13,8 @@ extension PurchaseClient {
             return result
         }
         if let waiting = DeliveryRules.waiting(entry, signedIn: accountId) ?? (accountId == nil ? "nobody is signed in" : nil) {
+            // Not the clock's to retry: a sign-in wakes the queue for it.
+            waitingForSignIn.insert(transactionId)
             if waitingReported.insert(transactionId).inserted, let owner = entry.accountId {
                 send(.waitingForAccount(productId: entry.productId, transactionId: transactionId, accountId: owner))
             }
@@ -36,10 +38,13 @@ extension PurchaseClient {
         // Checked again here (a sign-in may have run since ``upload(_:)`` looked), and the server is told whose it is:
         // the token is fetched later still, and a token of another account is then refused, not granted.
         let asked = accountId
-        if let waiting = DeliveryRules.waiting(entry, signedIn: asked) { return .waiting(waiting) }
         // Nobody signed in: a payment whose payer nothing names waits for a sign-in rather than go under whatever token
         // the app's source would still give (a signed-out account's).
-        guard asked != nil else { return .waiting("nobody is signed in") }
+        if let waiting = DeliveryRules.waiting(entry, signedIn: asked) ?? (asked == nil ? "nobody is signed in" : nil) {
+            waitingForSignIn.insert(transactionId)
+            return .waiting(waiting)
+        }
+        waitingForSignIn.remove(transactionId)
         send(.uploading(productId: entry.productId, transactionId: transactionId,
                         attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
         let answer: Result<PurchaseServerClient.Submission, PurchaseFailure>
@@ -111,9 +116,8 @@ extension PurchaseClient {
     /// the journal cannot be read — the store's unfinished queue.
     package func retryDue(owner: String? = nil) async {
         let now = Date()
-        // The wall clock, which may have been set back: the last look is now, whatever came before.
-        lastQueueRun = now
         deliveryQueueLooks += 1
+        log("delivery queue looks (\(owner.map { "for \($0)" } ?? "what is due"))")
         journalUnreadable = false
         // Read again before each: a finish awaited here lets another task finish (and forget) the next one meanwhile.
         for id in Array(unfinishedSettled.keys) {
@@ -144,7 +148,9 @@ extension PurchaseClient {
         for entry in unjournaled.values where !seen.contains(entry.transactionId ?? "") && due(entry) {
             _ = await upload(entry)
         }
-        // An entry removed elsewhere since (a relaunch's resume, a late copy's upload) has nothing left to remove.
+        // An entry removed elsewhere since (a relaunch's resume, a late copy's upload) has nothing left to remove, and
+        // no backoff left to wait for.
         pendingRemovals.formIntersection(seen)
+        backoff = backoff.filter { seen.contains($0.key) || unjournaled[$0.key] != nil }
     }
 }
