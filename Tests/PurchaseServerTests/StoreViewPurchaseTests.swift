@@ -55,4 +55,36 @@ struct StoreViewPurchaseTests {
             await next.client.stop()
         }
     }
+
+    @Test("The customer's own tools through PurchaseClient: a cancellation in the manage sheet reaches the server, a refund asked for reaches Apple's side, an offer code redeemed in the sheet is delivered to the signed-in account")
+    func customerTools() async throws {
+        try await System.run(.init(deliver: true)) { system in
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-yan"])
+            let app = try App.launch(system, account: "yan", storeAccount: "store-yan")
+            await app.client.start()
+            guard case .granted = await app.client.purchase(Self.monthly) else { Issue.record("not granted"); return }
+            let bought = try #require(try await system.entitlements("yan").entitlements.entitlements.first { $0.name == "pro" })
+            await app.store.setManageSubscriptionsAction(.turnOffAutoRenew(bought.originalTransactionId ?? bought.transactionId))
+            try await app.client.showManageSubscriptions()
+            let original = bought.originalTransactionId ?? bought.transactionId
+            #expect(await eventually(30) {
+                try decode(NotificationsReply.self, await system.admin(.get, "/admin/notifications").1).notifications.contains {
+                    $0.notificationType == "DID_CHANGE_RENEWAL_STATUS" && $0.subtype == "AUTO_RENEW_DISABLED" && $0.originalTransactionId == original
+                }
+            }, "the server heard that the customer turned renewal off")
+            #expect(try await app.client.requestRefund(for: bought.transactionId) == .success)
+            let asked = try decode(SimRefundRequest.self, await system.device(.get, "/sim/transactions/\(bought.transactionId)/refund-request"))
+            #expect(asked.decision == nil, "Apple has the request and has not decided yet")
+            await app.client.stop()
+
+            _ = try await system.device(.post, "/sim/accounts", ["id": "store-zoe"])
+            let coder = try App.launch(system, account: "zoe", storeAccount: "store-zoe")
+            await coder.client.start()
+            await coder.store.setOfferCodeToRedeem(productId: Self.monthly, offerId: "PRO-FRIENDS")
+            try await coder.client.presentOfferCodeRedeemSheet()
+            #expect(await eventually(30) { try await system.entitlements("zoe").entitlements.has("pro") }, "the redeemed code reached Zoe's account")
+            #expect(await eventually(30) { try await coder.store.unfinished().isEmpty })
+            await coder.client.stop()
+        }
+    }
 }
