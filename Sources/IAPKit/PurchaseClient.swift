@@ -25,8 +25,10 @@ public actor PurchaseClient {
     /// Where the last granted entitlements are kept for offline use (nil: in memory only).
     public let offlineCache: (any EntitlementsCache)?
 
+    /// Who is signed in and what of theirs may be shown (``AccountSession``).
+    var session: AccountSession
     /// The account signed in (the app's user id, as the server's tokens name it); nil when none.
-    public internal(set) var accountId: String?
+    public var accountId: String? { session.accountId }
 
     /// Where the SDK's debug lines go (off unless asked).
     public nonisolated let log: PurchaseLog
@@ -57,12 +59,10 @@ public actor PurchaseClient {
     var pendingRemovals: Set<String> = []
     /// How many times ``retryDue(owner:)`` looked at what is due (the tests see the queue idle).
     package var deliveryQueueLooks = 0
-    /// Payments that wait for their account (or any account) to sign in: not the clock's to retry.
-    var waitingForSignIn: Set<String> = []
+
     /// The queue's last look could not read the journal: it looks again after the first retry delay.
     var journalUnreadable = false
-    /// Whether the token source is the one ``logIn(_:token:)`` gave: a sign-out then takes it away.
-    var ownsCredentials = false
+
     private var promotedListener: Task<Void, Never>?
     /// Uploads in flight, by transaction id: a second caller waits for the first instead of racing it.
     var inFlight: [String: Task<UploadResult, Never>] = [:]
@@ -86,9 +86,7 @@ public actor PurchaseClient {
     /// Finishes in flight: a second caller (the retrier beside the store handing the transaction over again) does not
     /// finish it again, and so never hears the store say that nothing is left to finish.
     var finishing: Set<String> = []
-    var waitingReported: Set<String> = []
     var promoted = PromotedPurchases()
-    var latest: Entitlements?
     /// The upload a sign-in started in the background; kept so that a caller driving the client step by step (the
     /// history explorer) can wait for it.
     var loginRetry: Task<Void, Never>?
@@ -109,7 +107,7 @@ public actor PurchaseClient {
     /// `.signedOut` at a sign-out. Each access is its own subscription, starting with the current state.
     public nonisolated var entitlementUpdates: AsyncStream<EntitlementsState> { entitlementBroadcast.subscribe() }
     /// The signed-in account's entitlements as last answered (or served offline), if any.
-    public var currentEntitlements: Entitlements? { latest }
+    public var currentEntitlements: Entitlements? { session.latest }
     /// The current state of ``entitlementUpdates``.
     public nonisolated var entitlementsState: EntitlementsState { entitlementBroadcast.value ?? .signedOut }
 
@@ -126,7 +124,7 @@ public actor PurchaseClient {
         self.log = log
         entitlementBroadcast.send(accountId.map { .notLoaded(accountId: $0) } ?? .signedOut)
         self.journal = journal
-        self.accountId = accountId
+        session = AccountSession(accountId: accountId)
         self.offlineCache = offlineCache
         self.retryDelays = retryDelays.isEmpty ? [.seconds(30)] : retryDelays
     }
@@ -185,8 +183,9 @@ public actor PurchaseClient {
         }
         let now = Date()
         // Whatever waits for a sign-in is not due on the clock (a sign-in wakes the queue): counted, it would spin it.
-        var due = backoff.filter { !waitingForSignIn.contains($0.key) }.map(\.value.next) + unfinishedSettled.values.map(\.next)
-            + unjournaled.values.filter { !waitingForSignIn.contains($0.transactionId ?? "") }.compactMap(\.nextAttemptAt)
+        let waiting = session.waitingForSignIn
+        var due = backoff.filter { !waiting.contains($0.key) }.map(\.value.next) + unfinishedSettled.values.map(\.next)
+            + unjournaled.values.filter { !waiting.contains($0.transactionId ?? "") }.compactMap(\.nextAttemptAt)
         if !pendingRemovals.isEmpty || journalUnreadable { due.append(DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
         let wait = DeliveryRules.sleep(dueTimes: due, now: now)
         log("delivery queue sleeps \(wait) s")

@@ -16,7 +16,7 @@ extension PurchaseClient {
     @discardableResult
     public func logIn(_ accountId: String, token: @escaping @Sendable () async throws -> String) async throws(PurchaseFailure) -> Entitlements {
         server.credentials.replace(token)
-        ownsCredentials = true
+        session.ownsCredentials = true
         logIn(accountId)
         await waitForBackgroundWork()
         // Another sign-in or a sign-out meanwhile: what this one owns is no longer the question.
@@ -55,22 +55,18 @@ extension PurchaseClient {
     /// wait for it. A token source given to ``logIn(_:token:)`` is dropped with it: nothing is sent under the account
     /// that left.
     public func logOut() {
-        if ownsCredentials {
+        if session.ownsCredentials {
             server.credentials.replace { throw PurchaseFailure(.notSignedIn, "no account is signed in") }
-            ownsCredentials = false
+            session.ownsCredentials = false
         }
         guard accountId != nil else { return }
         switchAccount(to: nil)
     }
 
     private func switchAccount(to account: String?) {
-        accountId = account
-        latest = nil
-        waitingReported = []
-        waitingForSignIn = []
         // Subscribers showing the previous account's entitlements are told they are gone; a late subscriber gets
         // nothing of the previous account.
-        entitlementBroadcast.send(account.map { .notLoaded(accountId: $0) } ?? .signedOut)
+        entitlementBroadcast.send(session.switchTo(account))
         send(.accountChanged(accountId: account))
         wakeDeliveryQueue()
     }

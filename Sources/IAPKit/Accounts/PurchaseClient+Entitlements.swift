@@ -126,7 +126,7 @@ extension PurchaseClient {
             return entitlements
         } catch where error.isUnreachable {
             guard let offline = await offlineEntitlements(), accountId == asked else { throw error }
-            latest = offline
+            session.show(offline)
             entitlementBroadcast.send(.loaded(offline))
             return offline
         }
@@ -136,44 +136,21 @@ extension PurchaseClient {
     /// since and without consumable balances; what the store itself says the customer owns now (StoreKit's
     /// `Transaction.currentEntitlements`) extends them to renewals made since. Nil when nothing was ever answered.
     public func offlineEntitlements() async -> Entitlements? {
-        guard let account = accountId ?? latest?.accountId else { return nil }
-        var base = latest.flatMap { $0.accountId == account ? $0 : nil }
+        guard let account = accountId ?? session.latest?.accountId else { return nil }
+        var base = session.latest.flatMap { $0.accountId == account ? $0 : nil }
         if base == nil || base?.cachedAt != nil, let stored = try? offlineCache?.load(accountId: account) { base = stored }
         guard let base else { return nil }
-        let now = Date()
-        var result = base.offline(at: now, cachedAt: base.cachedAt ?? now)
-        // Only renewals of a series this account holds, by series and token, never by product: the store's entitlements
-        // are the whole Apple ID's, and on a shared device another account of the app may have bought the same
-        // subscription on it (the same series, Apple keeps one per group, but through its own order's token).
-        var series: [String: Entitlements.Item] = [:]
-        for item in base.entitlements { if let original = item.originalTransactionId { series[original] = item } }
-        for transaction in (try? await store.currentEntitlements()) ?? []
-        where transaction.revocationDate == nil && (transaction.expiresDate ?? .distantFuture) > now {
-            // And only of the product the server granted: a downgrade (same series, same token) renews into a product
-            // whose entitlement the device cannot name, and must not carry the old tier's.
-            guard let original = transaction.originalTransactionId, let item = series[original], transaction.appAccountToken == item.appAccountToken,
-                  transaction.productId == item.productId, !result.has(item.name) else { continue }
-            result.entitlements.append(.init(name: item.name, productId: transaction.productId, transactionId: transaction.transactionId,
-                                             originalTransactionId: original, appAccountToken: item.appAccountToken,
-                                             expiresAt: transaction.expiresDate, state: "active"))
-        }
-        return result
+        return OfflineEntitlements.derive(from: base, storeOwns: (try? await store.currentEntitlements()) ?? [], now: Date())
     }
 
-    /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use. `asked` is who was
-    /// signed in when the call began: an answer that arrives after a sign-out or a switch is nobody's to show.
     /// How many signed transactions one restore request carries.
     static let historyPart = 50
 
+    /// Shows `entitlements` when they are the signed-in account's, and keeps them for offline use. `asked` is who was
+    /// signed in when the call began: an answer that arrives after a sign-out or a switch is nobody's to show.
     func publish(_ entitlements: Entitlements, askedAs asked: String?) throws(PurchaseFailure) {
-        guard let accountId else { throw PurchaseFailure(.notSignedIn, "nobody is signed in: the answer is nobody's to show") }
-        guard accountId == asked else {
-            throw PurchaseFailure(.accountMismatch, "the sign-in changed while the server answered for \(entitlements.accountId)")
-        }
-        if entitlements.accountId != accountId {
-            throw PurchaseFailure(.accountMismatch, "the server answered for account \(entitlements.accountId), not the signed-in \(accountId)")
-        }
-        latest = entitlements
+        if let refusal = session.refusal(toShow: entitlements, askedAs: asked) { throw refusal }
+        session.show(entitlements)
         var offline = entitlements
         offline.balances = [:]
         offline.cachedAt = Date()

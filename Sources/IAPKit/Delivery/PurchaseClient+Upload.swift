@@ -14,8 +14,8 @@ extension PurchaseClient {
         }
         if let waiting = DeliveryRules.waiting(entry, signedIn: accountId) ?? (accountId == nil ? "nobody is signed in" : nil) {
             // Not the clock's to retry: a sign-in wakes the queue for it.
-            waitingForSignIn.insert(transactionId)
-            if waitingReported.insert(transactionId).inserted, let owner = entry.accountId {
+            session.waitingForSignIn.insert(transactionId)
+            if session.waitingReported.insert(transactionId).inserted, let owner = entry.accountId {
                 send(.waitingForAccount(productId: entry.productId, transactionId: transactionId, accountId: owner))
             }
             return .waiting(waiting)
@@ -41,10 +41,10 @@ extension PurchaseClient {
         // Nobody signed in: a payment whose payer nothing names waits for a sign-in rather than go under whatever token
         // the app's source would still give (a signed-out account's).
         if let waiting = DeliveryRules.waiting(entry, signedIn: asked) ?? (asked == nil ? "nobody is signed in" : nil) {
-            waitingForSignIn.insert(transactionId)
+            session.waitingForSignIn.insert(transactionId)
             return .waiting(waiting)
         }
-        waitingForSignIn.remove(transactionId)
+        session.waitingForSignIn.remove(transactionId)
         send(.uploading(productId: entry.productId, transactionId: transactionId,
                         attempt: max(entry.attempts, backoff[transactionId]?.attempts ?? 0) + 1))
         let answer: Result<PurchaseServerClient.Submission, PurchaseFailure>
