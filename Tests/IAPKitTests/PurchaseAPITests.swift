@@ -149,9 +149,11 @@ struct PurchaseAPITests {
         #expect(await seen.value == [.signedOut, .notLoaded(accountId: "bea"), .loaded(owned)])
         // Another account with another token: never an answer for the first.
         #expect(try await client.logIn("cat", token: { "token-cat" }).accountId == "cat")
-        // A token of another account than the one signed in: refused, typed, and nothing shown.
+        // A token of another account than the one signed in: refused, typed, nothing shown, and nobody stays signed in
+        // with it (every order and upload would be refused).
         await #expect { try await client.logIn("dan", token: { "token-eve" }) } throws: { ($0 as? PurchaseFailure)?.code == .accountMismatch }
-        #expect(client.entitlementsState == .notLoaded(accountId: "dan"))
+        #expect(client.entitlementsState == .signedOut)
+        #expect(await client.accountId == nil)
     }
 
     @Test("start() publishes what the signed-in account owns without the app asking")
@@ -237,6 +239,12 @@ struct PurchaseAPITests {
         #expect(try journal.entries().contains { $0.transactionId == "777" })
         #expect(client.entitlementsState == .signedOut)
         await #expect { try await client.restore() } throws: { ($0 as? PurchaseFailure)?.code == .notSignedIn }
+        // Nor is anything ordered or paid while nobody is signed in: the payment would go to whoever signs in next.
+        guard case .failed(let signedOut) = await client.purchase("p.coins") else { Issue.record("bought while signed out"); return }
+        #expect(signedOut.code == .notSignedIn)
+        let paymentsAsked = await store.purchaseRequests
+        #expect(server.requests.count == requestsBefore && paymentsAsked.isEmpty)
+        #expect(await client.storeViewOrder(for: "p.coins") == nil)
         // Bea signs in: it is hers.
         _ = try await client.logIn("bea", token: { "token-bea" })
         await client.waitForBackgroundWork()
@@ -245,7 +253,8 @@ struct PurchaseAPITests {
 
     @Test("A refusal is not an outage: a 4xx to the entitlements call is rejectedByServer (no offline copy hides it); no HTTP answer or a redirect is serverUnavailable")
     func refusalIsNotOutage() async throws {
-        for (status, code) in [(403, PurchaseFailure.Code.rejectedByServer), (404, .rejectedByServer), (302, .serverUnavailable), (0, .serverUnavailable), (502, .serverUnavailable)] {
+        for (status, code) in [(403, PurchaseFailure.Code.rejectedByServer), (404, .rejectedByServer), (302, .serverUnavailable), (0, .serverUnavailable),
+                               (502, .serverUnavailable), (401, .tokenRejected)] {
             let server = ScriptedServer { _ in (status, ["error": ["code": "forbidden", "message": "no", "class": "operator"]]) }
             let client = PurchaseClient(store: MemoryStore(), server: server.client(), journal: try Self.journal(), accountId: "ann")
             await #expect { try await client.entitlements() } throws: { ($0 as? PurchaseFailure)?.code == code }

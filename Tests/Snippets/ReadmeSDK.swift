@@ -32,7 +32,7 @@ func signIn(_ userId: String, client: PurchaseClient, token: @escaping @Sendable
     case .deliveredToOwner: "Paid with another account's order: it went to that account."
     case .pendingApproval: "Waiting for approval (Ask to Buy)."
     case .cancelled: ""
-    case .failed(let failure) where failure.code == .networkUnreachable: "No connection: nothing was charged."
+    case .failed(let failure) where failure.code == .networkUnreachable: "Our server cannot be reached: nothing was charged."
     case .failed(let failure): failure.message
     }
 }

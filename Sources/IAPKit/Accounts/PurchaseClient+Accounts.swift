@@ -9,10 +9,10 @@ extension PurchaseClient {
     /// What the previous account saw is cleared (``entitlementUpdates`` says `.notLoaded` until the answer); its paid
     /// transactions stay journaled and unfinished — never uploaded under this account — until it signs in again. This
     /// account's waiting payments are uploaded first, so the answer includes them. The account stays signed in whatever
-    /// the answer: a throw says only that what it owns is not known yet (``PurchaseFailure/Code/networkUnreachable``,
-    /// ``PurchaseFailure/Code/serverUnavailable``, ``PurchaseFailure/Code/notSignedIn`` when the token source throws,
-    /// ``PurchaseFailure/Code/accountMismatch`` when its tokens are another account's); while the server is unreachable
-    /// the offline copy answers instead.
+    /// the answer but one: a throw says only that what it owns is not known yet (``PurchaseFailure/Code/networkUnreachable``,
+    /// ``PurchaseFailure/Code/serverUnavailable``, ``PurchaseFailure/Code/tokenRejected``); while the server is
+    /// unreachable the offline copy answers instead. A token of another account (``PurchaseFailure/Code/accountMismatch``)
+    /// signs the account out again: nothing could be done as it with that token.
     @discardableResult
     public func logIn(_ accountId: String, token: @escaping @Sendable () async throws -> String) async throws(PurchaseFailure) -> Entitlements {
         server.credentials.replace(token)
@@ -23,7 +23,13 @@ extension PurchaseClient {
         guard self.accountId == accountId else {
             throw PurchaseFailure(.accountMismatch, "the sign-in changed before \(accountId)'s entitlements were answered")
         }
-        let owned = try await entitlements()
+        let owned: Entitlements
+        do { owned = try await entitlements() } catch where error.code == .accountMismatch && self.accountId == accountId {
+            // The token names another account than the one signed in: nothing could be done as this one with it (every
+            // order and upload would be refused), so nobody stays signed in.
+            logOut()
+            throw PurchaseFailure(.accountMismatch, "the sign-in token given for \(accountId) is another account's: signed out")
+        }
         guard owned.accountId == accountId else {
             throw PurchaseFailure(.accountMismatch, "the sign-in changed before \(accountId)'s entitlements were answered")
         }

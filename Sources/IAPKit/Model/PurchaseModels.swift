@@ -32,8 +32,11 @@ public struct PurchaseFailure: CodedError {
     public enum Code: String, Sendable, Hashable {
         /// No account is signed in (no sign-in token): sign one in with ``PurchaseClient/logIn(_:token:)``.
         case notSignedIn = "not_signed_in"
-        /// The purchase server could not be reached (no network, DNS, TLS, a timeout). Nothing was charged when this
-        /// ends a purchase.
+        /// The server did not accept the sign-in token (expired, revoked, signed with another key): refresh it, or sign
+        /// in again.
+        case tokenRejected = "token_rejected"
+        /// The purchase server could not be reached (no network, DNS, TLS, a timeout, the server down). Nothing was
+        /// charged when this ends a purchase.
         case networkUnreachable = "network_unreachable"
         /// The purchase server answered that it cannot serve now (5xx, overloaded): try again later.
         case serverUnavailable = "server_unavailable"

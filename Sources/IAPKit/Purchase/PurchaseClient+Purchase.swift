@@ -99,6 +99,8 @@ extension PurchaseClient {
     private func attemptPurchase(_ productId: String, quantity: Int, promotionalOffer: String?, serverIntroductoryEligibility: Bool,
                                  winBackOfferId: String?, confirmation: PurchaseConfirmation?,
                                  advancedCommerce signRequest: (@Sendable (UUID) async throws -> String)?) async -> PurchaseOutcome {
+        // Nobody signed in: no order, no payment — a payment nobody ordered would go to whoever signs in next.
+        guard accountId != nil else { return .failed(PurchaseFailure(.notSignedIn, "no account is signed in: sign one in with logIn(_:token:)")) }
         do {
             guard try await store.canMakePayments() else {
                 return .failed(PurchaseFailure(.paymentsNotAllowed, "payments are not allowed on this device"))
@@ -196,7 +198,8 @@ extension PurchaseClient {
         return switch storeError {
         case .userCancelled: PurchaseFailure(.storeFailed, "the customer cancelled")
         case .networkError: PurchaseFailure(.storeUnavailable, "the App Store could not be reached")
-        case .systemError, .unknown: PurchaseFailure(.storeUnavailable, "the App Store is not available on this device now")
+        case .systemError(let reason): PurchaseFailure(.storeUnavailable, "the App Store is not available: \(reason)")
+        case .unknown: PurchaseFailure(.storeUnavailable, "the App Store is not available on this device now")
         case .notAvailableInStorefront: PurchaseFailure(.notAvailableInStorefront, "this product is not sold in the customer's storefront")
         case .notEntitled: PurchaseFailure(.storeFailed, "the app is not entitled to this App Store feature")
         case .unsupported: PurchaseFailure(.unsupported, "the App Store does not offer this on this device")

@@ -12,6 +12,10 @@ extension PurchaseClient {
     public func storeViewOrder(for productId: String) async -> UUID? {
         // The account the order is for, as it was asked: a sign-in change while the order is made must not move it.
         let owner = accountId
+        guard owner != nil else {
+            send(.failed(productId: productId, PurchaseFailure(.notSignedIn, "no account is signed in: the view's purchase carries no order")))
+            return nil
+        }
         switch await openOrder(productId, owner: owner) {
         case .success(let order):
             storeViewOrders[productId] = (order.appAccountToken, order.orderId, owner)

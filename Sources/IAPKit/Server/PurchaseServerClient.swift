@@ -153,7 +153,7 @@ public struct PurchaseServerClient: Sendable {
     func failure(_ status: Int, _ data: Data, otherwise: PurchaseFailure.Code, doing what: String) -> PurchaseFailure {
         log("could not \(what): HTTP \(status) \(String(decoding: data.prefix(600), as: UTF8.self))")
         switch status {
-        case 401: return PurchaseFailure(.notSignedIn, "the server did not accept the sign-in token")
+        case 401: return PurchaseFailure(.tokenRejected, "the server did not accept the sign-in token: refresh it, or sign in again")
         // No HTTP answer, a redirect (a captive portal, a proxy's page), overload or an outage: nothing was refused.
         case ..<200, 300..<400, 408, 429, 500...:
             return PurchaseFailure(.serverUnavailable, "the purchase server cannot answer now (HTTP \(status)); try again later")
@@ -165,7 +165,7 @@ public struct PurchaseServerClient: Sendable {
         let code: PurchaseFailure.Code = switch detail.code {
         case .unknownProduct: .unknownProduct
         case .accountMismatch: .accountMismatch
-        case .unauthorized: .notSignedIn
+        case .unauthorized: .tokenRejected
         default: otherwise
         }
         return PurchaseFailure(code, detail.message.isEmpty ? "the purchase server refused to \(what) (\(detail.code))" : detail.message)

@@ -14,8 +14,11 @@ struct DevCommand: AsyncParsableCommand {
         discussion: """
         The server trusts the simulator's roots and accepts Sandbox, asks the simulator's Server API and verifyReceipt when \
         local proof is not enough, and the simulator posts its notifications to the server. \
-        Prints a token for the account `dev-user` to call the server with.
+        For each --account (default `dev-user`) it makes a store account of the same name in the simulator if there is         none and prints a 24-hour sign-in token for the server, then how an app connects: the product ids, the         entitlements key, and the SDK's SimulatorStore and PurchaseServerClient.
         """)
+
+    @Option(name: .customLong("account"), help: "An app account to print a sign-in token for, with a store account of the same name (repeatable; default dev-user).")
+    var accounts: [String] = []
 
     @Option(help: "Data directory for both (simulator/ and server/ inside).")
     var data: String = ".iap-dev"
@@ -58,11 +61,24 @@ struct DevCommand: AsyncParsableCommand {
         configuration.appStore.verifyReceiptURL = simulatorURL + "/verifyReceipt"
         configuration.appStore.verifyReceiptSandboxURL = simulatorURL + "/sandbox/verifyReceipt"
         let (services, effective) = try await ServeCommand.prepare(configuration)
-        if let secret = effective.auth.hs256Secret {
-            let token = try await AccountAuthenticator.issueToken(account: "dev-user", secret: secret, lifetime: 86_400)
-            Output.note("token for dev-user (24 h): \(token)")
+        let names = accounts.isEmpty ? ["dev-user"] : accounts
+        for name in names {
+            // The app's account and the Apple ID it pays with, named alike so that a newcomer has one name to type.
+            if await simulatorServices.engine.account(name) == nil { try await simulatorServices.engine.createAccount(name) }
+            if let secret = effective.auth.hs256Secret {
+                let token = try await AccountAuthenticator.issueToken(account: name, secret: secret, lifetime: 86_400)
+                Output.note("token for \(name) (24 h; store account \(name) in the simulator): \(token)")
+            }
         }
+        let products = await simulatorServices.engine.catalog.products.map(\.productId)
         Output.note("IAPKit dev: server http://127.0.0.1:\(serverPort), simulator http://127.0.0.1:\(simulatorPort)")
+        Output.note("products: \(products.joined(separator: ", "))")
+        Output.note("entitlements key (to pin in the app): http://127.0.0.1:\(serverPort)/v1/keys/entitlements")
+        Output.note("""
+            an app connects with: PurchaseClient(store: SimulatorStore(baseURL: URL(string: "http://127.0.0.1:\(simulatorPort)")!, \
+            account: "\(names[0])", device: "phone"), server: PurchaseServerClient(baseURL: URL(string: "http://127.0.0.1:\(serverPort)")!) \
+            { "<the token above>" }, journal: try FileJournal(directory: …), accountId: "\(names[0])")
+            """)
         var logger = Logger(label: "iapkit.dev")
         logger.logLevel = .notice
         let group = ServiceGroup(
