@@ -184,9 +184,15 @@ public actor PurchaseClient {
         let now = Date()
         // Whatever waits for a sign-in is not due on the clock (a sign-in wakes the queue): counted, it would spin it.
         let waiting = session.waitingForSignIn
-        var due = backoff.filter { !waiting.contains($0.key) }.map(\.value.next) + unfinishedSettled.values.map(\.next)
+        // A finish under way elsewhere ends by clearing its entry or rescheduling it (which wakes the queue).
+        var due = backoff.filter { !waiting.contains($0.key) }.map(\.value.next)
+            + unfinishedSettled.filter { !finishing.contains($0.key) }.map(\.value.next)
             + unjournaled.values.filter { !waiting.contains($0.transactionId ?? "") }.compactMap(\.nextAttemptAt)
-        if !pendingRemovals.isEmpty || journalUnreadable { due.append(DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)) }
+        let firstRetry = DeliveryRules.nextAttempt(after: 1, delays: retryDelays, now: now)
+        if !pendingRemovals.isEmpty { due.append(firstRetry) }
+        // A journal that cannot be read: the queue can act only on the store's queue, which it just did; it looks again
+        // after the first retry delay, not at once.
+        if journalUnreadable { due = due.map { max($0, firstRetry) } + [firstRetry] }
         let wait = DeliveryRules.sleep(dueTimes: due, now: now)
         log("delivery queue sleeps \(wait) s")
         // One sleeper at a time: a queue restarted (stop, then start) before the old one left must not strand it.

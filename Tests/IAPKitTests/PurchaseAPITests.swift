@@ -281,6 +281,36 @@ struct PurchaseAPITests {
         #expect(try journal.entries().filter { $0.kind == .promoted }.map(\.winBackOfferId) == ["first"])
     }
 
+    @Test("Relaunched signed out with a payment nothing names the payer of, backed off in the earlier launch: the sign-in uploads it at once, not when its old backoff ends")
+    func ownerlessAtSignIn() async throws {
+        let journal = try Self.journal()
+        let paid = try MemoryStore.transaction(id: "4242", productId: "p.premium", appAccountToken: nil)
+        var entry = JournalEntry(kind: .paid, orderId: nil, productId: "p.premium", appAccountToken: nil, transactionId: "4242",
+                                 signedTransaction: paid.signedTransaction, attempts: 4)
+        entry.nextAttemptAt = Date().addingTimeInterval(3600)
+        try journal.write(entry)
+        let store = MemoryStore()
+        await store.add(paid)
+        let client = PurchaseClient(store: store, server: Self.grantingByToken().client(), journal: journal)
+        await client.start()
+        #expect(await store.finished.isEmpty, "nobody signed in: it waits")
+        let owned = try await client.logIn("ann", token: { "token-ann" })
+        #expect(owned.has("premium"))
+        #expect(await store.finished == ["4242"])
+        await client.stop()
+    }
+
+    @Test("A promoted purchase released while nobody is signed in stays held for the next launch (nothing was ordered)")
+    func promotedWhileSignedOut() async throws {
+        let journal = try Self.journal()
+        let client = PurchaseClient(store: MemoryStore(), server: Self.granting().client(), journal: journal)
+        _ = await client.handlePromotedPurchase(PromotedPurchase(productId: "p.monthly", winBackOfferId: "back"))
+        let outcomes = await client.readyForPromotedPurchases()
+        guard case .failed(let failure) = outcomes.first else { Issue.record("\(outcomes)"); return }
+        #expect(failure.code == .notSignedIn)
+        #expect(try journal.entries().contains { $0.kind == .promoted && $0.winBackOfferId == "back" })
+    }
+
     @Test("Products carry a display price and Apple's product type")
     func displayPrice() {
         let product = StoreProduct(productId: "m", type: .autoRenewableSubscription, displayName: "Pro", price: 4990, currency: "USD")

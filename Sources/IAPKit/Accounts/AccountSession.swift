@@ -11,6 +11,11 @@ struct AccountSession {
     var waitingForSignIn: Set<String> = []
     /// Whether the token source is the one ``PurchaseClient/logIn(_:token:)`` gave: a sign-out then takes it away.
     var ownsCredentials = false
+    /// Counts sign-ins, sign-outs and token changes: a call that began before another changed them knows it.
+    private(set) var epoch = 0
+
+    /// The token source changed.
+    mutating func credentialsChanged() { epoch += 1 }
 
     init(accountId: String?) { self.accountId = accountId }
 
@@ -24,6 +29,7 @@ struct AccountSession {
     /// waited for a sign-in is looked at again. Returns the stream's new state.
     mutating func switchTo(_ account: String?) -> EntitlementsState {
         accountId = account
+        epoch += 1
         latest = nil
         waitingReported = []
         waitingForSignIn = []

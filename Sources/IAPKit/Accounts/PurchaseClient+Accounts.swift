@@ -17,14 +17,16 @@ extension PurchaseClient {
     public func logIn(_ accountId: String, token: @escaping @Sendable () async throws -> String) async throws(PurchaseFailure) -> Entitlements {
         server.credentials.replace(token)
         session.ownsCredentials = true
+        session.credentialsChanged()
         logIn(accountId)
+        let epoch = session.epoch
         await waitForBackgroundWork()
-        // Another sign-in or a sign-out meanwhile: what this one owns is no longer the question.
-        guard self.accountId == accountId else {
+        // Another sign-in, a sign-out or another token meanwhile: what this one owns is no longer the question.
+        guard session.epoch == epoch else {
             throw PurchaseFailure(.accountMismatch, "the sign-in changed before \(accountId)'s entitlements were answered")
         }
         let owned: Entitlements
-        do { owned = try await entitlements() } catch where error.code == .accountMismatch && self.accountId == accountId {
+        do { owned = try await entitlements() } catch where error.code == .accountMismatch && session.epoch == epoch {
             // The token names another account than the one signed in: nothing could be done as this one with it (every
             // order and upload would be refused), so nobody stays signed in.
             logOut()
@@ -64,6 +66,7 @@ extension PurchaseClient {
         if session.ownsCredentials {
             server.credentials.replace { throw PurchaseFailure(.notSignedIn, "no account is signed in") }
             session.ownsCredentials = false
+            session.credentialsChanged()
         }
         guard accountId != nil else { return }
         switchAccount(to: nil)

@@ -124,7 +124,9 @@ extension PurchaseClient {
             guard let pending = unfinishedSettled[id], pending.next <= now else { continue }
             await finish(pending.transaction)
         }
-        func due(_ entry: JournalEntry) -> Bool { (owner != nil && entry.accountId == owner) || isDue(entry, at: now) }
+        // At a sign-in, the account's own payments and those nothing names the payer of (they are the signed-in
+        // account's to upload) go at once, whatever backoff they had.
+        func due(_ entry: JournalEntry) -> Bool { (owner != nil && (entry.accountId == owner || entry.accountId == nil)) || isDue(entry, at: now) }
         let entries: [JournalEntry]
         do { entries = try journal.entries() } catch {
             // The queue looks again after the first retry delay: the journal may recover, the store may answer.
@@ -143,6 +145,11 @@ extension PurchaseClient {
                 if (try? journal.remove(key: entry.key)) != nil { pendingRemovals.remove(transactionId) }
             } else if due(entry) {
                 _ = await upload(entry)
+            } else if let next = entry.nextAttemptAt {
+                // Not due yet by the journal's time (kept from an earlier launch, or written by another task): the queue
+                // wakes for it, whatever memory holds.
+                let kept = backoff[transactionId]
+                backoff[transactionId] = (max(kept?.attempts ?? 0, entry.attempts), max(kept?.next ?? next, next))
             }
         }
         for entry in unjournaled.values where !seen.contains(entry.transactionId ?? "") && due(entry) {
@@ -151,6 +158,8 @@ extension PurchaseClient {
         // An entry removed elsewhere since (a relaunch's resume, a late copy's upload) has nothing left to remove, and
         // no backoff left to wait for.
         pendingRemovals.formIntersection(seen)
-        backoff = backoff.filter { seen.contains($0.key) || unjournaled[$0.key] != nil }
+        // Only a backoff that was already due when the look began: one set during the look (a payment journaled and
+        // refused meanwhile, absent from this read) is waited for.
+        backoff = backoff.filter { seen.contains($0.key) || unjournaled[$0.key] != nil || $0.value.next > now }
     }
 }

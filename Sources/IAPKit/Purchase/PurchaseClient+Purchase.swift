@@ -99,8 +99,10 @@ extension PurchaseClient {
     private func attemptPurchase(_ productId: String, quantity: Int, promotionalOffer: String?, serverIntroductoryEligibility: Bool,
                                  winBackOfferId: String?, confirmation: PurchaseConfirmation?,
                                  advancedCommerce signRequest: (@Sendable (UUID) async throws -> String)?) async -> PurchaseOutcome {
-        // Nobody signed in: no order, no payment — a payment nobody ordered would go to whoever signs in next.
-        guard accountId != nil else { return .failed(PurchaseFailure(.notSignedIn, "no account is signed in: sign one in with logIn(_:token:)")) }
+        // The account the order is for: a sign-in change during the payment must not move the payment. Nobody signed
+        // in: no order, no payment — a payment nobody ordered would go to whoever signs in next.
+        let owner = accountId
+        guard owner != nil else { return .failed(PurchaseFailure(.notSignedIn, "no account is signed in: sign one in with logIn(_:token:)")) }
         do {
             guard try await store.canMakePayments() else {
                 return .failed(PurchaseFailure(.paymentsNotAllowed, "payments are not allowed on this device"))
@@ -108,8 +110,7 @@ extension PurchaseClient {
         } catch {
             return .failed(storeFailure(error, productId: productId))
         }
-        // The account the order is for: a sign-in change during the payment must not move the payment.
-        let owner = accountId
+        guard accountId == owner else { return .failed(PurchaseFailure(.accountMismatch, "the sign-in changed before the order was made")) }
         var offers = SignedOffers()
         if promotionalOffer != nil || serverIntroductoryEligibility {
             do {
@@ -250,7 +251,10 @@ extension PurchaseClient {
         let held = promoted.release(journaled: (try? journal.entries()) ?? [])
         var outcomes: [PurchaseOutcome] = []
         for intent in held {
-            outcomes.append(await buyPromoted(intent))
+            let outcome = await buyPromoted(intent)
+            outcomes.append(outcome)
+            // Released while nobody is signed in: nothing was ordered, and it stays held for the next launch.
+            if case .failed(let failure) = outcome, failure.code == .notSignedIn { continue }
             try? journal.remove(key: JournalEntry(promoted: intent).key)
         }
         return outcomes
