@@ -26,7 +26,7 @@ func signIn(_ userId: String, client: PurchaseClient, token: @escaping @Sendable
 /// The Buy button of a UIKit screen: StoreKit confirms the purchase in this scene.
 @MainActor func buy(_ productId: String, client: PurchaseClient, scene: UIWindowScene) async -> String {
     switch await client.purchase(productId, confirmIn: .scene(scene)) {
-    case .granted(let owned): "Thank you! You now own \(owned.entitlements.map(\.name))."
+    case .granted(let owned): "Thank you! You now own \(owned.entitlements.map(\.name)), balances \(owned.balances)."
     case .paidPendingDelivery, .paidNotJournaled: "Paid: it is on its way."
     case .paidDeliveryDelayed: "Paid: we will deliver it shortly."
     case .deliveredToOwner: "Paid with another account's order: it went to that account."

@@ -185,7 +185,8 @@ extension PurchaseClient {
         case .failed(let reason):
             if let intent { try? journal.remove(key: intent.key) }
             log("the store failed the payment of \(productId): \(reason)")
-            return .failed(PurchaseFailure(.storeFailed, "the store did not complete the payment"))
+            // The adapters' reasons are sentences of their own (StoreKit's become StoreErrors, thrown), never a body.
+            return .failed(PurchaseFailure(.storeFailed, "the store did not complete the payment: \(reason)"))
         }
     }
 
