@@ -64,6 +64,10 @@ struct DeliveryRulesTests {
         #expect(DeliveryRules.waiting(Self.entry, signedIn: "ann") == nil)
         #expect(DeliveryRules.waiting(Self.entry, signedIn: "bea") != nil)
         #expect(DeliveryRules.waiting(Self.entry, signedIn: nil) != nil)
+        var unnamed = Self.entry
+        unnamed.accountId = nil
+        #expect(DeliveryRules.waiting(unnamed, signedIn: "bea") == nil, "a payment nothing names the payer of is the signed-in account's to upload")
+        #expect(DeliveryRules.waiting(unnamed, signedIn: nil) == "nobody is signed in")
         let now = Date(timeIntervalSince1970: 1_000)
         let delays: [Duration] = [.seconds(2), .seconds(10)]
         #expect(DeliveryRules.nextAttempt(after: 1, delays: delays, now: now) == now.addingTimeInterval(2))

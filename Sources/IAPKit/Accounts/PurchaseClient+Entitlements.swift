@@ -110,7 +110,13 @@ extension PurchaseClient {
 
     /// The journal's intent written before the payment `transaction` carries the token of, if any.
     static func intent(for transaction: StoreTransaction, in entries: [JournalEntry]) -> JournalEntry? {
-        entries.first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == transaction.appAccountToken }
+        intent(token: transaction.appAccountToken, in: entries)
+    }
+
+    /// The journal's intent for the order whose token is `token`, if any (none for no token).
+    static func intent(token: UUID?, in entries: [JournalEntry]) -> JournalEntry? {
+        guard let token else { return nil }
+        return entries.first { $0.kind == .intent && $0.appAccountToken == token }
     }
 
     /// What the server says the signed-in account owns now; while the server is unreachable, the offline copy

@@ -38,10 +38,12 @@ enum DeliveryRules {
     static let orderCodes: Set<ErrorCode> = [.orderNotFound, .orderProductMismatch, .orderAccountMismatch]
 
     /// Whether `signedIn` may upload `entry` now: only the account that paid (when the entry names it) uploads it, so
-    /// a shared device never hands one account's payment to another. Nil when it may; else why it waits.
+    /// a shared device never hands one account's payment to another; and nobody signed in uploads nothing, rather than
+    /// send it under whatever token the app's source would still give (a signed-out account's). Nil when it may; else
+    /// why it waits.
     static func waiting(_ entry: JournalEntry, signedIn: String?) -> String? {
-        guard let owner = entry.accountId, owner != signedIn else { return nil }
-        return "paid by account \(owner), which is not signed in"
+        if let owner = entry.accountId, owner != signedIn { return "paid by account \(owner), which is not signed in" }
+        return signedIn == nil ? "nobody is signed in" : nil
     }
 
     /// The consequence of one upload's answer (`failure`: no answer to act on).

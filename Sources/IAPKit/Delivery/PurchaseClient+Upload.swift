@@ -12,7 +12,7 @@ extension PurchaseClient {
             try? journal.remove(key: entry.key)
             return result
         }
-        if let waiting = DeliveryRules.waiting(entry, signedIn: accountId) ?? (accountId == nil ? "nobody is signed in" : nil) {
+        if let waiting = DeliveryRules.waiting(entry, signedIn: accountId) {
             // Not the clock's to retry: a sign-in wakes the queue for it.
             session.waitingForSignIn.insert(transactionId)
             if session.waitingReported.insert(transactionId).inserted, let owner = entry.accountId {
@@ -38,9 +38,7 @@ extension PurchaseClient {
         // Checked again here (a sign-in may have run since ``upload(_:)`` looked), and the server is told whose it is:
         // the token is fetched later still, and a token of another account is then refused, not granted.
         let asked = accountId
-        // Nobody signed in: a payment whose payer nothing names waits for a sign-in rather than go under whatever token
-        // the app's source would still give (a signed-out account's).
-        if let waiting = DeliveryRules.waiting(entry, signedIn: asked) ?? (asked == nil ? "nobody is signed in" : nil) {
+        if let waiting = DeliveryRules.waiting(entry, signedIn: asked) {
             session.waitingForSignIn.insert(transactionId)
             return .waiting(waiting)
         }

@@ -87,7 +87,12 @@ extension PurchaseClient {
         let outcome = await attemptPurchase(productId, quantity: quantity, promotionalOffer: promotionalOffer,
                                             serverIntroductoryEligibility: serverIntroductoryEligibility, winBackOfferId: winBackOfferId,
                                             confirmation: confirmation, advancedCommerce: signRequest)
-        // Every purchase's events end: a spinner driven by them stops on a cancel or a failure too.
+        return ended(outcome, productId: productId)
+    }
+
+    /// Every purchase's events end: a spinner driven by them stops on a cancel or a failure too (the paid endings have
+    /// their own events, sent where they happen).
+    func ended(_ outcome: PurchaseOutcome, productId: String) -> PurchaseOutcome {
         switch outcome {
         case .cancelled: send(.cancelled(productId: productId))
         case .failed(let failure): send(.failed(productId: productId, failure))

@@ -39,25 +39,19 @@ extension PurchaseClient {
             // The view asked for this product's order just before its payment sheet: that order is the one it ended.
             let asked = storeViewOrders.removeValue(forKey: productId)
             let token: UUID? = if case .purchased(let transaction) = answer { transaction.appAccountToken } else { asked?.token }
-            let intent = ((try? journal.entries()) ?? []).first { $0.kind == .intent && $0.appAccountToken != nil && $0.appAccountToken == token }
+            let intent = Self.intent(token: token, in: (try? journal.entries()) ?? [])
             let owner = asked?.token == token ? asked?.accountId ?? intent?.accountId : intent?.accountId
             outcome = await paymentEnded(answer, productId: productId, intent: intent, owner: owner)
         case .failure(let error):
             let asked = storeViewOrders.removeValue(forKey: productId)
             let storeError = error as? StoreError
             // Nothing charged: the order's intent goes, as for purchase(_:).
-            if storeError?.chargedNothing == true, let token = asked?.token,
-               let intent = ((try? journal.entries()) ?? []).first(where: { $0.kind == .intent && $0.appAccountToken == token }) {
+            if storeError?.chargedNothing == true, let intent = Self.intent(token: asked?.token, in: (try? journal.entries()) ?? []) {
                 try? journal.remove(key: intent.key)
             }
             outcome = storeError == .userCancelled ? .cancelled : .failed(storeFailure(error, productId: productId))
         }
-        switch outcome {
-        case .cancelled: send(.cancelled(productId: productId))
-        case .failed(let failure): send(.failed(productId: productId, failure))
-        default: break
-        }
-        return outcome
+        return ended(outcome, productId: productId)
     }
 
     // MARK: The customer's own tools
