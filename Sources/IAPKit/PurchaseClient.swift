@@ -24,6 +24,8 @@ public actor PurchaseClient {
     public let deviceIntegrity: DeviceIntegrity?
     /// Where the last granted entitlements are kept for offline use (nil: in memory only).
     public let offlineCache: (any EntitlementsCache)?
+    /// How long after the server issued it an answer may still be served offline; nil for as long as its items last.
+    public let offlineMaxAge: TimeInterval?
 
     /// Who is signed in and what of theirs may be shown (``AccountSession``).
     var session: AccountSession
@@ -98,6 +100,11 @@ public actor PurchaseClient {
     var storeViewOrders: [String: (token: UUID, orderId: String, accountId: String?)] = [:]
     /// The entitlements fetch ``start()`` began in the background.
     var launchRefresh: Task<Void, Never>?
+    /// The last answer published, as the offline copy keeps it (the cache may be absent or unwritable).
+    var offlineAnswer: CachedEntitlements?
+    /// The device's clock (a test sets it back).
+    package var clock: @Sendable () -> Date = { Date() }
+    package func setClock(_ clock: @escaping @Sendable () -> Date) { self.clock = clock }
 
     /// Progress of purchases, uploads and deliveries. Each access is its own subscription (any number of
     /// consumers each get every event), starting with the latest event.
@@ -112,11 +119,14 @@ public actor PurchaseClient {
     public nonisolated var entitlementsState: EntitlementsState { entitlementBroadcast.value ?? .signedOut }
 
     /// A client; call ``start()`` at launch before anything else. `accountId` is the account signed in at launch
-    /// (or nil); the server client's token must be that account's.
+    /// (or nil); the server client's token must be that account's. `offlineCache` keeps the last answer for when the
+    /// server cannot be reached, served for at most `offlineMaxAge` after the server issued it (a week by default).
     public init(store: any StoreAdapter, server: PurchaseServerClient, journal: any PurchaseJournal, accountId: String? = nil,
                 retryDelays: [Duration] = [.seconds(2), .seconds(10), .seconds(30), .seconds(120), .seconds(600)],
-                deviceIntegrity: DeviceIntegrity? = nil, offlineCache: (any EntitlementsCache)? = nil, log: PurchaseLog = .off) {
+                deviceIntegrity: DeviceIntegrity? = nil, offlineCache: (any EntitlementsCache)? = nil,
+                offlineMaxAge: TimeInterval? = 7 * 86_400, log: PurchaseLog = .off) {
         self.deviceIntegrity = deviceIntegrity
+        self.offlineMaxAge = offlineMaxAge
         self.store = store
         var server = server
         server.log = log

@@ -11,8 +11,12 @@ extension Ledger {
         /// Open orders with evidence of payment: a proof waiting for Apple, or a stored transaction carrying the
         /// order's token that is not bound to it.
         case paidUnfulfilled = "paid-unfulfilled"
-        /// Open orders past their expiry with no transaction seen: abandoned, or paid and lost on the way.
+        /// Open orders past their expiry with no transaction seen and no word from the app that nothing was charged:
+        /// paid and lost on the way, or left by an app that could not say (killed during the payment sheet, offline).
         case stuck
+        /// Open orders the app said ended with nothing charged (``Ledger/abandonOrder(orderId:accountId:reason:now:)``),
+        /// with no payment seen since.
+        case abandoned
     }
 
     /// An order `o` open with evidence of payment (``OrderFilter/paidUnfulfilled``), as SQL.
@@ -32,9 +36,37 @@ extension Ledger {
                 return try session.orders(where: Self.paidUnfulfilled, [], limit: limit)
             case .stuck:
                 return try session.orders(where: """
-                    o.state = 'created' AND o.expires_at < $1 AND NOT EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token)
+                    o.state = 'created' AND o.expires_at < $1 AND o.abandoned_at IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token)
                     """, [.of(now)], limit: limit)
+            case .abandoned:
+                return try session.orders(where: """
+                    o.state = 'created' AND o.abandoned_at IS NOT NULL AND NOT (\(Self.paidUnfulfilled))
+                    """, [], limit: limit)
             }
+        }
+    }
+
+    /// Records the app's word that `orderId`'s payment ended with nothing charged (`reason`: `cancelled`, `failed`,
+    /// `notStarted`), so that the `stuck` list leaves it out. Only for the order's own account (another's is answered
+    /// as not found), only while it is open with no payment seen (a transaction or a held proof carrying it wins over
+    /// the word), and once. Nothing else reads it: a payment that arrives later binds and grants as ever.
+    /// Returns the order and whether the report was recorded.
+    public func abandonOrder(orderId: String, accountId: String, reason: String, now: Date = Date()) async throws -> (order: Order, recorded: Bool) {
+        guard OrderAbandonRequest.Reason.known.contains(.init(rawValue: reason)) else {
+            throw LedgerError(.invalidInput, "the reason is one of \(OrderAbandonRequest.Reason.known.map(\.rawValue).joined(separator: ", "))")
+        }
+        return try await write { session in
+            guard let order = try session.order(id: orderId), order.accountId == accountId else {
+                throw LedgerError(.orderNotFound, "no order \(orderId) of this account")
+            }
+            let recorded = try !session.sql.rows("""
+                UPDATE orders SET abandoned_at = $1, abandon_reason = $2, updated_at = $1
+                WHERE order_id = $3 AND state = 'created' AND abandoned_at IS NULL
+                AND order_id IN (SELECT o.order_id FROM orders o WHERE o.order_id = $3 AND NOT (\(Self.paidUnfulfilled)))
+                RETURNING order_id
+                """, [.of(now), .text(reason), .text(orderId)]).isEmpty
+            return (try session.order(id: orderId) ?? order, recorded)
         }
     }
 

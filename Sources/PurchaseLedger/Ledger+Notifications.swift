@@ -82,7 +82,9 @@ extension Ledger {
                 try session.apply(.updateSeriesStatus(SubscriptionRecord(
                     originalTransactionId: record.originalTransactionId, status: event.status,
                     gracePeriodExpiresDate: renewal?.gracePeriodExpiresDate, autoRenew: renewal?.autoRenewStatus.map { $0 == .on },
-                    autoRenewProductId: renewal?.autoRenewProductId, signedDate: renewal?.signedDate ?? event.signedDate)))
+                    autoRenewProductId: renewal?.autoRenewProductId, signedDate: renewal?.signedDate ?? event.signedDate,
+                    expirationIntent: renewal?.expirationIntent, isInBillingRetryPeriod: renewal?.isInBillingRetryPeriod,
+                    priceIncreaseStatus: renewal?.priceIncreaseStatus)))
             }
             // A subscription migrated to the Advanced Commerce API goes on under a new original transaction id: the
             // series it continues ended at the migration, whatever its last period's nominal expiry says (a refund of

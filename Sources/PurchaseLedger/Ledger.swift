@@ -87,8 +87,12 @@ public struct Ledger: Sendable {
 
 extension Ledger {
     /// Opens an order for `accountId` to buy `productId`; its `appAccountToken` goes on the payment.
+    /// - Throws: ``LedgerError/Code/unknownProduct`` when the catalog does not list it, ``LedgerError/Code/productRetired``
+    ///   when it is no longer sold (``ProductRule/retired``): no order is made either way.
     public func createOrder(accountId: String, productId: String, now: Date = Date()) async throws -> Order {
-        guard catalog.rule(for: productId) != nil else { throw LedgerError(.unknownProduct, "no product \(productId) is sold here") }
+        guard let rule = catalog.rule(for: productId) else { throw LedgerError(.unknownProduct, "no product \(productId) is sold here") }
+        // Retired: what was bought of it stays honoured, but it is sold no more (Apple never reuses its id).
+        guard !rule.isRetired else { throw LedgerError(.productRetired, "\(productId) is no longer sold") }
         try Self.checkAccountId(accountId)
         let order = Order(orderId: UUID().lowercasedString, accountId: accountId, productId: productId, appAccountToken: UUID(),
                           state: .created, transactionId: nil, createdAt: now, expiresAt: now.addingTimeInterval(orderLifetime))

@@ -75,13 +75,15 @@ public struct PurchaseServices: Sendable {
         metrics.appleClockLead(appleClock.observe(signedDate: signedDate, at: now()))
     }
 
-    /// Opens the ledger the configuration names (migrating it); loads the trusted roots unless given (``ServerConfiguration/loadTrustRoots()``).
+    /// Opens the ledger the configuration names (migrating it, then refusing a catalog that dropped a product customers
+    /// own: ``checkCatalogKeepsOwnedProducts(_:)``); loads the trusted roots unless given (``ServerConfiguration/loadTrustRoots()``).
     public static func open(_ configuration: ServerConfiguration, roots: TrustRoots? = nil) async throws -> PurchaseServices {
         let roots = try roots ?? configuration.loadTrustRoots()
         let store = try await Ledger.openStore(url: configuration.databaseURL)
         var ledger = Ledger(store: store, catalog: configuration.catalog)
         ledger.orderLifetime = configuration.orderLifetimeSeconds
         try await ledger.migrate()
+        try await checkCatalogKeepsOwnedProducts(ledger)
         var services = PurchaseServices(ledger: ledger, verifier: ProofVerifier(roots: roots, configuration: configuration, apple: try AppleAccess(configuration)),
                                 authenticator: try await AccountAuthenticator(configuration.auth), adminKey: configuration.adminKey,
                                 maxBodyBytes: configuration.maxBodyBytes, refuseSuspiciousDevices: configuration.deviceIntegrityPolicy == .refuse)

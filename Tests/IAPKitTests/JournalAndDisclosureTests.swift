@@ -64,14 +64,18 @@ struct JournalAndDisclosureTests {
     func disclosure() throws {
         let monthly = StoreProduct(productId: "m", type: .autoRenewableSubscription, displayName: "Pro", price: 4990, currency: "USD",
                                    subscriptionPeriod: "P1M", introductoryOffer: .init(discountType: "FREE_TRIAL", period: "P1W", numberOfPeriods: 1, price: 0))
-        let disclosure = try #require(SubscriptionDisclosure(monthly))
+        let policy = URL(string: "https://example.com/privacy")!
+        let english = Locale(identifier: "en_US")
+        let disclosure = try #require(SubscriptionDisclosure(monthly, locale: english, privacyPolicy: policy))
         #expect(disclosure.price == "$4.99 per month")
         #expect(disclosure.introductoryTerms == "1 week free, then $4.99 per month")
         #expect(disclosure.renewal.contains("Renews automatically every month at $4.99 until cancelled"))
         let quarterly = StoreProduct(productId: "q", type: .autoRenewableSubscription, displayName: "Q", price: 9990, currency: "USD",
                                      subscriptionPeriod: "P3M", introductoryOffer: .init(discountType: "PAY_AS_YOU_GO", period: "P3M", numberOfPeriods: 2, price: 4990))
-        #expect(SubscriptionDisclosure(quarterly)?.introductoryTerms == "$4.99 per 3 months for the first 6 months, then $9.99 per 3 months")
-        #expect(SubscriptionDisclosure(StoreProduct(productId: "c", type: .consumable, displayName: "C", price: 990, currency: "USD")) == nil)
+        #expect(SubscriptionDisclosure(quarterly, locale: english, privacyPolicy: policy)?.introductoryTerms
+                == "$4.99 per 3 months for the first 6 months, then $9.99 per 3 months")
+        #expect(SubscriptionDisclosure(StoreProduct(productId: "c", type: .consumable, displayName: "C", price: 990, currency: "USD"),
+                                       privacyPolicy: policy) == nil)
     }
 
     @Test("The integrity check does not apply off iOS devices")

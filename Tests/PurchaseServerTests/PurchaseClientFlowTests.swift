@@ -26,7 +26,7 @@ struct App {
 
     static func launch(_ system: System, account: String, storeAccount: String, device: String = "phone", journal: URL? = nil,
                        serverURL: URL? = nil, retryDelays: [Duration] = [.milliseconds(50)], journalOverride: (any PurchaseJournal)? = nil,
-                       verifier: EntitlementsVerifier? = nil, cache: (any EntitlementsCache)? = nil,
+                       verifier: EntitlementsVerifier? = nil, cache: (any EntitlementsCache)? = nil, deviceIntegrity: DeviceIntegrity? = nil,
                        transport: (@Sendable (URLRequest) async throws -> (Data, URLResponse))? = nil,
                        tokenDelay: (@Sendable (Int) -> Duration?)? = nil) throws -> App {
         let directory = journal ?? FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)")
@@ -45,7 +45,7 @@ struct App {
             // Generous: the whole suite runs in parallel on small machines, and a timed-out order fails a purchase.
             ?? PurchaseServerClient(baseURL: base, timeout: 30, verifier: verifier, token: token)
         return App(client: PurchaseClient(store: store, server: server, journal: try journalOverride ?? FileJournal(directory: directory), accountId: account,
-                                          retryDelays: retryDelays, offlineCache: cache),
+                                          retryDelays: retryDelays, deviceIntegrity: deviceIntegrity, offlineCache: cache),
                    store: store, journalDirectory: directory, account: signedIn, offline: offline, serverCalls: calls)
     }
 

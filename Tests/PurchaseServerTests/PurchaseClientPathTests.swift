@@ -561,7 +561,7 @@ struct PurchaseClientPathTests {
             func served(token: UUID?, productId: String = Self.monthly) async throws -> Entitlements? {
                 let expired = Entitlements.Item(name: "pro", productId: productId, transactionId: "1", originalTransactionId: series,
                                                 appAccountToken: token, expiresAt: Date().addingTimeInterval(-60), state: "active")
-                try cache.save(Entitlements(accountId: "sam", entitlements: [expired], cachedAt: Date().addingTimeInterval(-120)))
+                try cache.save(CachedEntitlements(entitlements: Entitlements(accountId: "sam", entitlements: [expired]), cachedAt: Date().addingTimeInterval(-120)))
                 let sam = try App.launch(system, account: "sam", storeAccount: "store-home2", cache: cache)
                 sam.offline.value = true
                 return await sam.client.offlineEntitlements()

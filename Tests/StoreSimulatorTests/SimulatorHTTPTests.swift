@@ -183,8 +183,9 @@ struct SimulatorHTTPTests {
     func historyPaging() async throws {
         try await fixture.engine.createAccount("dave")
         var first = ""
+        // Products bought again and again (a non-consumable is bought once: buying it again answers that transaction).
         for index in 0..<45 {
-            guard case .purchased(_, let id, _) = try await fixture.engine.purchase(account: "dave", device: "d", productId: index % 3 == 0 ? "lifetime" : "com.revenuecat.consumable") else {
+            guard case .purchased(_, let id, _) = try await fixture.engine.purchase(account: "dave", device: "d", productId: index % 3 == 0 ? "com.revenuecat.non_renewable" : "com.revenuecat.consumable") else {
                 Issue.record("purchase failed"); return
             }
             if index == 0 { first = id }

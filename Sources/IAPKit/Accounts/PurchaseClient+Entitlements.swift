@@ -141,12 +141,24 @@ extension PurchaseClient {
     /// The last entitlements the server granted the signed-in account, kept on the device, without what has expired
     /// since and without consumable balances; what the store itself says the customer owns now (StoreKit's
     /// `Transaction.currentEntitlements`) extends them to renewals made since. Nil when nothing was ever answered.
+    ///
+    /// The kept answer is checked as it is read: with an entitlements key, only what the server's signature covers is
+    /// served; an answer issued after the device's clock says now (a clock set back) is not served, nor one older than
+    /// the client's `offlineMaxAge`.
     public func offlineEntitlements() async -> Entitlements? {
         guard let account = accountId ?? session.latest?.accountId else { return nil }
-        var base = session.latest.flatMap { $0.accountId == account ? $0 : nil }
-        if base == nil || base?.cachedAt != nil, let stored = try? offlineCache?.load(accountId: account) { base = stored }
-        guard let base else { return nil }
-        return OfflineEntitlements.derive(from: base, storeOwns: (try? await store.currentEntitlements()) ?? [], now: Date())
+        let kept = offlineAnswer.flatMap { $0.entitlements.accountId == account ? $0 : nil } ?? (try? offlineCache?.load(accountId: account)) ?? nil
+        guard let kept, kept.entitlements.accountId == account else { return nil }
+        let now = clock()
+        switch OfflineEntitlements.trusted(kept, verifier: server.verifier, now: now, maxAge: offlineMaxAge) {
+        case .failure(let refusal):
+            log("the offline copy of \(account)'s entitlements is not served: \(refusal.message)")
+            return nil
+        case .success(let answer):
+            var base = answer.entitlements
+            base.cachedAt = answer.issuedAt
+            return OfflineEntitlements.derive(from: base, storeOwns: (try? await store.currentEntitlements()) ?? [], now: now)
+        }
     }
 
     /// How many signed transactions one restore request carries.
@@ -157,10 +169,12 @@ extension PurchaseClient {
     func publish(_ entitlements: Entitlements, askedAs asked: String?) throws(PurchaseFailure) {
         if let refusal = session.refusal(toShow: entitlements, askedAs: asked) { throw refusal }
         session.show(entitlements)
-        var offline = entitlements
-        offline.balances = [:]
-        offline.cachedAt = Date()
-        try? offlineCache?.save(offline)
+        // Kept as the server answered it (with its signature when it signs), balances and all: the signature covers
+        // them, and the offline answer leaves them out when it is served.
+        var kept = server.signedAnswers.signed(entitlements) ?? CachedEntitlements(entitlements: entitlements, cachedAt: clock())
+        kept.cachedAt = clock()
+        offlineAnswer = kept
+        try? offlineCache?.save(kept)
         entitlementBroadcast.send(.loaded(entitlements))
     }
 }

@@ -3,8 +3,27 @@ import Foundation
 /// Where the last entitlements the server granted are kept on the device, per account, so that the app can still
 /// serve them while the server is unreachable (a subway, a server outage).
 public protocol EntitlementsCache: Sendable {
-    func load(accountId: String) throws -> Entitlements?
-    func save(_ entitlements: Entitlements) throws
+    func load(accountId: String) throws -> CachedEntitlements?
+    func save(_ cached: CachedEntitlements) throws
+}
+
+/// The server's last answer for an account as the device keeps it: the entitlements and, from a server that signs its
+/// answers, its signature over them (checked again each time the copy is read, so an edited file grants nothing).
+public struct CachedEntitlements: Codable, Sendable, Hashable {
+    public var entitlements: Entitlements
+    /// The server's `signedEntitlements` JWS over this answer, and the nonce the request sent; nil from a server that
+    /// does not sign.
+    public var signedEntitlements: String?
+    public var nonce: String?
+    /// When the device kept it (by the device's clock): the answer's age when the server did not sign it.
+    public var cachedAt: Date
+
+    public init(entitlements: Entitlements, signedEntitlements: String? = nil, nonce: String? = nil, cachedAt: Date) {
+        self.entitlements = entitlements
+        self.signedEntitlements = signedEntitlements
+        self.nonce = nonce
+        self.cachedAt = cachedAt
+    }
 }
 
 /// The offline copy as one JSON file per account in a directory, written atomically.
@@ -18,15 +37,15 @@ public struct FileEntitlementsCache: EntitlementsCache {
         }
     }
 
-    public func load(accountId: String) throws -> Entitlements? {
+    public func load(accountId: String) throws -> CachedEntitlements? {
         guard let data = FileManager.default.contents(atPath: file(accountId).path), data.count <= 4 << 20 else { return nil }
-        return try PurchaseServerClient.decoder.decode(Entitlements.self, from: data)
+        return try PurchaseServerClient.decoder.decode(CachedEntitlements.self, from: data)
     }
 
-    public func save(_ entitlements: Entitlements) throws {
+    public func save(_ cached: CachedEntitlements) throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .millisecondsSince1970
-        try encoder.encode(entitlements).write(to: file(entitlements.accountId), options: .atomic)
+        try encoder.encode(cached).write(to: file(cached.entitlements.accountId), options: .atomic)
     }
 
     func file(_ accountId: String) -> URL {

@@ -1,15 +1,26 @@
 import Foundation
 
-/// Signs that the device may be jailbroken, reported with a purchase so the server can record it and its policy can
-/// decide. Heuristics only: a determined attacker hides all of them, so they never block a purchase here.
+/// Signs that the device may be jailbroken, reported with each order and each purchase upload so the server can record
+/// them and its policy decide: under a `refuse` policy an order from a suspicious device is refused before the payment
+/// sheet opens (``PurchaseFailure/Code/deviceRefused``). Heuristics only: a determined attacker hides all of them, so
+/// the SDK itself never blocks a purchase on them.
 public struct DeviceIntegrity: Codable, Sendable, Hashable {
     /// Which checks fired: `known-paths`, `dyld-insert`, `writable-outside-sandbox`, `url-schemes`.
     public var signals: [String]
     /// Whether the checks apply on this platform (iOS devices only).
     public var applicable: Bool
 
+    /// A report of the app's own checks (another detector's signals), sent as the SDK's are.
+    public init(signals: [String], applicable: Bool) {
+        self.signals = signals
+        self.applicable = applicable
+    }
+
     /// Whether any check fired.
     public var suspicious: Bool { !signals.isEmpty }
+
+    /// What goes to the server with an order and an upload: nothing where the checks do not apply.
+    var report: DeviceIntegrityReport? { applicable ? DeviceIntegrityReport(signals: signals, applicable: applicable) : nil }
 
     /// Runs the checks. `canOpenURL` asks whether a URL scheme is handled (UIKit's `UIApplication.canOpenURL`,
     /// passed in so this file needs no UIKit).

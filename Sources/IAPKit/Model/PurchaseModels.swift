@@ -71,6 +71,9 @@ public struct PurchaseFailure: CodedError {
         case accountMismatch = "account_mismatch"
         /// The store does not offer this here (an OS version or platform without it).
         case unsupported = "unsupported"
+        /// The server's device-integrity policy refuses purchases from this device (its checks reported signs of a
+        /// jailbreak): no order was made and nothing was charged.
+        case deviceRefused = "device_refused"
     }
 
     public let code: Code
@@ -87,7 +90,7 @@ public struct PurchaseFailure: CodedError {
 
 /// Progress of the purchase flow, for a spinner or a log. Every event of a purchase names its product; a purchase ends
 /// in ``granted(productId:transactionId:)``, ``deliveredToOwner(productId:transactionId:)``,
-/// ``deliveryDelayed(productId:transactionId:reason:)``, ``pendingApproval(productId:)``, ``cancelled(productId:)``,
+/// ``deliveryDelayed(productId:transactionId:reason:)``, ``pendingApproval(productId:requestId:)``, ``cancelled(productId:)``,
 /// ``failed(productId:_:)`` or, while the server cannot be reached, ``uploadFailed(productId:transactionId:reason:)``
 /// (it is delivered later).
 public enum PurchaseEvent: Sendable, Hashable {
@@ -102,7 +105,9 @@ public enum PurchaseEvent: Sendable, Hashable {
     case finishFailed(productId: String, transactionId: String, reason: String)
     case uploadFailed(productId: String, transactionId: String, reason: String)
     case rejected(productId: String, transactionId: String, reason: String)
-    case pendingApproval(productId: String)
+    /// Ask to Buy: waiting for a parent. `requestId` names the request where the store says which it is (the
+    /// simulator does; StoreKit does not, so it is nil there).
+    case pendingApproval(productId: String, requestId: String? = nil)
     /// Refused for a reason the server's operator can fix: kept, retried with backoff. "Paid — we will deliver it."
     case deliveryDelayed(productId: String, transactionId: String, reason: String)
     /// The journal could not be written or read; the store's unfinished queue carries the purchase meanwhile.
@@ -123,7 +128,7 @@ public enum PurchaseEvent: Sendable, Hashable {
     public var productId: String? {
         switch self {
         case .creatingOrder(let id), .awaitingPayment(let id, _), .journaled(let id, _), .uploading(let id, _, _), .granted(let id, _),
-             .finished(let id, _), .finishFailed(let id, _, _), .uploadFailed(let id, _, _), .rejected(let id, _, _), .pendingApproval(let id),
+             .finished(let id, _), .finishFailed(let id, _, _), .uploadFailed(let id, _, _), .rejected(let id, _, _), .pendingApproval(let id, _),
              .deliveryDelayed(let id, _, _), .deliveredToOwner(let id, _), .waitingForAccount(let id, _, _), .cancelled(let id), .failed(let id, _):
             id
         case .journalFailed(let id, _, _): id

@@ -136,12 +136,12 @@ extension PurchaseClient {
         let intent = JournalEntry(kind: .intent, orderId: order.orderId, productId: productId, appAccountToken: order.appAccountToken, accountId: owner)
         if let signRequest {
             do { offers.advancedCommerceJWS = try await signRequest(order.appAccountToken) } catch {
-                try? journal.remove(key: intent.key)
+                orderEnded(intent, .notStarted)
                 log("the Advanced Commerce request was not signed: \(error)")
                 return .failed(PurchaseFailure(.offerRefused, "the app's server did not sign the Advanced Commerce request"))
             }
             guard accountId == owner else {
-                try? journal.remove(key: intent.key)
+                orderEnded(intent, .notStarted)
                 return .failed(PurchaseFailure(.accountMismatch, "the account changed while the request was being signed"))
             }
         }
@@ -152,7 +152,7 @@ extension PurchaseClient {
                                                                    offers: offers, winBackOfferId: winBackOfferId, confirmation: confirmation))
         } catch {
             let storeError = error as? StoreError
-            if storeError?.chargedNothing == true { try? journal.remove(key: intent.key) }
+            if storeError?.chargedNothing == true { orderEnded(intent, storeError == .userCancelled ? .cancelled : .failed) }
             if storeError == .userCancelled { return .cancelled }
             // Otherwise whether it charged is unknown: the intent stays, so a transaction arriving later still finds its order.
             return .failed(storeFailure(error, productId: productId))
@@ -166,10 +166,15 @@ extension PurchaseClient {
         let order: PurchaseServerClient.Order
         // For the owner, checked by the server against the token it gets: the sign-in may change while the token is
         // fetched, and an order of the other account, paid and journaled as the owner's, would never be accepted.
-        do { order = try await server.createOrder(productId: productId, expectedAccountId: owner) } catch { return .failure(error) }
+        // With the device's checks: a server refusing this device says so now, before the payment sheet, not after
+        // Apple has charged.
+        do { order = try await server.createOrder(productId: productId, expectedAccountId: owner, deviceIntegrity: deviceIntegrity) } catch {
+            return .failure(error)
+        }
         let intent = JournalEntry(kind: .intent, orderId: order.orderId, productId: productId, appAccountToken: order.appAccountToken, accountId: owner)
         do { try journal.write(intent) } catch {
             log("the journal refused the intent: \(error)")
+            orderEnded(intent, .notStarted)
             return .failure(PurchaseFailure(.orderFailed, "the purchase journal cannot be written, so no payment was started"))
         }
         return .success(order)
@@ -181,17 +186,30 @@ extension PurchaseClient {
         case .purchased(let transaction):
             checkpointObserver?(.afterPayment)
             return await deliver(transaction, orderId: intent?.orderId, accountId: owner)
-        case .pending:
-            send(.pendingApproval(productId: productId))
+        case .pending(let requestId):
+            send(.pendingApproval(productId: productId, requestId: requestId))
             return .pendingApproval
         case .cancelled:
-            if let intent { try? journal.remove(key: intent.key) }
+            if let intent { orderEnded(intent, .cancelled) }
             return .cancelled
         case .failed(let reason):
-            if let intent { try? journal.remove(key: intent.key) }
+            if let intent { orderEnded(intent, .failed) }
             log("the store failed the payment of \(productId): \(reason)")
             // The adapters' reasons are sentences of their own (StoreKit's become StoreErrors, thrown), never a body.
             return .failed(PurchaseFailure(.storeFailed, "the store did not complete the payment: \(reason)"))
+        }
+    }
+
+    /// An order whose payment ended with nothing charged: its intent leaves the journal, and the server hears why, so
+    /// that its operator's list of lost orders holds only orders that may have been paid. The report is sent on its
+    /// own: the customer's cancel is answered at once, not after a round trip that may wait on a dead network; one that
+    /// does not arrive leaves the order on that list, as before.
+    func orderEnded(_ intent: JournalEntry, _ reason: OrderAbandonRequest.Reason) {
+        try? journal.remove(key: intent.key)
+        guard let orderId = intent.orderId else { return }
+        let server = server, log = log
+        Task {
+            do { try await server.abandonOrder(orderId, reason: reason) } catch { log("order \(orderId)'s end (\(reason)) was not reported: \(error)") }
         }
     }
 

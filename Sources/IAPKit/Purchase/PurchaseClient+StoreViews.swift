@@ -47,7 +47,7 @@ extension PurchaseClient {
             let storeError = error as? StoreError
             // Nothing charged: the order's intent goes, as for purchase(_:).
             if storeError?.chargedNothing == true, let intent = Self.intent(token: asked?.token, in: (try? journal.entries()) ?? []) {
-                try? journal.remove(key: intent.key)
+                orderEnded(intent, storeError == .userCancelled ? .cancelled : .failed)
             }
             outcome = storeError == .userCancelled ? .cancelled : .failed(storeFailure(error, productId: productId))
         }

@@ -17,6 +17,8 @@ public struct PurchaseServerClient: Sendable {
     let credentials: Credentials
     /// Where the underlying detail of a failure goes (``PurchaseClient`` sets its own).
     var log: PurchaseLog = .off
+    /// The last signed answer verified for each account, so that the offline copy keeps the server's signature.
+    let signedAnswers = SignedAnswers()
 
     /// A client for the server at `baseURL`; `token` gives the signed-in account's bearer token for each call (throw when
     /// nobody is signed in). With a `verifier` (made from the PEM served at `GET /v1/keys/entitlements`), entitlement
@@ -90,11 +92,24 @@ public struct PurchaseServerClient: Sendable {
     /// Opens an order; its `appAccountToken` goes on the payment.
     /// `expectedAccountId`, the account the order is for, makes the server refuse it (`accountMismatch`, no order made)
     /// when the token fetched for the call is another account's. A refusal is typed by the server's code
-    /// (`unknownProduct`, `accountMismatch`, else `orderFailed`).
-    public func createOrder(productId: String, expectedAccountId: String? = nil) async throws(PurchaseFailure) -> Order {
-        let (status, data) = try await send("POST", "v1/orders", body: OrderRequest(productId: productId, expectedAccountId: expectedAccountId))
+    /// (`unknownProduct`, `accountMismatch`, `deviceRefused`, else `orderFailed`). `deviceIntegrity`: the device's checks,
+    /// which a server with the `refuse` policy judges before anything is charged.
+    public func createOrder(productId: String, expectedAccountId: String? = nil,
+                            deviceIntegrity: DeviceIntegrity? = nil) async throws(PurchaseFailure) -> Order {
+        let body = OrderRequest(productId: productId, expectedAccountId: expectedAccountId, deviceIntegrity: deviceIntegrity?.report)
+        let (status, data) = try await send("POST", "v1/orders", body: body)
         guard status == 201 || status == 200 else { throw failure(status, data, otherwise: .orderFailed, doing: "open an order for \(productId)") }
         return try decode(Order.self, data)
+    }
+
+    /// Tells the server that `orderId`'s payment ended with nothing charged, so that its operator's list of lost orders
+    /// leaves it out. Answers whether the server recorded it (not for an order a payment was seen for).
+    @discardableResult
+    public func abandonOrder(_ orderId: String, reason: OrderAbandonRequest.Reason) async throws(PurchaseFailure) -> Bool {
+        let path = "v1/orders/\(orderId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["-"])) ?? orderId)/abandon"
+        let (status, data) = try await send("POST", path, body: OrderAbandonRequest(reason: reason))
+        guard status == 200 else { throw failure(status, data, otherwise: .rejectedByServer, doing: "record that order \(orderId) was abandoned") }
+        return try decode(OrderAbandonReply.self, data).recorded
     }
 
     /// Uploads a signed transaction (with its order id when known, and the device-integrity report on iOS).
@@ -103,8 +118,8 @@ public struct PurchaseServerClient: Sendable {
     public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil,
                        expectedAccountId: String? = nil) async throws(PurchaseFailure) -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
-        let report = deviceIntegrity.flatMap { $0.applicable ? DeviceIntegrityReport(signals: $0.signals, applicable: $0.applicable) : nil }
-        let body = PurchaseRequest(signedTransaction: signedTransaction, orderId: orderId, expectedAccountId: expectedAccountId, deviceIntegrity: report)
+        let body = PurchaseRequest(signedTransaction: signedTransaction, orderId: orderId, expectedAccountId: expectedAccountId,
+                                   deviceIntegrity: deviceIntegrity?.report)
         let (status, data) = try await send("POST", "v1/purchases", body: body, nonce: nonce)
         return try submission(status, data, nonce: nonce)
     }
@@ -166,6 +181,7 @@ public struct PurchaseServerClient: Sendable {
         case .unknownProduct: .unknownProduct
         case .accountMismatch: .accountMismatch
         case .unauthorized: .tokenRejected
+        case .deviceIntegrity: .deviceRefused
         default: otherwise
         }
         return PurchaseFailure(code, detail.message.isEmpty ? "the purchase server refused to \(what) (\(detail.code))" : detail.message)
@@ -177,8 +193,27 @@ public struct PurchaseServerClient: Sendable {
         guard let jws = signature else {
             throw PurchaseFailure(.untrustedAnswer, "the answer is not signed, and this client only believes signed entitlements")
         }
-        do { return try verifier.verify(jws, nonce: nonce) } catch let failure as PurchaseFailure { throw failure } catch {
-            throw PurchaseFailure(.untrustedAnswer, "signed entitlements refused")
+        let entitlements = try verifier.verifiedAnswer(jws, nonce: nonce).entitlements
+        signedAnswers.keep(CachedEntitlements(entitlements: entitlements, signedEntitlements: jws, nonce: nonce, cachedAt: Date()))
+        return entitlements
+    }
+
+    /// The latest verified answer per account (one each): its signature goes into the offline copy with it.
+    final class SignedAnswers: @unchecked Sendable {
+        private let lock = NSLock()
+        private var latest: [String: CachedEntitlements] = [:]
+
+        func keep(_ answer: CachedEntitlements) {
+            lock.lock()
+            latest[answer.entitlements.accountId] = answer
+            lock.unlock()
+        }
+
+        /// The signed answer for exactly `entitlements`, if it is the latest one verified for their account.
+        func signed(_ entitlements: Entitlements) -> CachedEntitlements? {
+            lock.lock()
+            defer { lock.unlock() }
+            return latest[entitlements.accountId].flatMap { $0.entitlements == entitlements ? $0 : nil }
         }
     }
 

@@ -38,6 +38,11 @@ public struct EntitlementsVerifier: Sendable {
     /// The entitlements the JWS signs, once its signature, algorithm, nonce and account agree; a typed
     /// ``PurchaseFailure/Code/untrustedAnswer`` otherwise.
     public func verify(_ jws: String, nonce: String) throws -> Entitlements {
+        try verifiedAnswer(jws, nonce: nonce).entitlements
+    }
+
+    /// As ``verify(_:nonce:)``, with when the server issued the answer (its signed `issuedAt`, by the server's clock).
+    func verifiedAnswer(_ jws: String, nonce: String) throws(PurchaseFailure) -> (entitlements: Entitlements, issuedAt: Date) {
         func refuse(_ why: String) -> PurchaseFailure { PurchaseFailure(.untrustedAnswer, "signed entitlements refused: \(why)") }
         let parsed: CompactJWS
         do { parsed = try CompactJWS(jws) } catch { throw refuse("not a compact JWS") }
@@ -53,6 +58,6 @@ public struct EntitlementsVerifier: Sendable {
         }
         guard payload.nonce == nonce else { throw refuse("it answers another request (nonce)") }
         guard payload.entitlements.accountId == payload.accountId else { throw refuse("the entitlements name another account") }
-        return payload.entitlements
+        return (payload.entitlements, Date(timeIntervalSince1970: Double(payload.issuedAt) / 1000))
     }
 }

@@ -148,7 +148,7 @@ public actor SimulatorStore: StoreAdapter {
         case "purchased":
             guard let jws = reply.signedTransaction else { return .failed("the store answered without a transaction") }
             return .purchased(try StoreTransaction(signedTransaction: jws))
-        case "pending", "interrupted": return .pending
+        case "pending", "interrupted": return .pending(requestId: reply.requestId)
         case "userCancelled": return .cancelled
         default:
             let reason = reply.reason ?? reply.status
@@ -157,7 +157,8 @@ public actor SimulatorStore: StoreAdapter {
         }
     }
 
-    private struct PurchaseReply: Decodable { var status: String; var signedTransaction: String?; var reason: String? }
+    /// `requestId`: the Ask to Buy (or interrupted) request a `pending` answer waits on, listed by `GET /sim/requests`.
+    private struct PurchaseReply: Decodable { var status: String; var signedTransaction: String?; var requestId: String?; var reason: String? }
 
     /// The StoreKit error a simulator refusal stands for: the simulator starts a refusal with the name of the
     /// `Product.PurchaseError` case StoreKit throws for it (`ineligibleForOffer: …`).

@@ -118,7 +118,9 @@ public struct StoreTransaction: Sendable, Hashable {
 public enum StorePurchaseResult: Sendable, Hashable {
     case purchased(StoreTransaction)
     /// Ask to Buy (or another deferral): the transaction, if approved, comes through ``StoreAdapter/updates()``.
-    case pending
+    /// `requestId` names the waiting request where the store says which it is (the simulator does, so that a test
+    /// approves that one); StoreKit's `.pending` names none, so it is nil there.
+    case pending(requestId: String?)
     case cancelled
     case failed(String)
 }

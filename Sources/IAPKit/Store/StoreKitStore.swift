@@ -115,7 +115,7 @@ public struct StoreKitStore: StoreAdapter {
         switch result {
         // From here on StoreKit has charged: nothing below may throw or report a failure.
         case .success(let verification): return .purchased(await adopt(verification))
-        case .pending: return .pending
+        case .pending: return .pending(requestId: nil)
         case .userCancelled: return .cancelled
         @unknown default: return .failed("unknown purchase result")
         }

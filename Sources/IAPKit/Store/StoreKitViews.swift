@@ -25,7 +25,7 @@ extension View {
             let completed: Result<StorePurchaseResult, any Error>
             switch result {
             case .success(.success(let verification)): completed = .success(.purchased(await store.adopt(verification)))
-            case .success(.pending): completed = .success(.pending)
+            case .success(.pending): completed = .success(.pending(requestId: nil))
             case .success(.userCancelled): completed = .success(.cancelled)
             case .success: completed = .success(.failed("unknown purchase result"))
             case .failure(let error): completed = .failure(StoreKitStore.rethrown(error))

@@ -11,9 +11,12 @@ public struct AdminOrder: Codable, Hashable, Sendable {
     public var transactionId: String?
     public var createdAt: Date
     public var expiresAt: Date
+    /// When the app said the order's payment ended with nothing charged, and why (`cancelled`, `failed`, `notStarted`).
+    public var abandonedAt: Date?
+    public var abandonReason: String?
 
     public init(orderId: String, accountId: String, productId: String, appAccountToken: String, state: String, transactionId: String?,
-                createdAt: Date, expiresAt: Date) {
+                createdAt: Date, expiresAt: Date, abandonedAt: Date? = nil, abandonReason: String? = nil) {
         self.orderId = orderId
         self.accountId = accountId
         self.productId = productId
@@ -22,6 +25,8 @@ public struct AdminOrder: Codable, Hashable, Sendable {
         self.transactionId = transactionId
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.abandonedAt = abandonedAt
+        self.abandonReason = abandonReason
     }
 }
 

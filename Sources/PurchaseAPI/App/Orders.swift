@@ -7,10 +7,15 @@ public struct OrderRequest: Codable, Hashable, Sendable {
     /// no order made). The app's sign-in may change while it fetches the token for this call; an order made for the
     /// other account would then be paid and journaled for the first one.
     public var expectedAccountId: String?
+    /// The device's jailbreak checks, as the purchase upload carries them: under the `refuse` device-integrity policy a
+    /// suspicious report is refused here (403 `device_integrity`, no order made), before the customer is charged —
+    /// refusing the upload afterwards would leave a paid purchase undelivered.
+    public var deviceIntegrity: DeviceIntegrityReport?
 
-    public init(productId: String, expectedAccountId: String? = nil) {
+    public init(productId: String, expectedAccountId: String? = nil, deviceIntegrity: DeviceIntegrityReport? = nil) {
         self.productId = productId
         self.expectedAccountId = expectedAccountId
+        self.deviceIntegrity = deviceIntegrity
     }
 }
 
@@ -36,6 +41,46 @@ public struct OrderReply: Codable, Hashable, Sendable {
         try container.encode(productId, forKey: .productId)
         try container.encode(appAccountToken.lowercased, forKey: .appAccountToken)
         try container.encode(expiresAt, forKey: .expiresAt)
+    }
+}
+
+/// `POST /v1/orders/{orderId}/abandon`: the app says the order's payment ended with nothing charged, so that the
+/// operator's list of lost orders (`stuck`) holds only orders that may have been paid. It changes nothing else: a
+/// payment for the order that still arrives (the store was wrong, Ask to Buy approved later) is granted as ever.
+public struct OrderAbandonRequest: Codable, Hashable, Sendable {
+    public struct Reason: APIOpenEnum {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The customer closed the payment sheet.
+        public static let cancelled: Self = "cancelled"
+        /// The store refused the payment before charging (not sold in the storefront, payments not allowed, an offer
+        /// refused…).
+        public static let failed: Self = "failed"
+        /// The app never started the payment (its journal could not be written, the sign-in changed, a signature it
+        /// needed was refused).
+        public static let notStarted: Self = "notStarted"
+
+        public static let known: [Self] = [.cancelled, .failed, .notStarted]
+    }
+
+    public var reason: Reason
+
+    public init(reason: Reason) { self.reason = reason }
+}
+
+/// `POST /v1/orders/{orderId}/abandon`'s answer: whether the report was recorded. It is not for an order no longer open,
+/// one already reported, or one a payment was seen for (that evidence wins over the report).
+public struct OrderAbandonReply: Codable, Hashable, Sendable {
+    public var orderId: String
+    /// `created`, `granted` or `settled`.
+    public var state: String
+    public var recorded: Bool
+
+    public init(orderId: String, state: String, recorded: Bool) {
+        self.orderId = orderId
+        self.state = state
+        self.recorded = recorded
     }
 }
 

@@ -13,6 +13,8 @@ extension APIEndpoint {
     static let app: [APIEndpoint] = [
         APIEndpoint(.post, "/v1/orders", "Create an order for a product; pay with its appAccountToken", tag: .app, credentials: [.accountToken],
                     request: OrderRequest.self, replies: [Reply(201, "Created", .json(OrderReply.self))]),
+        APIEndpoint(.post, "/v1/orders/{orderId}/abandon", "Say an order's payment ended with nothing charged (it leaves the lost-order list)",
+                    tag: .app, credentials: [.accountToken], request: OrderAbandonRequest.self, replies: [.ok(OrderAbandonReply.self)]),
         APIEndpoint(.post, "/v1/purchases", "Submit what the App Store signed: verified, bound to its order and account, granted once",
                     tag: .app, credentials: [.accountToken], request: PurchaseRequest.self,
                     replies: [.ok(PurchaseReply.self),
@@ -46,7 +48,7 @@ extension APIEndpoint {
     static let admin: [APIEndpoint] = [
         // The states are the ledger's `Ledger.OrderFilter`, which is not a contract type.
         APIEndpoint(.get, "/admin/orders", "Orders by state", tag: .admin, credentials: [.adminKey],
-                    query: [QueryParameter("state", .oneOf(["paid-unfulfilled", "stuck", "created", "granted", "settled"]))],
+                    query: [QueryParameter("state", .oneOf(["paid-unfulfilled", "stuck", "abandoned", "created", "granted", "settled"]))],
                     replies: [.ok(AdminOrdersReply.self)]),
         APIEndpoint(.post, "/admin/orders/{id}/settle", "Settle an order: grant a transaction to it, or close it with a note", tag: .admin,
                     credentials: [.adminKey], request: SettleRequest.self, replies: [.ok(SettleReply.self)]),

@@ -28,6 +28,9 @@ public struct ErrorCode: APIOpenEnum {
 
     // MARK: The ledger's refusals
     public static let unknownProduct: Self = "unknown_product"
+    /// The product is no longer sold (the catalog marks it retired): 410, class `operator`, no order made or offer
+    /// signed. What customers bought of it is still theirs (entitlements, restore, renewals, late payments).
+    public static let productRetired: Self = "product_retired"
     public static let orderNotFound: Self = "order_not_found"
     public static let orderAccountMismatch: Self = "order_account_mismatch"
     public static let orderProductMismatch: Self = "order_product_mismatch"

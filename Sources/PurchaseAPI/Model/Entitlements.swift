@@ -31,9 +31,13 @@ public struct Entitlements: Codable, Hashable, Sendable {
         public var state: State
         /// `Production`, `Sandbox`, `Xcode`… as Apple names it; nil from servers before it was sent.
         public var environment: String?
+        /// Auto-renewable subscriptions: Apple's latest renewal info the server holds of the series (will it renew, into
+        /// which product, billing retry, price-increase consent, why it expired). Nil for other products, for a series
+        /// the server has no renewal info of yet, and from servers before it was sent.
+        public var renewalInfo: RenewalInfo?
 
         public init(name: String, productId: String, transactionId: String, originalTransactionId: String? = nil, appAccountToken: UUID? = nil,
-                    expiresAt: Date?, state: State, environment: String? = nil) {
+                    expiresAt: Date?, state: State, environment: String? = nil, renewalInfo: RenewalInfo? = nil) {
             self.name = name
             self.productId = productId
             self.transactionId = transactionId
@@ -42,10 +46,15 @@ public struct Entitlements: Codable, Hashable, Sendable {
             self.expiresAt = expiresAt
             self.state = state
             self.environment = environment
+            self.renewalInfo = renewalInfo
         }
 
+        /// Whether the subscription renews at the end of its period (Apple's `autoRenewStatus` 1); nil when the server
+        /// holds no renewal info of it (or it is not an auto-renewable subscription).
+        public var willAutoRenew: Bool? { renewalInfo?.willAutoRenew }
+
         private enum CodingKeys: String, CodingKey {
-            case name, productId, transactionId, originalTransactionId, appAccountToken, expiresAt, state, environment
+            case name, productId, transactionId, originalTransactionId, appAccountToken, expiresAt, state, environment, renewalInfo
         }
 
         public init(from decoder: any Decoder) throws {
@@ -58,6 +67,8 @@ public struct Entitlements: Codable, Hashable, Sendable {
             expiresAt = try container.decodeIfPresent(Date.self, forKey: .expiresAt)
             state = try container.decode(State.self, forKey: .state)
             environment = try container.decodeIfPresent(String.self, forKey: .environment)
+            // Lenient: the renewal state is for display, and an answer a newer server shaped otherwise still grants.
+            renewalInfo = (try? container.decodeIfPresent(RenewalInfo.self, forKey: .renewalInfo)) ?? nil
         }
 
         /// The token in lower case, as Apple writes it (Foundation's own encoding is upper case).
@@ -71,7 +82,47 @@ public struct Entitlements: Codable, Hashable, Sendable {
             try container.encodeIfPresent(expiresAt, forKey: .expiresAt)
             try container.encode(state, forKey: .state)
             try container.encodeIfPresent(environment, forKey: .environment)
+            try container.encodeIfPresent(renewalInfo, forKey: .renewalInfo)
         }
+    }
+
+    /// An auto-renewable subscription's renewal state, under the names of Apple's `JWSRenewalInfoDecodedPayload` (and
+    /// StoreKit's `Product.SubscriptionInfo.RenewalInfo`): what an app shows as "renews on…", "your plan ends on…",
+    /// "update your payment method" or "the price goes up: please confirm". Values as Apple sends them.
+    public struct RenewalInfo: Codable, Hashable, Sendable {
+        /// 1: the subscription renews at the end of the period; 0: the customer turned automatic renewal off.
+        public var autoRenewStatus: Int
+        /// The product that renews next (another plan of the group after a downgrade or crossgrade).
+        public var autoRenewProductId: String?
+        /// Why the subscription expired or will: 1 the customer cancelled, 2 a billing error, 3 the customer did not
+        /// consent to a price increase, 4 the product was not available at renewal, 5 another reason.
+        public var expirationIntent: Int?
+        /// While Apple keeps the subscriber served although the renewal failed to bill.
+        public var gracePeriodExpiresDate: Date?
+        /// Whether Apple is still trying to bill a renewal that failed.
+        public var isInBillingRetryPeriod: Bool?
+        /// Only with a price increase: 0 the customer has not yet responded to an increase that needs their consent,
+        /// 1 they consented (or were told of an increase that needs no consent).
+        public var priceIncreaseStatus: Int?
+        /// When Apple signed the renewal info this comes from.
+        public var signedDate: Date?
+
+        public init(autoRenewStatus: Int, autoRenewProductId: String? = nil, expirationIntent: Int? = nil, gracePeriodExpiresDate: Date? = nil,
+                    isInBillingRetryPeriod: Bool? = nil, priceIncreaseStatus: Int? = nil, signedDate: Date? = nil) {
+            self.autoRenewStatus = autoRenewStatus
+            self.autoRenewProductId = autoRenewProductId
+            self.expirationIntent = expirationIntent
+            self.gracePeriodExpiresDate = gracePeriodExpiresDate
+            self.isInBillingRetryPeriod = isInBillingRetryPeriod
+            self.priceIncreaseStatus = priceIncreaseStatus
+            self.signedDate = signedDate
+        }
+
+        /// `autoRenewStatus` 1.
+        public var willAutoRenew: Bool { autoRenewStatus == 1 }
+        /// A price increase awaits the customer's consent (`priceIncreaseStatus` 0): without it the subscription
+        /// expires at renewal. StoreKit shows the consent sheet (`Message.Reason.priceIncreaseConsent`).
+        public var awaitsPriceIncreaseConsent: Bool { priceIncreaseStatus == 0 }
     }
 
     public var accountId: String

@@ -11,8 +11,15 @@ public struct LedgerCatalog: Codable, Sendable, Hashable {
         self.products = products
     }
 
-    /// The rule for `productId`, if the server sells it.
+    /// The rule for `productId`, if the server sells it or once sold it (``ProductRule/retired``): what was bought of a
+    /// product is judged by its rule whether or not the product is still sold.
     public func rule(for productId: String) -> ProductRule? { products[productId] }
+
+    /// Whether a new order for `productId` may be opened: the catalog lists it and it is not retired.
+    public func sells(_ productId: String) -> Bool { products[productId].map { !$0.isRetired } ?? false }
+
+    /// The products no longer sold but still honoured, sorted.
+    public var retiredProductIds: [String] { products.filter(\.value.isRetired).map(\.key).sorted() }
 }
 
 /// One product: its App Store type and what buying it grants.
@@ -26,13 +33,32 @@ public struct ProductRule: Codable, Sendable, Hashable {
     /// Consumables: the currency credited and the amount per unit bought.
     public var currency: String?
     public var amount: Int64?
+    /// `true`: no longer sold, still honoured (JSON `"retired": true`; absent or `false`: sold). Apple never reuses a
+    /// product id, and what customers bought of a product stays theirs after it is removed from sale: a retired
+    /// product's new orders and offer signatures are refused (`product_retired`), while its entitlements, restores,
+    /// renewals, refunds and every paid transaction that still arrives for it (Ask to Buy approved late, a promoted
+    /// purchase, another device) are judged by this rule exactly as before. A product someone owns cannot leave the
+    /// catalog: the server refuses to start without it (retire it instead).
+    public var retired: Bool?
 
-    public init(type: ProductType, entitlement: String? = nil, periodSeconds: Int64? = nil, currency: String? = nil, amount: Int64? = nil) {
+    public init(type: ProductType, entitlement: String? = nil, periodSeconds: Int64? = nil, currency: String? = nil, amount: Int64? = nil,
+                retired: Bool? = nil) {
         self.type = type
         self.entitlement = entitlement
         self.periodSeconds = periodSeconds
         self.currency = currency
         self.amount = amount
+        self.retired = retired
+    }
+
+    /// No longer sold, still honoured (``retired``).
+    public var isRetired: Bool { retired == true }
+
+    /// This rule, no longer sold but still honoured.
+    public var asRetired: Self {
+        var rule = self
+        rule.retired = true
+        return rule
     }
 
     /// A consumable crediting `amount` of `currency` per unit.

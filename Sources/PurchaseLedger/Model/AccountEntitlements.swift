@@ -42,9 +42,46 @@ public struct Entitlement: Codable, Sendable, Hashable {
     public var expiresAt: Date?
     public var state: State
     public var environment: AppStoreEnvironment
+    /// Auto-renewable subscriptions: the latest renewal info the ledger holds of the series; nil before any came.
+    public var renewal: Renewal?
+
+    /// An auto-renewable series' renewal state, from Apple's latest renewal info (notifications, the Server API's
+    /// statuses): Apple's `JWSRenewalInfoDecodedPayload` fields an app shows.
+    public struct Renewal: Codable, Sendable, Hashable {
+        public var autoRenewStatus: AutoRenewStatus
+        public var autoRenewProductId: String?
+        public var expirationIntent: ExpirationIntent?
+        public var gracePeriodExpiresDate: Date?
+        public var isInBillingRetryPeriod: Bool?
+        public var priceIncreaseStatus: PriceIncreaseStatus?
+        public var signedDate: Date?
+
+        public init(autoRenewStatus: AutoRenewStatus, autoRenewProductId: String? = nil, expirationIntent: ExpirationIntent? = nil,
+                    gracePeriodExpiresDate: Date? = nil, isInBillingRetryPeriod: Bool? = nil, priceIncreaseStatus: PriceIncreaseStatus? = nil,
+                    signedDate: Date? = nil) {
+            self.autoRenewStatus = autoRenewStatus
+            self.autoRenewProductId = autoRenewProductId
+            self.expirationIntent = expirationIntent
+            self.gracePeriodExpiresDate = gracePeriodExpiresDate
+            self.isInBillingRetryPeriod = isInBillingRetryPeriod
+            self.priceIncreaseStatus = priceIncreaseStatus
+            self.signedDate = signedDate
+        }
+
+        /// What the ledger holds of a series, when it holds renewal info (its auto-renew status) at all.
+        init?(_ series: SubscriptionRecord) {
+            guard let autoRenew = series.autoRenew else { return nil }
+            self.init(autoRenewStatus: autoRenew ? .on : .off, autoRenewProductId: series.autoRenewProductId,
+                      expirationIntent: series.expirationIntent, gracePeriodExpiresDate: series.gracePeriodExpiresDate,
+                      isInBillingRetryPeriod: series.isInBillingRetryPeriod, priceIncreaseStatus: series.priceIncreaseStatus,
+                      // A series whose status alone is known (or only its period) carries the epoch.
+                      signedDate: series.signedDate.timeIntervalSince1970 > 0 ? series.signedDate : nil)
+        }
+    }
 
     public init(name: String, productId: String, transactionId: String, originalTransactionId: String? = nil, appAccountToken: UUID? = nil,
-                expiresAt: Date?, state: State, environment: AppStoreEnvironment) {
+                expiresAt: Date?, state: State, environment: AppStoreEnvironment, renewal: Renewal? = nil) {
+        self.renewal = renewal
         self.name = name
         self.productId = productId
         self.transactionId = transactionId
@@ -57,6 +94,7 @@ public struct Entitlement: Codable, Sendable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case name, productId, transactionId, originalTransactionId, appAccountToken, expiresAt, state, environment
+        case renewal = "renewalInfo"
     }
 
     /// Apps are told the ids as they were signed (what their StoreKit knows), not the ledger's keys (``TransactionKey``).
@@ -70,5 +108,6 @@ public struct Entitlement: Codable, Sendable, Hashable {
         try container.encodeIfPresent(expiresAt, forKey: .expiresAt)
         try container.encode(state, forKey: .state)
         try container.encode(environment, forKey: .environment)
+        try container.encodeIfPresent(renewal, forKey: .renewal)
     }
 }

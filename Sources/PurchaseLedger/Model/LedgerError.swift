@@ -8,6 +8,8 @@ public struct LedgerError: CodedError {
         public init(rawValue: String) { self.rawValue = rawValue }
 
         public static let unknownProduct = Self(rawValue: "unknown_product")
+        /// The product is no longer sold (``ProductRule/retired``): no new order; what was bought of it is still honoured.
+        public static let productRetired = Self(rawValue: "product_retired")
         public static let orderNotFound = Self(rawValue: "order_not_found")
         /// The order belongs to another account.
         public static let orderAccountMismatch = Self(rawValue: "order_account_mismatch")

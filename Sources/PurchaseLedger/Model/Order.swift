@@ -22,9 +22,15 @@ public struct Order: Codable, Sendable, Hashable {
     public var createdAt: Date
     /// After this an unpaid order is stale. A payment that still arrives is granted: a paid order is never lost.
     public var expiresAt: Date
+    /// When the app reported that the payment ended with nothing charged, and why (``PurchaseAPI/OrderAbandonRequest/Reason``).
+    /// Only the operator's lists read it: binding and granting never do.
+    public var abandonedAt: Date?
+    public var abandonReason: String?
 
     public init(orderId: String, accountId: String, productId: String, appAccountToken: UUID, state: State, transactionId: String?,
-                createdAt: Date, expiresAt: Date) {
+                createdAt: Date, expiresAt: Date, abandonedAt: Date? = nil, abandonReason: String? = nil) {
+        self.abandonedAt = abandonedAt
+        self.abandonReason = abandonReason
         self.orderId = orderId
         self.accountId = accountId
         self.productId = productId

@@ -119,11 +119,21 @@ public struct SubscriptionRecord: Sendable, Hashable {
     /// When the series' latest known period began, whoever holds it (another account of the app may, when it bought
     /// the upgrade or the resubscription on the same Apple ID).
     public var periodPurchaseDate: Date?
+    /// The rest of Apple's renewal info: why the series expired (or will), whether Apple is retrying a failed renewal,
+    /// the customer's answer to a price increase. Replaced together whenever renewal info comes (``autoRenew`` set):
+    /// Apple leaves out what no longer applies.
+    public var expirationIntent: ExpirationIntent?
+    public var isInBillingRetryPeriod: Bool?
+    public var priceIncreaseStatus: PriceIncreaseStatus?
 
     public init(originalTransactionId: String, productId: String? = nil, status: SubscriptionStatus? = nil, expiresDate: Date? = nil,
                 gracePeriodExpiresDate: Date? = nil, autoRenew: Bool? = nil, autoRenewProductId: String? = nil, signedDate: Date,
-                periodPurchaseDate: Date? = nil) {
+                periodPurchaseDate: Date? = nil, expirationIntent: ExpirationIntent? = nil, isInBillingRetryPeriod: Bool? = nil,
+                priceIncreaseStatus: PriceIncreaseStatus? = nil) {
         self.periodPurchaseDate = periodPurchaseDate
+        self.expirationIntent = expirationIntent
+        self.isInBillingRetryPeriod = isInBillingRetryPeriod
+        self.priceIncreaseStatus = priceIncreaseStatus
         self.originalTransactionId = originalTransactionId
         self.productId = productId
         self.status = status

@@ -118,6 +118,6 @@ public enum EntitlementRules {
         guard end > now else { return nil }
         return Entitlement(name: name, productId: latest.productId, transactionId: latest.transactionId,
                            originalTransactionId: latest.originalTransactionId, appAccountToken: latest.appAccountToken,
-                           expiresAt: end, state: state, environment: latest.environment)
+                           expiresAt: end, state: state, environment: latest.environment, renewal: status.flatMap(Entitlement.Renewal.init))
     }
 }

@@ -18,6 +18,12 @@ public struct WebhookEvent: Codable, Sendable, Hashable {
         case billingIssue = "BILLING_ISSUE"
         /// An upgrade, downgrade or crossgrade within the subscription group.
         case productChange = "PRODUCT_CHANGE"
+        /// Apple told the subscriber of a price increase that needs their consent, not given yet (`PRICE_INCREASE` /
+        /// `PENDING`): without it the subscription expires at renewal (`EXPIRED` / `PRICE_INCREASE`). Not RevenueCat's.
+        case priceIncreaseConsentNeeded = "PRICE_INCREASE_CONSENT_NEEDED"
+        /// The subscriber consented to a price increase, or was told of one that needs no consent (`PRICE_INCREASE` /
+        /// `ACCEPTED`): the series renews at the new price. Not RevenueCat's.
+        case priceIncreaseAccepted = "PRICE_INCREASE_ACCEPTED"
         case refund = "REFUND"
         case refundReversed = "REFUND_REVERSED"
         /// A non-consumable or a non-renewing subscription.
@@ -171,7 +177,8 @@ public enum WebhookRules {
     }
 
     /// The subscription event a notification itself tells of (beyond the transaction it carries), for the series'
-    /// account: auto-renew turned off or on, expiry, a billing failure, a plan change (also one made with an offer).
+    /// account: auto-renew turned off or on, expiry, a billing failure, a plan change (also one made with an offer), a price
+    /// increase awaiting the subscriber's consent or accepted.
     /// Only news newer than what the ledger holds of the series makes one (a late notification is history).
     /// A status the reconciler learnt from Apple's status API (``NotificationTypeV2/reconciled``) tells an expiry or a
     /// billing failure as the notification would have: that notification may still be on its way, signed before the
@@ -188,6 +195,8 @@ public enum WebhookRules {
         case (.expired, _): kind = .expiration
         case (.didFailToRenew, _): kind = .billingIssue
         case (.didChangeRenewalPref, _), (.offerRedeemed, .upgrade?), (.offerRedeemed, .downgrade?): kind = .productChange
+        case (.priceIncrease, .pending?): kind = .priceIncreaseConsentNeeded
+        case (.priceIncrease, .accepted?): kind = .priceIncreaseAccepted
         default: return nil
         }
         // An expiry or a billing failure happens once to a period: by the period's transaction, so that Apple's notification

@@ -34,7 +34,7 @@ struct LedgerSession {
 
     // MARK: Orders
 
-    static let orderColumns = "order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at"
+    static let orderColumns = "order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, abandoned_at, abandon_reason"
 
     func insertOrder(_ order: Order, at now: Date) throws {
         try sql.execute("""
@@ -61,7 +61,8 @@ struct LedgerSession {
     static func decodeOrder(_ row: SQLRow) throws -> Order {
         Order(orderId: try row.text(0), accountId: try row.text(1), productId: try row.text(2),
               appAccountToken: UUID(uuidString: try row.text(3)) ?? UUID(), state: Order.State(rawValue: try row.text(4)) ?? .created,
-              transactionId: row.optionalText(5), createdAt: Millis.date(try row.int(6)), expiresAt: Millis.date(try row.int(7)))
+              transactionId: row.optionalText(5), createdAt: Millis.date(try row.int(6)), expiresAt: Millis.date(try row.int(7)),
+              abandonedAt: row.optionalInt(8).map(Millis.date), abandonReason: row.optionalText(9))
     }
 
     // MARK: Transactions
@@ -255,7 +256,7 @@ struct LedgerSession {
 
     static let seriesColumns = """
         original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew, auto_renew_product_id, signed_date,
-        period_purchase_date
+        period_purchase_date, expiration_intent, billing_retry, price_increase_status
         """
 
     /// Whether any period of the series is stored.
@@ -273,7 +274,8 @@ struct LedgerSession {
             originalTransactionId: try row.text(0), productId: row.optionalText(1), status: row.optionalInt(2).map { SubscriptionStatus(rawValue: Int($0)) },
             expiresDate: row.optionalInt(3).map(Millis.date), gracePeriodExpiresDate: row.optionalInt(4).map(Millis.date),
             autoRenew: row.optionalInt(5).map { $0 != 0 }, autoRenewProductId: row.optionalText(6), signedDate: Millis.date(try row.int(7)),
-            periodPurchaseDate: row.optionalInt(8).map(Millis.date))
+            periodPurchaseDate: row.optionalInt(8).map(Millis.date), expirationIntent: row.optionalInt(9).map { ExpirationIntent(rawValue: Int($0)) },
+            isInBillingRetryPeriod: row.optionalInt(10).map { $0 != 0 }, priceIncreaseStatus: row.optionalInt(11).map { PriceIncreaseStatus(rawValue: Int($0)) })
     }
 
     // MARK: Entitlements
@@ -300,7 +302,9 @@ struct LedgerSession {
                     originalTransactionId: try rest.text(0), productId: rest.optionalText(1), status: rest.optionalInt(7).map { SubscriptionStatus(rawValue: Int($0)) },
                     expiresDate: rest.optionalInt(8).map(Millis.date), gracePeriodExpiresDate: rest.optionalInt(9).map(Millis.date),
                     autoRenew: rest.optionalInt(10).map { $0 != 0 }, autoRenewProductId: rest.optionalText(2), signedDate: Millis.date(try rest.int(15)),
-                    periodPurchaseDate: rest.optionalInt(11).map(Millis.date))
+                    periodPurchaseDate: rest.optionalInt(11).map(Millis.date), expirationIntent: rest.optionalInt(12).map { ExpirationIntent(rawValue: Int($0)) },
+                    isInBillingRetryPeriod: rest.optionalText(3).flatMap { Int64($0) }.map { $0 != 0 },
+                    priceIncreaseStatus: rest.optionalText(4).flatMap { Int($0) }.map(PriceIncreaseStatus.init(rawValue:)))
                 series[record.originalTransactionId] = record
             default:
                 balances[try rest.text(0)] = try rest.int(7)
@@ -312,14 +316,16 @@ struct LedgerSession {
     }
 
     /// Rows of three kinds in the purchase row's shape: `p` an entitling transaction, `s` a series' status (its
-    /// columns placed where their types match), `b` a balance. Both reads of `purchases` repeat the partial index's
+    /// columns placed where their types match; billing retry and price-increase status as text, where a text column
+    /// was free), `b` a balance. ``PostgresFunctions``' interpreter answers the same rows. Both reads of `purchases` repeat the partial index's
     /// `product_type <> 'Consumable'`: SQLite uses a partial index only for a query that states its condition, and
     /// without it read every coin purchase the account ever made, once per answer.
     static let ownedQuery = """
         SELECT 'p', \(entitlingColumns) FROM purchases WHERE account_id = $1 AND product_type <> 'Consumable'
         UNION ALL
-        SELECT 's', original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
-            grace_period_expires_date, auto_renew, period_purchase_date, NULL, NULL, NULL, signed_date
+        SELECT 's', original_transaction_id, product_id, auto_renew_product_id, CAST(billing_retry AS TEXT),
+            CAST(price_increase_status AS TEXT), NULL, NULL, status, expires_date, grace_period_expires_date, auto_renew, period_purchase_date,
+            expiration_intent, NULL, NULL, signed_date
         FROM subscriptions WHERE original_transaction_id IN (
             SELECT original_transaction_id FROM purchases
             WHERE account_id = $1 AND product_type <> 'Consumable' AND product_type = 'Auto-Renewable Subscription')
@@ -396,10 +402,12 @@ struct LedgerSession {
             // without renewal info, must not erase a grace period. But a status (or grace date) is kept only while it is
             // about the latest period, signed no earlier than that period began: the news' date becomes the series',
             // and an EXPIRED of an earlier period would otherwise look newer than the resubscription after it.
+            // The rest of the renewal info is replaced together when renewal info came (auto_renew set): Apple leaves out
+            // an expiration intent, a billing retry or a price increase that no longer applies.
             try sql.execute("""
                 INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew,
-                    auto_renew_product_id, signed_date)
-                VALUES ($1, NULL, $2, NULL, $3, $4, $5, $6)
+                    auto_renew_product_id, signed_date, expiration_intent, billing_retry, price_increase_status)
+                VALUES ($1, NULL, $2, NULL, $3, $4, $5, $6, $7, $8, $9)
                 ON CONFLICT (original_transaction_id) DO UPDATE SET
                     status = COALESCE(excluded.status, CASE WHEN subscriptions.signed_date >= COALESCE(subscriptions.period_purchase_date, 0)
                         THEN subscriptions.status END),
@@ -407,10 +415,16 @@ struct LedgerSession {
                         CASE WHEN subscriptions.signed_date >= COALESCE(subscriptions.period_purchase_date, 0) THEN subscriptions.grace_period_expires_date END),
                     auto_renew = COALESCE(excluded.auto_renew, subscriptions.auto_renew),
                     auto_renew_product_id = COALESCE(excluded.auto_renew_product_id, subscriptions.auto_renew_product_id),
+                    expiration_intent = CASE WHEN excluded.auto_renew IS NULL THEN subscriptions.expiration_intent ELSE excluded.expiration_intent END,
+                    billing_retry = CASE WHEN excluded.auto_renew IS NULL THEN subscriptions.billing_retry ELSE excluded.billing_retry END,
+                    price_increase_status = CASE WHEN excluded.auto_renew IS NULL THEN subscriptions.price_increase_status
+                        ELSE excluded.price_increase_status END,
                     signed_date = excluded.signed_date
                 WHERE subscriptions.signed_date < excluded.signed_date
                 """, [.text(series.originalTransactionId), .of(series.status.map { Int64($0.rawValue) }), .of(series.gracePeriodExpiresDate),
-                      .of(series.autoRenew.map { $0 ? 1 : 0 }), .of(series.autoRenewProductId), .of(series.signedDate)])
+                      .of(series.autoRenew.map { $0 ? 1 : 0 }), .of(series.autoRenewProductId), .of(series.signedDate),
+                      .of(series.expirationIntent.map { Int64($0.rawValue) }), .of(series.isInBillingRetryPeriod.map { $0 ? 1 : 0 }),
+                      .of(series.priceIncreaseStatus.map { Int64($0.rawValue) })])
         case .updateSeriesPeriod(let original, let productId, let purchaseDate, let expiresDate):
             try sql.execute("""
                 INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, signed_date, period_purchase_date)

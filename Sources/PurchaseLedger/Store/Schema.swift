@@ -190,6 +190,20 @@ enum Schema {
             WHERE action = 'app_account_token_assigned' OR action LIKE 'consumption\\_%' ESCAPE '\\'
             """,
         ],
+        [
+            // The app says when an order's payment ended with nothing charged (the customer cancelled the sheet, the store
+            // refused it): such an order is not a lost order, and the operator's `stuck` list leaves it out.
+            "ALTER TABLE orders ADD COLUMN abandoned_at BIGINT",
+            "ALTER TABLE orders ADD COLUMN abandon_reason TEXT",
+        ],
+        [
+            // The rest of Apple's renewal info, for the app's UI beside auto-renew: why the series expired or will
+            // (expirationIntent), whether Apple is retrying a failed renewal (isInBillingRetryPeriod, 0/1), and the
+            // customer's answer to a price increase (priceIncreaseStatus). Nullable: rows written before stay as they were.
+            "ALTER TABLE subscriptions ADD COLUMN expiration_intent BIGINT",
+            "ALTER TABLE subscriptions ADD COLUMN billing_retry BIGINT",
+            "ALTER TABLE subscriptions ADD COLUMN price_increase_status BIGINT",
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began

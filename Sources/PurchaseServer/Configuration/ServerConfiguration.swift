@@ -50,7 +50,8 @@ public struct ServerConfiguration: Codable, Sendable {
     /// Where Apple (or the simulator) is, and the credentials to ask it.
     public var appStore: AppStoreConfiguration = .init()
     /// What to do when an app reports device-integrity signals with a purchase: `record` (default) keeps them beside
-    /// the transaction; `refuse` also answers 403 `device_integrity` and grants nothing until a clean report.
+    /// the transaction; `refuse` also refuses an order from such a device (403 `device_integrity`, before anything is
+    /// charged), and an upload carrying such a report (nothing granted until a clean one).
     public var deviceIntegrityPolicy: DeviceIntegrityPolicy = .record
 
     public enum DeviceIntegrityPolicy: String, Codable, Sendable, CaseIterable {

@@ -20,14 +20,26 @@ extension Entitlements.Item {
                   transactionId: TransactionKey.signedId(entitlement.transactionId, in: environment),
                   originalTransactionId: entitlement.originalTransactionId.map { TransactionKey.signedId($0, in: environment) },
                   appAccountToken: entitlement.appAccountToken.flatMap(UUID.init(uuidString:)), expiresAt: entitlement.expiresAt,
-                  state: State(rawValue: entitlement.state.rawValue), environment: environment.rawValue)
+                  state: State(rawValue: entitlement.state.rawValue), environment: environment.rawValue,
+                  renewalInfo: entitlement.renewal.map(Entitlements.RenewalInfo.init))
+    }
+}
+
+extension Entitlements.RenewalInfo {
+    /// Apple's values as Apple sends them.
+    init(_ renewal: Entitlement.Renewal) {
+        self.init(autoRenewStatus: renewal.autoRenewStatus.rawValue, autoRenewProductId: renewal.autoRenewProductId,
+                  expirationIntent: renewal.expirationIntent?.rawValue, gracePeriodExpiresDate: renewal.gracePeriodExpiresDate,
+                  isInBillingRetryPeriod: renewal.isInBillingRetryPeriod, priceIncreaseStatus: renewal.priceIncreaseStatus?.rawValue,
+                  signedDate: renewal.signedDate)
     }
 }
 
 extension AdminOrder {
     init(_ order: Order) {
         self.init(orderId: order.orderId, accountId: order.accountId, productId: order.productId, appAccountToken: order.appAccountToken.lowercasedString,
-                  state: order.state.rawValue, transactionId: order.transactionId, createdAt: order.createdAt, expiresAt: order.expiresAt)
+                  state: order.state.rawValue, transactionId: order.transactionId, createdAt: order.createdAt, expiresAt: order.expiresAt,
+                  abandonedAt: order.abandonedAt, abandonReason: order.abandonReason)
     }
 }
 

@@ -383,6 +383,7 @@ struct DashboardRoutes<Context: PurchaseRequestContext> {
         switch filter {
         case .paidUnfulfilled: "paid, not granted"
         case .stuck: "stuck (expired, no payment seen)"
+        case .abandoned: "abandoned (the app said nothing was charged)"
         case .created: "open"
         case .granted: "granted"
         case .settled: "settled"

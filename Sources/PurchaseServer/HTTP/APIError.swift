@@ -60,6 +60,9 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
         let status: HTTPResponse.Status = switch error.code {
         case .transactionBoundElsewhere: .conflict
         case .orderNotFound: .notFound
+        // No longer sold, for good: nothing was paid (orders and offers only), and the class stays `operator`, the
+        // operator's to undo (never `final`: no paid transaction may be given up over it).
+        case .productRetired: .gone
         case .orderAccountMismatch, .possessionRequired: .forbidden
         case .insufficientBalance, .idempotencyKeyReused: .conflict
         case .storage: .serviceUnavailable

@@ -19,6 +19,7 @@ struct AppRoutes<Context: PurchaseRequestContext> {
     func add(to router: some RouterMethods<Context>) {
         let v1 = router.group("v1")
         v1.post("orders", use: createOrder)
+        v1.post("orders/:orderId/abandon", use: abandonOrder)
         v1.post("purchases", use: submitPurchase)
         v1.get("entitlements", use: entitlements)
         v1.post("consumables/:currency/spend", use: spend)
@@ -30,9 +31,20 @@ struct AppRoutes<Context: PurchaseRequestContext> {
         let account = try context.authenticatedAccount()
         let body = try await request.decodeJSON(OrderRequest.self, limit: Self.smallBody)
         if let expected = body.expectedAccountId, expected != account { throw Self.accountMismatch("order") }
+        if let refusal = services.deviceRefusal(body.deviceIntegrity) { throw refusal }
         let order = try await services.ledger.createOrder(accountId: account, productId: body.productId, now: services.now())
         return try JSONReply.encode(OrderReply(orderId: order.orderId, productId: order.productId, appAccountToken: order.appAccountToken,
                                                expiresAt: order.expiresAt), status: .created)
+    }
+
+    /// `POST /v1/orders/{orderId}/abandon`: the app's word that the order's payment ended with nothing charged.
+    @Sendable func abandonOrder(_ request: Request, _ context: Context) async throws -> Response {
+        let account = try context.authenticatedAccount()
+        let orderId = try context.parameters.decoded("orderId")
+        let body = try await request.decodeJSON(OrderAbandonRequest.self, limit: Self.smallBody)
+        let (order, recorded) = try await services.ledger.abandonOrder(orderId: orderId, accountId: account, reason: body.reason.rawValue,
+                                                                     now: services.now())
+        return try JSONReply.encode(OrderAbandonReply(orderId: order.orderId, state: order.state.rawValue, recorded: recorded))
     }
 
     /// `POST /v1/purchases`, with its outcome counted and timed.
@@ -133,7 +145,7 @@ struct AppRoutes<Context: PurchaseRequestContext> {
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
             return (try JSONReply.encode(reply), reply.outcome.map(PurchaseRequestOutcome.submitted) ?? .empty)
         case .verified(let transactions):
-            if let report = body.deviceIntegrity, services.refuseSuspiciousDevices, !report.signals.isEmpty {
+            if let refusal = services.deviceRefusal(body.deviceIntegrity), let report = body.deviceIntegrity {
                 // Refused by policy: the report is kept (for the operator), nothing is bound or granted.
                 for transaction in transactions {
                     // Under the ledger's key, as an accepted purchase's report is (an Xcode one's apart).
@@ -141,7 +153,7 @@ struct AppRoutes<Context: PurchaseRequestContext> {
                     try await services.ledger.recordDeviceReport(transactionId: key, accountId: account,
                                                                  signals: report.signals, now: services.now())
                 }
-                throw APIError(.forbidden, code: .deviceIntegrity, "this server's policy refuses purchases from devices reporting \(report.signals.joined(separator: ", "))")
+                throw refusal
             }
             var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
@@ -223,5 +235,16 @@ struct AppRoutes<Context: PurchaseRequestContext> {
         }
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
                              orderRefusal: nil, transactions: items, refused: [], entitlements: owned)
+    }
+}
+
+extension PurchaseServices {
+    /// The `refuse` device-integrity policy's answer to a device's report, or nil when it is let through. Asked when the
+    /// order is made (nothing is charged yet), and again at the upload for payments that came without one of this
+    /// server's orders (Ask to Buy, a promoted purchase, another device).
+    func deviceRefusal(_ report: DeviceIntegrityReport?) -> APIError? {
+        guard refuseSuspiciousDevices, let report, !report.signals.isEmpty else { return nil }
+        return APIError(.forbidden, code: .deviceIntegrity,
+                        "this server's policy refuses purchases from devices reporting \(report.signals.prefix(8).map { String($0.prefix(40)) }.joined(separator: ", "))")
     }
 }

@@ -9,6 +9,8 @@ import PurchaseLedger
 /// the app's In-App Purchase key — a promotional offer (`.promotionalOffer(_:compactJWS:)`, or the original API's
 /// signature) when the configured rules let the customer have it, or introductory-offer eligibility
 /// (`.introductoryOfferEligibility(compactJWS:)`) as the server judges it across the customer's Apple IDs.
+/// A product the catalog retired (no longer sold) gets neither: `410 product_retired`, since an offer only serves a new
+/// purchase of it, which the App Store no longer makes.
 struct OfferRoutes<Context: PurchaseRequestContext> {
     let services: PurchaseServices
 
@@ -96,6 +98,7 @@ struct OfferRoutes<Context: PurchaseRequestContext> {
     static func error(_ refusal: OfferRules.Refusal) -> APIError {
         switch refusal {
         case .unknownProduct: APIError(.notFound, code: ErrorCode(rawValue: refusal.rawValue), "not an auto-renewable subscription sold here")
+        case .productRetired: APIError(.gone, code: .productRetired, "the product is no longer sold: no offer is signed for it")
         case .unknownOffer: APIError(.notFound, code: ErrorCode(rawValue: refusal.rawValue), "no such promotional offer for this product")
         case .notEligible: APIError(.forbidden, code: ErrorCode(rawValue: refusal.rawValue), "the customer may not have this offer")
         }

@@ -129,12 +129,19 @@ public actor StoreEngine {
         let request = StoreState.PendingPurchase(account: accountId, device: device, productId: productId, appAccountToken: appAccountToken,
                                                  quantity: quantity, offer: offer, allowIntroductoryOffer: allowIntroductoryOffer,
                                                  billingPlanType: billingPlanType == .monthly ? .monthly : nil, advancedCommerce: advancedCommerce)
+        // What the Apple ID owns is answered before any payment or parent is asked: no charge, no notification, the
+        // transaction that owns it (see owningTransaction for Apple's behaviour followed).
+        if outcome != .userCancelled, outcome != .failed, advancedCommerce == nil, let owned = owningTransaction(account: accountId, productId: productId, offer: offer) {
+            state.accounts[accountId]?.devices.insert(device)
+            try persist()
+            return .purchased(signedTransaction: try signedTransaction(owned), transactionId: owned, receipt: withReceipt ? try receipt(for: accountId) : nil)
+        }
         switch outcome {
         case .userCancelled: return .userCancelled
         case .failed: return .failed(reason: "the payment failed")
         case .deferred: return try askForApproval(request)
         case .interrupted:
-            guard case .pending(let requestId) = try askForApproval(request) else { return .failed(reason: "could not record the interrupted purchase") }
+            guard case .pending(let requestId) = try askForApproval(request, interrupted: true) else { return .failed(reason: "could not record the interrupted purchase") }
             return .interrupted(requestId: requestId)
         case .success where account.askToBuy:
             return try askForApproval(request)
@@ -146,9 +153,12 @@ public actor StoreEngine {
         }
     }
 
-    private func askForApproval(_ request: StoreState.PendingPurchase) throws -> PurchaseResult {
+    private func askForApproval(_ request: StoreState.PendingPurchase, interrupted: Bool = false) throws -> PurchaseResult {
         // Minted in order, so requests sort by age and a replayed history names the same ones.
         let requestId = "request-" + state.mintId()
+        var request = request
+        request.requestedAt = clock.now
+        request.interrupted = interrupted ? true : nil
         state.pendingPurchases[requestId] = request
         try persist()
         return .pending(requestId: requestId)
@@ -159,6 +169,14 @@ public actor StoreEngine {
     /// - Returns: the new transaction id, or nil when no such request is waiting.
     public func approve(_ requestId: String) throws -> String? {
         guard let pending = state.pendingPurchases.removeValue(forKey: requestId) else { return nil }
+        // Owned by the time it is approved (bought meanwhile on another device): nothing is charged; the transaction
+        // that owns it reaches the waiting device as an approved one would.
+        if let owned = owningTransaction(account: pending.account, productId: pending.productId, offer: pending.offer) {
+            state.accounts[pending.account]?.devices.insert(pending.device)
+            state.transactions[owned]?.unfinishedOn.insert(pending.device)
+            try persist()
+            return owned
+        }
         // Approved later, it is bought as it would be now: in a group the customer already subscribes to, as an upgrade
         // or a downgrade of that subscription (the same product again buys nothing).
         state.accounts[pending.account]?.devices.insert(pending.device)

@@ -213,6 +213,10 @@ struct StoreState: Codable, Sendable {
         var billingPlanType: BillingPlanType?
         /// An Advanced Commerce API purchase: the request the app's server signed.
         var advancedCommerce: AdvancedCommerceInAppRequest?
+        /// When it was asked (simulated time), and whether it waits for the customer (an interrupted purchase) rather
+        /// than a parent. Optional: older state files load.
+        var requestedAt: Date?
+        var interrupted: Bool?
     }
 
     mutating func mintId() -> String {

@@ -79,6 +79,7 @@ struct DeviceRoutes {
         sim.put("accounts/:account/family", use: setFamily)
         sim.get("products", use: products)
         sim.post("purchases", use: purchase)
+        sim.get("requests", use: requests)
         sim.post("requests/:id/approve", use: approve)
         sim.post("requests/:id/decline", use: decline)
         sim.get("accounts/:account/devices/:device/unfinished") { _, context in
@@ -184,6 +185,8 @@ struct DeviceRoutes {
 
     /// StoreKit's `Product.purchase(options:)`: “Initiates a purchase for the product with the App Store and displays the
     /// confirmation sheet.” The app server's signatures are checked first, as the App Store does before it charges.
+    /// What the Apple ID already owns (a non-consumable not refunded, the same product of a live subscription) answers
+    /// `purchased` with the transaction that owns it, charging nothing; Ask to Buy answers `pending` with its `requestId`.
     @Sendable func purchase(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let body = try await request.decode(PurchaseRequest.self)
         let allowIntroductoryOffer: Bool?
@@ -233,6 +236,14 @@ struct DeviceRoutes {
             throw HTTPError(.notFound, message: "no such account")
         }
         return try Reply.json(["sheets": sheets])
+    }
+
+    /// `GET /sim/requests[?account=]`: the Ask to Buy requests waiting for a parent (and interrupted purchases waiting
+    /// for the customer), oldest first, as `{"requests": [{"requestId", "account", "device", "productId", "requestedAt",
+    /// "state"}]}` — what a parent's device shows, so that a test or a person approves one by its id.
+    @Sendable func requests(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let account = request.uri.queryParameters["account"].map(String.init)
+        return try Reply.json(["requests": await engine.waitingRequests(account: account)])
     }
 
     /// Ask to Buy: the parent or guardian approves the pending purchase.

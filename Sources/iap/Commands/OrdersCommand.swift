@@ -37,7 +37,7 @@ struct OrdersCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Orders in a state: paid-unfulfilled (default), stuck, created, granted, settled.")
+        static let configuration = CommandConfiguration(abstract: "Orders in a state: paid-unfulfilled (default), stuck, abandoned, created, granted, settled.")
         @OptionGroup var connection: Connection
         @Option(help: "The state.") var state: String = "paid-unfulfilled"
         func run() async throws {

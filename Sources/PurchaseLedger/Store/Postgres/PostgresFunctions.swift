@@ -177,8 +177,9 @@ enum PostgresFunctions {
                   purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
               FROM purchases WHERE account_id = p_owner AND product_type <> 'Consumable'
               UNION ALL
-              SELECT 's'::text, original_transaction_id, product_id, auto_renew_product_id, NULL, NULL, NULL, NULL, status, expires_date,
-                  grace_period_expires_date, auto_renew, period_purchase_date, NULL, NULL, NULL, signed_date
+              SELECT 's'::text, original_transaction_id, product_id, auto_renew_product_id, CAST(billing_retry AS TEXT),
+                  CAST(price_increase_status AS TEXT), NULL, NULL, status, expires_date, grace_period_expires_date, auto_renew,
+                  period_purchase_date, expiration_intent, NULL, NULL, signed_date
               FROM subscriptions WHERE original_transaction_id IN (
                   SELECT original_transaction_id FROM purchases
                   WHERE account_id = p_owner AND product_type <> 'Consumable' AND product_type = 'Auto-Renewable Subscription')
