@@ -7,6 +7,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import IAPKit
+import IAPTestSupport
 import PurchaseAPI
 import PurchaseLedger
 import PurchaseServer

@@ -88,7 +88,7 @@ struct AbuseProcessTests {
 
     @Test("iap serve on PostgreSQL: a NUL in a spend's idempotency key is a 4xx whose body names no SQL")
     func nulOnPostgres() async throws {
-        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+        let url = try PostgresDatabases.fresh("nul")
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-nul-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
         let port = try FreePort.pick()

@@ -177,7 +177,7 @@ struct IAPServeProcessTests {
 
     @Test("Two iap serve processes on one PostgreSQL: 200 concurrent submissions of one transaction, one grant")
     func twoReplicas() async throws {
-        let database = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"], "run the suite with scripts/test")
+        let database = try PostgresDatabases.fresh("replicas")
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-replicas-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let simulatorPort = try FreePort.pick()

@@ -96,6 +96,31 @@ struct RenewalInfoLedgerTests {
         #expect(answered.priceIncreaseStatus == .customerHasNotResponded && answered.autoRenewProductId == Demo.monthly)
     }
 
+    @Test("A device's signed renewal info is applied to the uploader's own series when newer; another account's series and older info change nothing", arguments: StoreKind.allCases)
+    func deviceRenewalInfo(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let (owner, other) = (uniqueId("own-"), uniqueId("oth-"))
+        let start = Date().addingTimeInterval(-600)
+        let plan = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(86_400))
+        _ = try await ledger.submit(PurchaseSubmission(accountId: owner, transaction: plan, source: .signedTransaction))
+        var info = renewalInfo(plan, autoRenew: .off, next: Demo.yearly, signed: start.addingTimeInterval(60))
+        info.environment = .sandbox
+        info.expirationIntent = .customerCancelled
+        #expect(try await ledger.applyDeviceRenewalInfo(info, accountId: other) == .notOwned)
+        #expect(try await ledger.entitlements(accountId: owner).entitlement("pro")?.renewal == nil, "another account's upload changed nothing")
+        #expect(try await ledger.applyDeviceRenewalInfo(info, accountId: owner) == .applied)
+        let applied = try #require(try await ledger.entitlements(accountId: owner).entitlement("pro")?.renewal)
+        #expect(applied.autoRenewStatus == .off && applied.autoRenewProductId == Demo.yearly && applied.expirationIntent == .customerCancelled)
+        var older = renewalInfo(plan, autoRenew: .on, signed: start.addingTimeInterval(30))
+        older.environment = .sandbox
+        #expect(try await ledger.applyDeviceRenewalInfo(older, accountId: owner) == .older)
+        #expect(try await ledger.applyDeviceRenewalInfo(info, accountId: owner) == .older, "the same info again")
+        #expect(try await ledger.entitlements(accountId: owner).entitlement("pro")?.renewal?.autoRenewStatus == .off)
+        var premium = renewalInfo(transaction(Demo.premium, type: .nonConsumable), autoRenew: .on, signed: Date())
+        premium.environment = .sandbox
+        #expect(try await ledger.applyDeviceRenewalInfo(premium, accountId: owner) == .notOwned, "no series of that id")
+    }
+
     @Test("The contract's entitlements carry renewalInfo under Apple's names and values, and leave it out when there is none")
     func contractEncoding() throws {
         let item = Entitlements.Item(name: "pro", productId: Demo.monthly, transactionId: "1", expiresAt: Date(timeIntervalSince1970: 1_800_000_000),

@@ -1,6 +1,7 @@
 import AppStoreFormats
 import Foundation
 import IAPKit
+import IAPTestSupport
 import PurchaseAPI
 import StoreSimulator
 import Testing
@@ -27,11 +28,12 @@ struct OwnedPurchaseFlowTests {
             #expect(try await app.client.entitlements().has("premium") == false, "ben was given nothing: the purchase is ann's")
             #expect(await system.engine.recordedTransactions().filter { $0.account == "store-household" }.count == 1, "Apple charged once")
             #expect(await system.engine.notifications().filter { $0.type == .oneTimeCharge }.count == 1)
-            // ben's order was never paid (the store answered ann's transaction), yet its intent stays in the journal: the
-            // SDK removes only the intent of the token the transaction carries. Known; for the SDK's purchase flow to settle.
-            withKnownIssue("an order answered with another order's transaction keeps its intent in the journal") {
-                #expect(app.journalEntries.isEmpty, "\(app.journalEntries)")
-            }
+            // ben's order was never paid (the store answered ann's transaction): it ends, and the server hears why.
+            #expect(app.journalEntries.isEmpty, "\(app.journalEntries)")
+            #expect(await eventually {
+                let listed = try decode(AdminOrdersReply.self, await system.admin(.get, "/admin/orders?state=abandoned").1).orders
+                return listed.contains { $0.accountId == "ben" && $0.abandonReason == "alreadyOwned" }
+            })
         }
     }
 

@@ -43,6 +43,11 @@ struct WebhookTests {
                 _ = try await system.device(.post, "/sim/purchases", ["account": store, "device": "phone", "productId": Self.yearly])  // PRODUCT_CHANGE (+ the upgrade's RENEWAL)
                 _ = try await system.device(.post, "/sim/subscriptions/\(original)/autoRenew", ["enabled": false])   // CANCELLATION
                 _ = try await system.device(.post, "/sim/subscriptions/\(original)/autoRenew", ["enabled": true])    // UNCANCELLATION
+                // A price increase needing consent (PRICE_INCREASE / PENDING), then the customer's consent (/ ACCEPTED).
+                let raised = try await system.device(.post, "/sim/products/\(Self.yearly)/price", ["price": 99_990, "consentRequired": true])
+                let told = (try? JSONSerialization.jsonObject(with: raised) as? [String: Any])?["subscribersTold"] as? Int
+                #expect(told == 1, "the upgraded series renews into the yearly plan: \(text(raised))")        // PRICE_INCREASE_CONSENT_NEEDED
+                _ = try await system.device(.post, "/sim/subscriptions/\(original)/priceConsent")                  // PRICE_INCREASE_ACCEPTED
                 _ = try await system.device(.post, "/sim/accounts", ["id": store, "billingFails": true])
                 try await system.advance(by: 3_601)                                                   // BILLING_ISSUE
                 try await system.advance(by: 3 * 60 * 80 / 7)                                        // EXPIRATION (grace, then billing retry)

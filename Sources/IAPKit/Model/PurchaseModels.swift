@@ -45,7 +45,8 @@ public struct PurchaseFailure: CodedError {
         case storeUnavailable = "store_unavailable"
         /// Payments are disabled on this device (parental controls, MDM).
         case paymentsNotAllowed = "payments_not_allowed"
-        /// The product is not sold: the server's catalog or the store does not know it.
+        /// The product is not sold: the server's catalog or the store does not know it, or the server no longer sells it
+        /// (retired: those who bought it keep it).
         case unknownProduct = "unknown_product"
         /// The product is not sold in the customer's storefront.
         case notAvailableInStorefront = "not_available_in_storefront"

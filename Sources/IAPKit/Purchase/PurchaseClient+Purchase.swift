@@ -185,6 +185,13 @@ extension PurchaseClient {
         switch result {
         case .purchased(let transaction):
             checkpointObserver?(.afterPayment)
+            // The store answered with what the Apple ID already owned, bought through another order (the App Store
+            // charges nothing for an owned non-consumable or an active subscription's same product): this order was not
+            // paid and ends; the transaction goes as its own token says, without this order's id.
+            if let intent, transaction.appAccountToken != intent.appAccountToken {
+                orderEnded(intent, .alreadyOwned)
+                return await deliver(transaction, orderId: nil, accountId: owner)
+            }
             return await deliver(transaction, orderId: intent?.orderId, accountId: owner)
         case .pending(let requestId):
             send(.pendingApproval(productId: productId, requestId: requestId))

@@ -39,8 +39,13 @@ extension PurchaseClient {
             // The view asked for this product's order just before its payment sheet: that order is the one it ended.
             let asked = storeViewOrders.removeValue(forKey: productId)
             let token: UUID? = if case .purchased(let transaction) = answer { transaction.appAccountToken } else { asked?.token }
-            let intent = Self.intent(token: token, in: (try? journal.entries()) ?? [])
+            let entries = (try? journal.entries()) ?? []
+            let intent = Self.intent(token: token, in: entries)
             let owner = asked?.token == token ? asked?.accountId ?? intent?.accountId : intent?.accountId
+            // Answered with what the Apple ID already owned through another order: the view's own order was not paid.
+            if case .purchased = answer, let asked, asked.token != token, let unpaid = Self.intent(token: asked.token, in: entries) {
+                orderEnded(unpaid, .alreadyOwned)
+            }
             outcome = await paymentEnded(answer, productId: productId, intent: intent, owner: owner)
         case .failure(let error):
             let asked = storeViewOrders.removeValue(forKey: productId)

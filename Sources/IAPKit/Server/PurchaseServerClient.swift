@@ -178,7 +178,7 @@ public struct PurchaseServerClient: Sendable {
             return PurchaseFailure(otherwise, "the purchase server refused to \(what) (HTTP \(status))")
         }
         let code: PurchaseFailure.Code = switch detail.code {
-        case .unknownProduct: .unknownProduct
+        case .unknownProduct, .productRetired: .unknownProduct
         case .accountMismatch: .accountMismatch
         case .unauthorized: .tokenRejected
         case .deviceIntegrity: .deviceRefused

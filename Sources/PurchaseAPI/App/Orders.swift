@@ -60,8 +60,11 @@ public struct OrderAbandonRequest: Codable, Hashable, Sendable {
         /// The app never started the payment (its journal could not be written, the sign-in changed, a signature it
         /// needed was refused).
         public static let notStarted: Self = "notStarted"
+        /// The store answered with a transaction the Apple ID already owned (a non-consumable, an active subscription's
+        /// same product), bought through another order: nothing was charged for this one.
+        public static let alreadyOwned: Self = "alreadyOwned"
 
-        public static let known: [Self] = [.cancelled, .failed, .notStarted]
+        public static let known: [Self] = [.cancelled, .failed, .notStarted, .alreadyOwned]
     }
 
     public var reason: Reason

@@ -89,7 +89,8 @@ public actor StoreEngine {
 
     // MARK: Purchases
 
-    /// Buys `productId` for `account` on `device`, redeeming `offer` when given.
+    /// Buys `productId` for `account` on `device`, redeeming `offer` when given. What the account already owns is
+    /// answered with the transaction that owns it, charging nothing, as the App Store does (see `owningTransaction`).
     public func purchase(account accountId: String, device: String, productId: String, appAccountToken: UUID? = nil,
                          quantity: Int = 1, offer: OfferRequest? = nil, allowIntroductoryOffer: Bool? = nil, outcome: Outcome = .success,
                          withReceipt: Bool = true, billingPlanType: BillingPlanType? = nil,
@@ -131,7 +132,8 @@ public actor StoreEngine {
                                                  billingPlanType: billingPlanType == .monthly ? .monthly : nil, advancedCommerce: advancedCommerce)
         // What the Apple ID owns is answered before any payment or parent is asked: no charge, no notification, the
         // transaction that owns it (see owningTransaction for Apple's behaviour followed).
-        if outcome != .userCancelled, outcome != .failed, advancedCommerce == nil, let owned = owningTransaction(account: accountId, productId: productId, offer: offer) {
+        if outcome != .userCancelled, outcome != .failed, advancedCommerce == nil,
+           let owned = owningTransaction(account: accountId, productId: productId, offer: offer) {
             state.accounts[accountId]?.devices.insert(device)
             try persist()
             return .purchased(signedTransaction: try signedTransaction(owned), transactionId: owned, receipt: withReceipt ? try receipt(for: accountId) : nil)
@@ -141,7 +143,9 @@ public actor StoreEngine {
         case .failed: return .failed(reason: "the payment failed")
         case .deferred: return try askForApproval(request)
         case .interrupted:
-            guard case .pending(let requestId) = try askForApproval(request, interrupted: true) else { return .failed(reason: "could not record the interrupted purchase") }
+            guard case .pending(let requestId) = try askForApproval(request, interrupted: true) else {
+                return .failed(reason: "could not record the interrupted purchase")
+            }
             return .interrupted(requestId: requestId)
         case .success where account.askToBuy:
             return try askForApproval(request)

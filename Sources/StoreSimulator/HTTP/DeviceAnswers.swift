@@ -7,6 +7,7 @@ public struct SimulatedPurchaseAnswer: Codable, Hashable, Sendable {
     public var signedTransaction: String?
     /// Base64 app receipt.
     public var receipt: String?
+    /// `pending` and `interrupted`: the waiting request (`GET /sim/requests`), approved or declined by this id.
     public var requestId: String?
     public var reason: String?
 

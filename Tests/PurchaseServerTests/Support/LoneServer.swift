@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import IAPTestSupport
 import PurchaseServer
 
 /// A purchase server alone over its own ledger, without the simulator: for what asks nothing of the App Store (who may
@@ -14,7 +15,9 @@ struct LoneServer {
     /// A configuration with an admin key, an HS256 secret and a fresh ledger of `kind`.
     static func configuration(_ kind: LedgerKind = .sqlite) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
-        configuration.database = try kind.databaseURL()
+        // On PostgreSQL a database of its own: the server opens as an operator's does, and refuses the suite's shared one,
+        // where other tests' customers own products this catalog does not sell.
+        configuration.database = kind == .postgres ? try PostgresDatabases.fresh("lone") : try kind.databaseURL()
         configuration.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("lone-\(UUID().uuidString)").path
         configuration.auth.hs256Secret = secret
         configuration.adminKey = adminKey
