@@ -20,7 +20,7 @@ struct OpenAPIDocumentTests {
     @Test("The table: every path the server answers, 201 for an order, 202 and 429 on purchases, 429 on restore, a refusal on every operation")
     func table() throws {
         let paths = try #require(try OpenAPIDocument().root["paths"]?.objectValue)
-        #expect(paths.count == 28 && paths.values.reduce(0) { $0 + ($1.objectValue?.count ?? 0) } == 29)
+        #expect(paths.count == 29 && paths.values.reduce(0) { $0 + ($1.objectValue?.count ?? 0) } == 30)
         for (path, operations) in paths {
             for (method, operation) in operations.objectValue ?? [:] {
                 #expect(operation["responses"]?["default"] == ["$ref": "#/components/responses/Refusal"], "\(method) \(path)")

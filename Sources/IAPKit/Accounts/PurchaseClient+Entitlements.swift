@@ -14,7 +14,10 @@ extension PurchaseClient {
         let restored: [StoreTransaction]
         do { restored = try await store.restore() } catch { throw storeFailure(error, productId: nil) }
         checkpointObserver?(.duringRestore)
-        let entitlements = try await server.restore(signedTransactions: restored.map(\.signedTransaction))
+        // Each series' renewal info once (the store lists it with every transaction of the series).
+        let renewals = Array(Set(restored.compactMap(\.signedRenewalInfo))).sorted()
+        let entitlements = try await server.restore(signedTransactions: restored.map(\.signedTransaction),
+                                                    signedRenewalInfos: renewals.isEmpty ? nil : renewals)
         try publish(entitlements, askedAs: asked)
         return entitlements
     }

@@ -26,9 +26,10 @@ extension PurchaseClient {
         }
         // The order id comes from this call or the journal's intent for the payment's token — never from the token alone.
         let intent = Self.intent(for: transaction, in: entries)
-        let entry = JournalEntry(kind: .paid, orderId: orderId ?? intent?.orderId, productId: transaction.productId,
+        var entry = JournalEntry(kind: .paid, orderId: orderId ?? intent?.orderId, productId: transaction.productId,
                                  appAccountToken: transaction.appAccountToken, transactionId: id,
                                  signedTransaction: transaction.signedTransaction, accountId: owner ?? intent?.accountId)
+        entry.signedRenewalInfo = transaction.signedRenewalInfo
         do {
             // A journal that cannot be read may hold this payment's entry, with the account that paid: an entry
             // written without seeing it would overwrite that account with whatever this call knows.

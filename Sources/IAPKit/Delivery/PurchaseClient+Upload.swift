@@ -50,7 +50,7 @@ extension PurchaseClient {
             // A transaction no entry names the payer of (bought elsewhere, an offer code, Ask to Buy approved later)
             // is the signed-in account's: named too, so a sign-in change before the token is fetched is refused.
             answer = .success(try await server.submit(signedTransaction: signed, orderId: entry.orderId, deviceIntegrity: deviceIntegrity,
-                                                      expectedAccountId: entry.accountId ?? asked))
+                                                      expectedAccountId: entry.accountId ?? asked, signedRenewalInfo: entry.signedRenewalInfo))
             checkpointObserver?(.duringUpload)
         } catch {
             answer = .failure(error)

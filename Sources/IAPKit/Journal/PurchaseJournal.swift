@@ -21,6 +21,8 @@ public struct JournalEntry: Codable, Sendable, Hashable {
     public var transactionId: String?
     /// The signed transaction (JWS): the proof uploaded to the server.
     public var signedTransaction: String?
+    /// An auto-renewable subscription's signed renewal info as the store gave it with the transaction: uploaded with it.
+    public var signedRenewalInfo: String?
     public var createdAt: Date
     public var attempts: Int
     /// When the next upload is due after a failure.

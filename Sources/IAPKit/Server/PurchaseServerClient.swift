@@ -115,11 +115,13 @@ public struct PurchaseServerClient: Sendable {
     /// Uploads a signed transaction (with its order id when known, and the device-integrity report on iOS).
     /// `expectedAccountId`, the account that paid, makes the server refuse the upload (`account_mismatch`) when the
     /// token fetched for the call is another account's. Throws when no answer to act on came (network, 5xx, 401, 429).
+    /// `signedRenewalInfo`: an auto-renewable subscription's renewal info as the store holds it, which the server applies
+    /// after the grant (one it cannot verify never blocks the grant).
     public func submit(signedTransaction: String, orderId: String?, deviceIntegrity: DeviceIntegrity? = nil,
-                       expectedAccountId: String? = nil) async throws(PurchaseFailure) -> Submission {
+                       expectedAccountId: String? = nil, signedRenewalInfo: String? = nil) async throws(PurchaseFailure) -> Submission {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
         let body = PurchaseRequest(signedTransaction: signedTransaction, orderId: orderId, expectedAccountId: expectedAccountId,
-                                   deviceIntegrity: deviceIntegrity?.report)
+                                   deviceIntegrity: deviceIntegrity?.report, signedRenewalInfo: signedRenewalInfo)
         let (status, data) = try await send("POST", "v1/purchases", body: body, nonce: nonce)
         return try submission(status, data, nonce: nonce)
     }
@@ -270,9 +272,11 @@ public struct PurchaseServerClient: Sendable {
     }
 
     /// Server restore: binds what the store restored and answers everything the account owns.
-    public func restore(signedTransactions: [String]) async throws(PurchaseFailure) -> Entitlements {
+    /// `signedRenewalInfos`: the store's renewal info of the restored auto-renewable series, applied by the server.
+    public func restore(signedTransactions: [String], signedRenewalInfos: [String]? = nil) async throws(PurchaseFailure) -> Entitlements {
         let nonce = verifier.map { _ in EntitlementsVerifier.nonce() }
-        let (status, data) = try await send("POST", "v1/restore", body: RestoreRequest(signedTransactions: signedTransactions), nonce: nonce)
+        let (status, data) = try await send("POST", "v1/restore", body: RestoreRequest(signedTransactions: signedTransactions,
+                                                                                       signedRenewalInfos: signedRenewalInfos), nonce: nonce)
         guard status == 200 else { throw failure(status, data, otherwise: .rejectedByServer, doing: "restore") }
         let reply = try decode(RestoreReply.self, data)
         return try trusted(reply.entitlements, reply.signedEntitlements, nonce: nonce)

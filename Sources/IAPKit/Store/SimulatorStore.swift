@@ -147,7 +147,7 @@ public actor SimulatorStore: StoreAdapter {
         switch reply.status {
         case "purchased":
             guard let jws = reply.signedTransaction else { return .failed("the store answered without a transaction") }
-            return .purchased(try StoreTransaction(signedTransaction: jws))
+            return .purchased(try StoreTransaction(signedTransaction: jws, signedRenewalInfo: reply.signedRenewalInfo))
         case "pending", "interrupted": return .pending(requestId: reply.requestId)
         case "userCancelled": return .cancelled
         default:
@@ -158,7 +158,10 @@ public actor SimulatorStore: StoreAdapter {
     }
 
     /// `requestId`: the Ask to Buy (or interrupted) request a `pending` answer waits on, listed by `GET /sim/requests`.
-    private struct PurchaseReply: Decodable { var status: String; var signedTransaction: String?; var requestId: String?; var reason: String? }
+    /// `signedRenewalInfo`: an auto-renewable subscription's, as StoreKit's subscription status gives it.
+    private struct PurchaseReply: Decodable {
+        var status: String; var signedTransaction: String?; var requestId: String?; var reason: String?; var signedRenewalInfo: String?
+    }
 
     /// The StoreKit error a simulator refusal stands for: the simulator starts a refusal with the name of the
     /// `Product.PurchaseError` case StoreKit throws for it (`ineligibleForOffer: …`).
@@ -286,10 +289,15 @@ public actor SimulatorStore: StoreAdapter {
 
     // MARK: HTTP
 
+    /// Each auto-renewable transaction with its series' signed renewal info, as ``StoreKitStore`` reads it from StoreKit.
     private nonisolated func signedTransactions(_ method: String, _ path: String) async throws -> [StoreTransaction] {
-        struct Reply: Decodable { var signedTransactions: [String] }
+        struct Reply: Decodable { var signedTransactions: [String]; var signedRenewalInfos: [String: String]? }
         let reply: Reply = try await call(method, baseURL.appendingPathComponent(path))
-        return try reply.signedTransactions.map(StoreTransaction.init(signedTransaction:))
+        return try reply.signedTransactions.map {
+            var transaction = try StoreTransaction(signedTransaction: $0)
+            transaction.signedRenewalInfo = transaction.originalTransactionId.flatMap { reply.signedRenewalInfos?[$0] }
+            return transaction
+        }
     }
 
     nonisolated func call<T: Decodable>(_ method: String, _ url: URL, body: (any Encodable & Sendable)? = nil) async throws -> T {

@@ -85,10 +85,15 @@ public struct StoreTransaction: Sendable, Hashable {
     /// Set when the App Store refunded or revoked it.
     public var revocationDate: Date?
     public var signedTransaction: String
+    /// Auto-renewable subscriptions: the store's signed renewal info of the series (StoreKit's
+    /// `Product.SubscriptionInfo.Status.renewalInfo`, its `jwsRepresentation`), uploaded with the transaction so that
+    /// the server learns the series' renewal state (auto-renew off, the next product) without Apple's notifications.
+    public var signedRenewalInfo: String?
 
     /// A transaction whose ids a store adapter already read (StoreKit's decoded payload).
     public init(transactionId: String, originalTransactionId: String?, productId: String, appAccountToken: UUID?, expiresDate: Date? = nil,
-                revocationDate: Date? = nil, signedTransaction: String) {
+                revocationDate: Date? = nil, signedTransaction: String, signedRenewalInfo: String? = nil) {
+        self.signedRenewalInfo = signedRenewalInfo
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.productId = productId
@@ -99,7 +104,8 @@ public struct StoreTransaction: Sendable, Hashable {
     }
 
     /// Reads the ids from a signed transaction without verifying it (the app cannot; the server does).
-    public init(signedTransaction: String) throws {
+    public init(signedTransaction: String, signedRenewalInfo: String? = nil) throws {
+        self.signedRenewalInfo = signedRenewalInfo
         let payload = try CompactJWS(signedTransaction).unverifiedPayload(as: JWSTransactionDecodedPayload.self)
         guard let id = payload.transactionId, let product = payload.productId else {
             throw PurchaseFailure(.storeFailed, "the store returned a transaction without its id or product")

@@ -37,7 +37,19 @@ public struct StoreKitStore: StoreAdapter {
     /// A transaction that is to be finished: kept for ``finish(_:)``, and read.
     func adopt(_ verification: VerificationResult<Transaction>) async -> StoreTransaction {
         await kept.keep(verification.unsafePayloadValue)
-        return Self.read(verification)
+        return await Self.readWithRenewalInfo(verification)
+    }
+
+    /// ``read(_:)``, with the signed renewal info of an auto-renewable subscription's series (`Transaction
+    /// .subscriptionStatus`, nil for any other product, or when StoreKit cannot say): uploaded with the transaction, it
+    /// tells the server the series' renewal state (auto-renew off, the next product) even when Apple's notifications
+    /// do not reach it.
+    static func readWithRenewalInfo(_ verification: VerificationResult<Transaction>) async -> StoreTransaction {
+        var read = read(verification)
+        if let status = await verification.unsafePayloadValue.subscriptionStatus {
+            read.signedRenewalInfo = status.renewalInfo.jwsRepresentation
+        }
+        return read
     }
 
     /// The adapter's view of a StoreKit transaction: ids read from the decoded payload StoreKit already has
@@ -167,7 +179,7 @@ public struct StoreKitStore: StoreAdapter {
     public func restore() async throws -> [StoreTransaction] {
         do { try await AppStore.sync() } catch { throw Self.rethrown(error) }
         var result: [StoreTransaction] = []
-        for await verification in Transaction.currentEntitlements { result.append(Self.read(verification)) }
+        for await verification in Transaction.currentEntitlements { result.append(await Self.readWithRenewalInfo(verification)) }
         return result
     }
 

@@ -19,9 +19,18 @@ public struct PurchaseRequest: Codable, Hashable, Sendable {
     public var expectedAccountId: String?
     /// Jailbreak heuristics the app ran (iOS): recorded with the transaction; the server's policy decides.
     public var deviceIntegrity: DeviceIntegrityReport?
+    /// With a signed transaction of an auto-renewable subscription: the device's signed renewal info of its series
+    /// (StoreKit's `Product.SubscriptionInfo.Status.renewalInfo`, its `jwsRepresentation`: Apple's JWSRenewalInfo), so
+    /// that a server Apple's notifications do not reach still learns that the customer turned auto-renew off or chose
+    /// another product. Applied after the transaction is granted, only to a series the uploading account holds, and
+    /// only when signed later than what the server holds of it; it grants nothing by itself. One that does not verify
+    /// (or names another account's series, or is older) never blocks the grant of the paid transaction: it is left out,
+    /// logged, and the reply's `renewalInfoIgnored` says why. At most 16 KiB.
+    public var signedRenewalInfo: String?
 
     public init(signedTransaction: String? = nil, receipt: String? = nil, transactionId: String? = nil, appTransaction: String? = nil,
-                orderId: String? = nil, expectedAccountId: String? = nil, deviceIntegrity: DeviceIntegrityReport? = nil) {
+                orderId: String? = nil, expectedAccountId: String? = nil, deviceIntegrity: DeviceIntegrityReport? = nil,
+                signedRenewalInfo: String? = nil) {
         self.signedTransaction = signedTransaction
         self.receipt = receipt
         self.transactionId = transactionId
@@ -29,6 +38,7 @@ public struct PurchaseRequest: Codable, Hashable, Sendable {
         self.orderId = orderId
         self.expectedAccountId = expectedAccountId
         self.deviceIntegrity = deviceIntegrity
+        self.signedRenewalInfo = signedRenewalInfo
     }
 }
 
@@ -116,9 +126,13 @@ public struct PurchaseReply: Codable, Hashable, Sendable {
     public var entitlements: Entitlements
     /// ``entitlements`` signed for the request's `X-Entitlements-Nonce`.
     public var signedEntitlements: String?
+    /// Set when the request's `signedRenewalInfo` was left out (the transaction's grant stands all the same): `unverified`
+    /// (its signature, chain or environment did not verify, or it was too large), `notOwned` (no auto-renewable series
+    /// of this account has its original transaction id), `older` (the server holds renewal info signed no earlier).
+    public var renewalInfoIgnored: String?
 
     public init(outcome: SubmissionOutcome?, transactionId: String?, orderId: String?, orderRefusal: OrderRefusal?, transactions: [Item],
-                refused: [Refused], entitlements: Entitlements, signedEntitlements: String? = nil) {
+                refused: [Refused], entitlements: Entitlements, signedEntitlements: String? = nil, renewalInfoIgnored: String? = nil) {
         self.outcome = outcome
         self.transactionId = transactionId
         self.orderId = orderId
@@ -127,10 +141,11 @@ public struct PurchaseReply: Codable, Hashable, Sendable {
         self.refused = refused
         self.entitlements = entitlements
         self.signedEntitlements = signedEntitlements
+        self.renewalInfoIgnored = renewalInfoIgnored
     }
 
     private enum CodingKeys: String, CodingKey {
-        case outcome, transactionId, orderId, orderRefusal, transactions, refused, entitlements, signedEntitlements
+        case outcome, transactionId, orderId, orderRefusal, transactions, refused, entitlements, signedEntitlements, renewalInfoIgnored
     }
 
     /// Servers before `transactions` and `refused` were sent answered with the first line alone: read as a proof of one.
@@ -144,6 +159,7 @@ public struct PurchaseReply: Codable, Hashable, Sendable {
         refused = try container.decodeIfPresent([Refused].self, forKey: .refused) ?? []
         entitlements = try container.decode(Entitlements.self, forKey: .entitlements)
         signedEntitlements = try container.decodeIfPresent(String.self, forKey: .signedEntitlements)
+        renewalInfoIgnored = try container.decodeIfPresent(String.self, forKey: .renewalInfoIgnored)
     }
 }
 
@@ -166,10 +182,15 @@ public struct HeldProofReply: Codable, Hashable, Sendable {
 public struct RestoreRequest: Codable, Hashable, Sendable {
     public var signedTransactions: [String]?
     public var receipt: String?
+    /// The device's signed renewal info of its auto-renewable series (see ``PurchaseRequest/signedRenewalInfo``):
+    /// applied after what is restored is bound, each only to a series the account holds and only when newer; one that
+    /// does not verify is left out, never refusing the restore. At most 100, each at most 16 KiB.
+    public var signedRenewalInfos: [String]?
 
-    public init(signedTransactions: [String]? = nil, receipt: String? = nil) {
+    public init(signedTransactions: [String]? = nil, receipt: String? = nil, signedRenewalInfos: [String]? = nil) {
         self.signedTransactions = signedTransactions
         self.receipt = receipt
+        self.signedRenewalInfos = signedRenewalInfos
     }
 }
 

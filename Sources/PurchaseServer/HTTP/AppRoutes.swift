@@ -108,6 +108,10 @@ struct AppRoutes<Context: PurchaseRequestContext> {
             case .failure(let error): throw APIError(error)
             }
         }
+        // The device's renewal info, after what it restored is bound; one left out refuses nothing.
+        for renewal in (body.signedRenewalInfos ?? []).prefix(Self.maxRenewalInfos) {
+            _ = try await applyDeviceRenewalInfo(renewal, account: account, context)
+        }
         // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
         let owned = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
         return try JSONReply.encode(RestoreReply(restored: restored, refused: refused, entitlements: owned,
@@ -156,6 +160,15 @@ struct AppRoutes<Context: PurchaseRequestContext> {
                 throw refusal
             }
             var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
+            if let renewal = body.signedRenewalInfo {
+                // After the grant, which it never blocks: a renewal info left out is logged and named in the reply.
+                switch try await applyDeviceRenewalInfo(renewal, account: account, context) {
+                case .applied?: reply.entitlements = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
+                case .older?: reply.renewalInfoIgnored = "older"
+                case .notOwned?: reply.renewalInfoIgnored = "notOwned"
+                case nil: reply.renewalInfoIgnored = "unverified"
+                }
+            }
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
             return (try JSONReply.encode(reply), reply.outcome.map(PurchaseRequestOutcome.submitted) ?? .empty)
         }
@@ -218,6 +231,34 @@ struct AppRoutes<Context: PurchaseRequestContext> {
         }
         return PurchaseReply(outcome: items.first?.outcome, transactionId: items.first?.transactionId, orderId: items.first?.orderId,
                              orderRefusal: items.first?.orderRefusal, transactions: items, refused: refused, entitlements: owned)
+    }
+
+    /// The longest signed renewal info taken (Apple's are about 2 KiB with their chain of three certificates).
+    static var maxRenewalInfoBytes: Int { 16 * 1024 }
+    /// The most renewal infos one restore applies (one per series the device holds).
+    static var maxRenewalInfos: Int { 100 }
+
+    /// A device's signed renewal info (StoreKit's `Product.SubscriptionInfo.Status.renewalInfo`), verified as a
+    /// notification's is, applied to its series when the account holds it and it is newer. Nil when it does not verify
+    /// (or is too large): logged and left out, as whatever the ledger refuses of it is.
+    func applyDeviceRenewalInfo(_ jws: String, account: String, _ context: Context) async throws -> Ledger.DeviceRenewalOutcome? {
+        guard jws.utf8.count <= Self.maxRenewalInfoBytes else {
+            context.logger.notice("a device's signed renewal info of \(jws.utf8.count) bytes left out: too large")
+            return nil
+        }
+        let renewal: JWSRenewalInfoDecodedPayload
+        do {
+            renewal = try await services.verifier.signedData.verifyRenewalInfo(jws).payload
+        } catch {
+            context.logger.notice("a device's signed renewal info left out: \(error)")
+            return nil
+        }
+        do {
+            return try await services.ledger.applyDeviceRenewalInfo(renewal, accountId: account)
+        } catch let error as LedgerError where error.code == .invalidInput {
+            context.logger.notice("a device's signed renewal info left out: \(error)")
+            return nil
+        }
     }
 
     /// The answer to a proof held before and granted since, sent again while Apple cannot be asked: what the ledger

@@ -195,6 +195,22 @@ extension StoreEngine {
         renewal.signedDate = clock.now
         return try minter.sign(renewal)
     }
+
+    /// What StoreKit holds on the account's devices of each of its auto-renewable series (`Product.SubscriptionInfo
+    /// .Status.renewalInfo`): its renewal info as it stands, signed now, by original transaction id.
+    public func signedRenewalInfos(account: String) throws -> [String: String] {
+        var signed: [String: String] = [:]
+        for series in state.subscriptions.values where series.account == account {
+            signed[series.originalTransactionId] = try sign(renewalInfo(series))
+        }
+        return signed
+    }
+
+    /// The signed renewal info of the auto-renewable series `transactionId` belongs to, nil for any other transaction.
+    public func signedRenewalInfo(transactionId: String) throws -> String? {
+        guard let original = state.transactions[transactionId]?.payload.originalTransactionId, let series = state.subscriptions[original] else { return nil }
+        return try sign(renewalInfo(series))
+    }
 }
 
 extension StoreEngine {

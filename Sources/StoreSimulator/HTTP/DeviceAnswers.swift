@@ -10,9 +10,13 @@ public struct SimulatedPurchaseAnswer: Codable, Hashable, Sendable {
     /// `pending` and `interrupted`: the waiting request (`GET /sim/requests`), approved or declined by this id.
     public var requestId: String?
     public var reason: String?
+    /// `purchased` an auto-renewable subscription: its series' signed renewal info, as StoreKit's subscription status
+    /// gives it to the app.
+    public var signedRenewalInfo: String?
 
     public init(status: String, transactionId: String? = nil, signedTransaction: String? = nil, receipt: String? = nil, requestId: String? = nil,
-                reason: String? = nil) {
+                reason: String? = nil, signedRenewalInfo: String? = nil) {
+        self.signedRenewalInfo = signedRenewalInfo
         self.status = status
         self.transactionId = transactionId
         self.signedTransaction = signedTransaction
@@ -25,5 +29,12 @@ public struct SimulatedPurchaseAnswer: Codable, Hashable, Sendable {
 /// What the unfinished queue, current entitlements and restore of `/sim/accounts/…` answer.
 public struct SimulatedSignedTransactions: Codable, Hashable, Sendable {
     public var signedTransactions: [String]
-    public init(signedTransactions: [String]) { self.signedTransactions = signedTransactions }
+    /// The signed renewal info of each auto-renewable series the account holds (StoreKit's subscription status, which
+    /// the app reads beside the transactions), by original transaction id.
+    public var signedRenewalInfos: [String: String]?
+
+    public init(signedTransactions: [String], signedRenewalInfos: [String: String]? = nil) {
+        self.signedTransactions = signedTransactions
+        self.signedRenewalInfos = signedRenewalInfos
+    }
 }

@@ -82,25 +82,32 @@ struct DeviceRoutes {
         sim.get("requests", use: requests)
         sim.post("requests/:id/approve", use: approve)
         sim.post("requests/:id/decline", use: decline)
+        // Each listing carries the signed renewal info of the account's series, as StoreKit holds it beside the transactions.
         sim.get("accounts/:account/devices/:device/unfinished") { _, context in
-            try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.unfinished(
-                account: try context.parameters.require("account"), device: try context.parameters.require("device"))))
+            let account = try context.parameters.require("account")
+            return try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.unfinished(
+                account: account, device: try context.parameters.require("device")), signedRenewalInfos: try await engine.signedRenewalInfos(account: account)))
         }
         sim.get("accounts/:account/transactions") { _, context in
-            guard let history = try await engine.transactionHistory(account: try context.parameters.require("account")) else {
+            let account = try context.parameters.require("account")
+            guard let history = try await engine.transactionHistory(account: account) else {
                 throw HTTPError(.notFound, message: "no such account")
             }
-            return try Reply.json(SimulatedSignedTransactions(signedTransactions: history))
+            return try Reply.json(SimulatedSignedTransactions(signedTransactions: history, signedRenewalInfos: try await engine.signedRenewalInfos(account: account)))
         }
         sim.post("accounts/:account/sheets", use: showSheet)
         sim.get("accounts/:account/sheets", use: sheets)
         sim.get("accounts/:account/currentEntitlements") { _, context in
-            try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.currentEntitlements(account: try context.parameters.require("account"))))
+            let account = try context.parameters.require("account")
+            return try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.currentEntitlements(account: account),
+                                                              signedRenewalInfos: try await engine.signedRenewalInfos(account: account)))
         }
         sim.post("transactions/:id/finish", use: finish)
         sim.post("transactions/:id/refund", use: refund)
         sim.post("accounts/:account/restore") { _, context in
-            try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.restore(account: try context.parameters.require("account"))))
+            let account = try context.parameters.require("account")
+            return try Reply.json(SimulatedSignedTransactions(signedTransactions: try await engine.restore(account: account),
+                                                              signedRenewalInfos: try await engine.signedRenewalInfos(account: account)))
         }
         sim.get("accounts/:account/receipt") { _, context in
             try Reply.json(["receipt": Base64.standardEncode(try await engine.receipt(for: try context.parameters.require("account")))])
@@ -209,7 +216,8 @@ struct DeviceRoutes {
         try await services.delivery?.deliverDue()
         switch result {
         case .purchased(let signed, let id, let receipt):
-            return try Reply.json(SimulatedPurchaseAnswer(status: "purchased", transactionId: id, signedTransaction: signed, receipt: receipt.map { Base64.standardEncode($0) }))
+            return try Reply.json(SimulatedPurchaseAnswer(status: "purchased", transactionId: id, signedTransaction: signed, receipt: receipt.map { Base64.standardEncode($0) },
+                                                          signedRenewalInfo: try await engine.signedRenewalInfo(transactionId: id)))
         case .userCancelled: return try Reply.json(SimulatedPurchaseAnswer(status: "userCancelled"))
         case .pending(let requestId): return try Reply.json(SimulatedPurchaseAnswer(status: "pending", requestId: requestId))
         case .interrupted(let requestId): return try Reply.json(SimulatedPurchaseAnswer(status: "interrupted", requestId: requestId))

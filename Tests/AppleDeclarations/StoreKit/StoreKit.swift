@@ -246,6 +246,26 @@ extension Product.SubscriptionInfo: Sendable {
 }
 
 @available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
+extension Product.SubscriptionInfo {
+    public struct RenewalInfo {
+    }
+
+    public struct Status: Equatable, Hashable {
+        public let renewalInfo: VerificationResult<Product.SubscriptionInfo.RenewalInfo>
+        public static func == (a: Product.SubscriptionInfo.Status, b: Product.SubscriptionInfo.Status) -> Bool { fatalError() }
+        public func hash(into hasher: inout Hasher) { fatalError() }
+    }
+}
+
+@available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
+extension Product.SubscriptionInfo.RenewalInfo: Sendable {
+}
+
+@available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
+extension Product.SubscriptionInfo.Status: Sendable {
+}
+
+@available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
 extension Product.PurchaseResult: Sendable {
 }
 
@@ -414,6 +434,13 @@ extension Transaction {
     #endif
 }
 
+@available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
+extension Transaction {
+    @available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
+    @backDeployed(before: iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0)
+    public var subscriptionStatus: Product.SubscriptionInfo.Status? { get async { fatalError() } }
+}
+
 @available(iOS 15.0, tvOS 15.0, macOS 12.0, watchOS 8.0, visionOS 1.0, *)
 extension Transaction: Sendable {
 }
@@ -464,6 +491,11 @@ extension VerificationResult where SignedType == AppTransaction {
 
 @available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
 extension VerificationResult where SignedType == Transaction {
+    public var jwsRepresentation: String { fatalError() }
+}
+
+@available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, visionOS 1.0, *)
+extension VerificationResult where SignedType == Product.SubscriptionInfo.RenewalInfo {
     public var jwsRepresentation: String { fatalError() }
 }
 
