@@ -100,6 +100,8 @@ public actor PurchaseClient {
     var storeViewOrders: [String: (token: UUID, orderId: String, accountId: String?)] = [:]
     /// The entitlements fetch ``start()`` began in the background.
     var launchRefresh: Task<Void, Never>?
+    /// Reports of orders ended with nothing charged, under way.
+    var orderEndReports: [UUID: Task<Void, Never>] = [:]
     /// The last answer published, as the offline copy keeps it (the cache may be absent or unwritable).
     var offlineAnswer: CachedEntitlements?
     /// The device's clock (a test sets it back).

@@ -5,7 +5,8 @@ extension Ledger {
     /// What applying a device's renewal info came to.
     public enum DeviceRenewalOutcome: String, Sendable, Hashable {
         case applied
-        /// The ledger holds renewal info (or a status) of the series signed no earlier: nothing changed.
+        /// The ledger holds renewal info (or a status) of the series signed no earlier, or holds the App Store's status
+        /// of the series at all (see ``applyDeviceRenewalInfo(_:accountId:)``): nothing changed.
         case older
         /// No auto-renewable series of `accountId` has this original transaction id (unknown, or another account's).
         case notOwned
@@ -27,7 +28,15 @@ extension Ledger {
             let autoRenewable = try session.sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 AND product_type = $2 LIMIT 1",
                                                       [.text(key), .text(ProductType.autoRenewableSubscription.rawValue)]) != nil
             guard holder == accountId, autoRenewable else { return .notOwned }
-            if let stored = try session.series(key), Millis.of(stored.signedDate) >= Millis.of(signed) { return .older }
+            if let stored = try session.series(key) {
+                if Millis.of(stored.signedDate) >= Millis.of(signed) { return .older }
+                // A status the App Store gave (a notification, the Server API) holds as of the series' signedDate, which
+                // renewal info without a status must not move later: a notification signed before this info but
+                // delivered after it (a refund reversed, a grace period) would be refused, and a revoked status would
+                // outdate the period Apple signed again. Where Apple's word on the series reaches the server, its
+                // renewal info comes with it.
+                if stored.status != nil { return .older }
+            }
             try session.apply(.updateSeriesStatus(SubscriptionRecord(
                 originalTransactionId: key, gracePeriodExpiresDate: renewal.gracePeriodExpiresDate,
                 autoRenew: renewal.autoRenewStatus.map { $0 == .on }, autoRenewProductId: renewal.autoRenewProductId, signedDate: signed,

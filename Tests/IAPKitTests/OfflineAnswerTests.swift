@@ -26,6 +26,19 @@ struct OfflineAnswerTests {
         #expect(!served(at: issued.addingTimeInterval(-30 * 86_400)))
     }
 
+    @Test("A device clock behind the latest time it showed while the copy was kept serves nothing: a plan seen to expire stays expired")
+    func clockBehindLatestSeen() {
+        var read = kept
+        read.latestDeviceTime = issued.addingTimeInterval(2 * 86_400)
+        let served = { (now: Date) -> Bool in
+            if case .success = OfflineEntitlements.trusted(read, verifier: nil, now: now, maxAge: nil) { return true }
+            return false
+        }
+        #expect(!served(issued.addingTimeInterval(3600)), "set back to before the plan's expiry")
+        #expect(served(issued.addingTimeInterval(2 * 86_400 - 60)), "within the skew")
+        #expect(served(issued.addingTimeInterval(3 * 86_400)))
+    }
+
     @Test("An answer older than the maximum age is not served; without a maximum it is, less what expired")
     func maximumAge() throws {
         #expect(served(at: issued.addingTimeInterval(7 * 86_400)))

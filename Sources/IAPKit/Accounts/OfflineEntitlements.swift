@@ -19,8 +19,9 @@ enum OfflineEntitlements {
     /// file can be edited), and the signed `issuedAt` dates it; without one, when the device kept it.
     ///
     /// The device's clock is the customer's to set: an answer issued after the device's `now` (beyond a few minutes of
-    /// skew) is refused, since a clock set back would otherwise keep an expired plan alive, and one older than `maxAge`
-    /// is not served either (what it grants may have been refunded since).
+    /// skew) is refused, and so is any `now` behind the latest time the device already showed while the copy was kept
+    /// (``CachedEntitlements/latestDeviceTime``) — a clock set back would otherwise keep alive a plan the device has
+    /// seen expire. One older than `maxAge` is not served either (what it grants may have been refunded since).
     static func trusted(_ kept: CachedEntitlements, verifier: EntitlementsVerifier?, now: Date,
                         maxAge: TimeInterval?) -> Result<(entitlements: Entitlements, issuedAt: Date), PurchaseFailure> {
         var answer = (entitlements: kept.entitlements, issuedAt: kept.cachedAt)
@@ -35,6 +36,9 @@ enum OfflineEntitlements {
         }
         if now < answer.issuedAt.addingTimeInterval(-clockSkew) {
             return .failure(PurchaseFailure(.untrustedAnswer, "the device's clock is earlier than the offline copy was issued: it is not served"))
+        }
+        if let seen = kept.latestDeviceTime, now < seen.addingTimeInterval(-clockSkew) {
+            return .failure(PurchaseFailure(.untrustedAnswer, "the device's clock went back since the offline copy was last read: it is not served"))
         }
         if let maxAge, now.timeIntervalSince(answer.issuedAt) > maxAge {
             return .failure(PurchaseFailure(.untrustedAnswer, "the offline copy is older than the \(Int(maxAge)) s it may be served for"))

@@ -158,6 +158,13 @@ extension PurchaseClient {
             log("the offline copy of \(account)'s entitlements is not served: \(refusal.message)")
             return nil
         case .success(let answer):
+            // The clock as read now is the floor for the next read: setting it back afterwards serves nothing.
+            if now > (kept.latestDeviceTime ?? .distantPast) {
+                var seen = kept
+                seen.latestDeviceTime = now
+                if offlineAnswer?.entitlements.accountId == account { offlineAnswer = seen }
+                try? offlineCache?.save(seen)
+            }
             var base = answer.entitlements
             base.cachedAt = answer.issuedAt
             return OfflineEntitlements.derive(from: base, storeOwns: (try? await store.currentEntitlements()) ?? [], now: now)
@@ -176,6 +183,7 @@ extension PurchaseClient {
         // them, and the offline answer leaves them out when it is served.
         var kept = server.signedAnswers.signed(entitlements) ?? CachedEntitlements(entitlements: entitlements, cachedAt: clock())
         kept.cachedAt = clock()
+        kept.latestDeviceTime = kept.cachedAt
         offlineAnswer = kept
         try? offlineCache?.save(kept)
         entitlementBroadcast.send(.loaded(entitlements))

@@ -17,12 +17,16 @@ public struct CachedEntitlements: Codable, Sendable, Hashable {
     public var nonce: String?
     /// When the device kept it (by the device's clock): the answer's age when the server did not sign it.
     public var cachedAt: Date
+    /// The latest time the device's clock showed while this copy was kept (written at each offline read): a clock set
+    /// back behind it — to before a plan the device has already seen expire — serves nothing.
+    public var latestDeviceTime: Date?
 
-    public init(entitlements: Entitlements, signedEntitlements: String? = nil, nonce: String? = nil, cachedAt: Date) {
+    public init(entitlements: Entitlements, signedEntitlements: String? = nil, nonce: String? = nil, cachedAt: Date, latestDeviceTime: Date? = nil) {
         self.entitlements = entitlements
         self.signedEntitlements = signedEntitlements
         self.nonce = nonce
         self.cachedAt = cachedAt
+        self.latestDeviceTime = latestDeviceTime
     }
 }
 

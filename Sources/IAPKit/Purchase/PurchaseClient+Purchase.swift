@@ -214,10 +214,19 @@ extension PurchaseClient {
     func orderEnded(_ intent: JournalEntry, _ reason: OrderAbandonRequest.Reason) {
         try? journal.remove(key: intent.key)
         guard let orderId = intent.orderId else { return }
-        let server = server, log = log
-        Task {
+        let server = server, log = log, id = UUID()
+        orderEndReports[id] = Task {
             do { try await server.abandonOrder(orderId, reason: reason) } catch { log("order \(orderId)'s end (\(reason)) was not reported: \(error)") }
+            self.orderEndReported(id)
         }
+    }
+
+    private func orderEndReported(_ id: UUID) { orderEndReports[id] = nil }
+
+    /// Waits until the reports of orders ended with nothing charged, sent so far, were answered or failed: for a
+    /// process about to exit (a command-line tool, a test), which would otherwise drop them on its way out.
+    public func orderEndReportsSent() async {
+        for report in Array(orderEndReports.values) { await report.value }
     }
 
     /// What a store's error means to the app: StoreKit's own reasons typed, anything else the store unreachable.

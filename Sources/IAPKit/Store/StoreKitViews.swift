@@ -13,6 +13,11 @@ extension View {
     /// (`onInAppPurchaseCompletion`) is journaled and delivered to the account that ordered it.
     ///
     /// Replaces StoreKit's default completion, so a failure shows no StoreKit alert: `client.events` says it.
+    ///
+    /// StoreKit gives no way to stop a view's purchase from here: an order the server refuses only leaves the payment
+    /// without a token. So on a server whose device-integrity policy is `refuse`, show StoreKit's views only where
+    /// ``DeviceIntegrity/check(canOpenURL:)`` found nothing (`suspicious` false), and use
+    /// ``PurchaseClient/purchase(_:quantity:confirmIn:)`` elsewhere: it stops before the payment sheet opens.
     public func purchases(through client: PurchaseClient) -> some View {
         inAppPurchaseOptions { product in
             // No order (offline, signed out): the purchase goes ahead without a token, and the server grants it to

@@ -1,22 +1,28 @@
 import Foundation
 
 extension Ledger {
-    /// Every product id of a purchase an account holds: bound to an account and not revoked (refunded, or revoked by
-    /// Family Sharing), of every type and environment, expired subscriptions and spent consumables included — each
-    /// still needs its rule (a restore, a renewal or resubscription, a refund to claw back, a consumption request).
+    /// Every product id the ledger may still have to judge a purchase of: each stored transaction's — bound or not
+    /// (a purchase only a notification told of is claimed later by a restore), refunded or not (Apple reverses
+    /// refunds: `REFUND_REVERSED` gives it back), of every type and environment, expired subscriptions and spent
+    /// consumables included — and each open order's that the app did not say ended unpaid (an Ask to Buy approval, or
+    /// an interrupted purchase, pays it days later).
     ///
-    /// One `SELECT DISTINCT` over `purchases`: a full scan, since no index leads with `product_id` (measured: 20–30 ms
-    /// for 100,000 purchases, warm, on SQLite and on PostgreSQL; linear in the table). It runs once, when the server starts.
+    /// A full scan of both tables, since no index leads with `product_id` (measured before the orders were added:
+    /// 20–30 ms for 100,000 purchases, warm, on SQLite and on PostgreSQL; linear in the tables). It runs once, when the
+    /// server starts.
     public func ownedProductIds() async throws -> Set<String> {
         try await read { session in
             Set(try session.sql.rows(Self.ownedProductsQuery, []).map { try $0.text(0) })
         }
     }
 
-    static let ownedProductsQuery = "SELECT DISTINCT product_id FROM purchases WHERE account_id IS NOT NULL AND revocation_date IS NULL"
+    static let ownedProductsQuery = """
+        SELECT product_id FROM purchases UNION SELECT product_id FROM orders WHERE state = 'created' AND abandoned_at IS NULL
+        """
 
-    /// The product ids customers hold (``ownedProductIds()``) that the catalog does not list, sorted: what a catalog
-    /// that dropped them would silently take away. Retire such a product (``ProductRule/retired``) instead.
+    /// The product ids the ledger may still judge a purchase of (``ownedProductIds()``) that the catalog does not list,
+    /// sorted: what a catalog that dropped them would silently take away. Retire such a product
+    /// (``ProductRule/retired``) instead.
     public func ownedProductsMissingFromCatalog() async throws -> [String] {
         let catalog = catalog
         return try await ownedProductIds().filter { catalog.rule(for: $0) == nil }.sorted()

@@ -9,8 +9,9 @@ extension PurchaseServices {
         let missing = try await ledger.ownedProductsMissingFromCatalog()
         guard !missing.isEmpty else { return }
         throw ConfigurationError(
-            "the catalog no longer lists \(missing.count == 1 ? "a product" : "products") customers own: \(missing.joined(separator: ", ")). "
-                + "Apple never reuses a product id, and what was bought stays owned: keep \(missing.count == 1 ? "it" : "each") in the catalog "
+            "the catalog no longer lists \(missing.count == 1 ? "a product" : "products") customers bought or have open orders for: "
+                + "\(missing.joined(separator: ", ")). Apple never reuses a product id, and what was bought stays owned (a refund Apple "
+                + "reverses, an Ask to Buy approved late still pays): keep \(missing.count == 1 ? "it" : "each") in the catalog "
                 + "marked \"retired\": true (no longer sold, still honoured; docs/CONFIGURATION.md)")
     }
 }

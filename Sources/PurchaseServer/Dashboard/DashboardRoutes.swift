@@ -219,9 +219,12 @@ struct DashboardRoutes<Context: PurchaseRequestContext> {
             frame: frame, stateTitle: Self.title(filter),
             states: Ledger.OrderFilter.allCases.map { OrderState(name: $0.rawValue, title: Self.title($0), current: $0 == filter) },
             hasOrders: !orders.isEmpty,
-            orders: orders.map {
-                OrderItem(orderId: $0.orderId, accountId: $0.accountId, accountPath: Self.pathComponent($0.accountId), productId: $0.productId,
-                          state: $0.state.rawValue, createdAt: Self.time($0.createdAt), transactionId: $0.transactionId ?? "", open: $0.state == .created)
+            orders: orders.map { order in
+                // The app's word on how its payment ended, when it gave one (it changes nothing else).
+                let said = order.abandonReason.map { ", \($0) (said the app at \(Self.time(order.abandonedAt ?? order.createdAt)))" } ?? ""
+                return OrderItem(orderId: order.orderId, accountId: order.accountId, accountPath: Self.pathComponent(order.accountId),
+                                 productId: order.productId, state: order.state.rawValue + said, createdAt: Self.time(order.createdAt),
+                                 transactionId: order.transactionId ?? "", open: order.state == .created)
             }))
     }
 

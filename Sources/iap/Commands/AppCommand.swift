@@ -71,6 +71,8 @@ struct AppCommand: AsyncParsableCommand {
             let (client, store) = try await options.client()
             if let outcome { await store.setNextOutcome(outcome) }
             let result = await client.purchase(product)
+            // A cancel's report to the server goes on its own: this process must not exit before it is sent.
+            await client.orderEndReportsSent()
             switch result {
             case .granted(let owned): try AppCommand.report("granted", owned)
             case .paidPendingDelivery: try AppCommand.report("paidPendingDelivery", nil)
