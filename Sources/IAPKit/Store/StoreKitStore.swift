@@ -129,7 +129,10 @@ public struct StoreKitStore: StoreAdapter {
         case .success(let verification): return .purchased(await adopt(verification))
         case .pending: return .pending(requestId: nil)
         case .userCancelled: return .cancelled
-        @unknown default: return .failed("unknown purchase result")
+        // A result a newer StoreKit adds may have charged: waited for like Ask to Buy (the order's intent stays, and a
+        // paid transaction arrives through the updates), never ended as failed — which would tell the server nothing
+        // was charged.
+        @unknown default: return .pending(requestId: nil)
         }
     }
 

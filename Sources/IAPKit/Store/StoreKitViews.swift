@@ -32,7 +32,8 @@ extension View {
             case .success(.success(let verification)): completed = .success(.purchased(await store.adopt(verification)))
             case .success(.pending): completed = .success(.pending(requestId: nil))
             case .success(.userCancelled): completed = .success(.cancelled)
-            case .success: completed = .success(.failed("unknown purchase result"))
+            // A result a newer StoreKit adds may have charged: waited for, as StoreKitStore does.
+            case .success: completed = .success(.pending(requestId: nil))
             case .failure(let error): completed = .failure(StoreKitStore.rethrown(error))
             }
             await client.storeViewPurchaseCompleted(productId: product.id, result: completed)
