@@ -13,9 +13,12 @@ extension Ledger {
     }
 
     /// A device's signed renewal info (StoreKit's `Product.SubscriptionInfo.Status.renewalInfo`), already verified by
-    /// the caller as notifications' renewal info is: applied to its series as a notification's would be, but only to a
-    /// series `accountId` holds (its latest period's holder), and only when newer (by `signedDate`) than what the ledger
-    /// holds. It grants nothing and tells the backend nothing: Apple's own notification of the same change does.
+    /// the caller as notifications' renewal info is: its auto-renew state, next product, expiration intent, billing
+    /// retry and price-increase status replace the series', but only for a series `accountId` holds (its latest
+    /// period's holder), and only when newer (by `signedDate`) than what the ledger holds. It grants nothing (a grace
+    /// period, a status, come from the App Store's own word) and tells the backend nothing: Apple's own notification of
+    /// the same change does. A notification signed earlier and delivered later may still set its own renewal info: the
+    /// display goes back to it until newer news comes, while the status stays right.
     public func applyDeviceRenewalInfo(_ renewal: JWSRenewalInfoDecodedPayload, accountId: String) async throws -> DeviceRenewalOutcome {
         try Self.checkAccountId(accountId)
         guard let original = renewal.originalTransactionId, !original.isEmpty, original.utf8.count <= 64, let signed = renewal.signedDate else {
@@ -28,20 +31,15 @@ extension Ledger {
             let autoRenewable = try session.sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 AND product_type = $2 LIMIT 1",
                                                       [.text(key), .text(ProductType.autoRenewableSubscription.rawValue)]) != nil
             guard holder == accountId, autoRenewable else { return .notOwned }
-            if let stored = try session.series(key) {
-                if Millis.of(stored.signedDate) >= Millis.of(signed) { return .older }
-                // A status the App Store gave (a notification, the Server API) holds as of the series' signedDate, which
-                // renewal info without a status must not move later: a notification signed before this info but
-                // delivered after it (a refund reversed, a grace period) would be refused, and a revoked status would
-                // outdate the period Apple signed again. Where Apple's word on the series reaches the server, its
-                // renewal info comes with it.
-                if stored.status != nil { return .older }
-            }
-            try session.apply(.updateSeriesStatus(SubscriptionRecord(
-                originalTransactionId: key, gracePeriodExpiresDate: renewal.gracePeriodExpiresDate,
-                autoRenew: renewal.autoRenewStatus.map { $0 == .on }, autoRenewProductId: renewal.autoRenewProductId, signedDate: signed,
-                expirationIntent: renewal.expirationIntent, isInBillingRetryPeriod: renewal.isInBillingRetryPeriod,
-                priceIncreaseStatus: renewal.priceIncreaseStatus)))
+            // Dated apart from the series' status (`signed_date`): renewal info says nothing of the status, and a status
+            // dated by it would refuse a notification signed before it but delivered after (a refund reversed, a grace
+            // period), or let a revoked status outdate the period Apple signed again. So it is applied only when newer
+            // than both what the App Store said of the series and the last device's renewal info, and moves neither.
+            let held = try session.sql.first("SELECT signed_date, device_renewal_signed_date FROM subscriptions WHERE original_transaction_id = $1",
+                                             [.text(key)])
+            let newest = max(held.flatMap { $0.optionalInt(0) } ?? 0, held.flatMap { $0.optionalInt(1) } ?? 0)
+            guard Millis.of(signed) > newest else { return .older }
+            guard try session.applyDeviceRenewal(originalTransactionId: key, renewal, signed: signed) else { return .older }
             return .applied
         }
     }

@@ -3,8 +3,8 @@ import Foundation
 @testable import PurchaseLedger
 import Testing
 
-/// A device's renewal info carries no status: applied where the App Store's status of the series is held, it would date
-/// that status later than Apple signed it (the seeded history explorer's seed 109 found the loss this causes).
+/// A device's renewal info carries no status: were it to date the series' status, that status would look later than
+/// Apple signed it (the seeded history explorer's seed 109 found the loss this causes). It is dated apart.
 @Suite("A device's renewal info never dates the App Store's status later")
 struct DeviceRenewalStatusTests {
     @Test("A refund reversed without its notification: a device's later renewal info does not make the old revoked status outdate the period Apple signed again",
@@ -42,7 +42,20 @@ struct DeviceRenewalStatusTests {
         var device = renewal
         device.autoRenewStatus = .off
         device.signedDate = start.addingTimeInterval(180)
-        #expect(try await ledger.applyDeviceRenewalInfo(device, accountId: account) == .older)
-        #expect(try await ledger.entitlements(accountId: account).entitlement("pro") != nil, "the reinstated period still grants")
+        #expect(try await ledger.applyDeviceRenewalInfo(device, accountId: account) == .applied)
+        let shown = try await ledger.entitlements(accountId: account).entitlement("pro")
+        #expect(shown != nil, "the reinstated period still grants")
+        #expect(shown?.renewal?.autoRenewStatus == .off, "the device's renewal info is shown")
+
+        // Apple's REFUND_REVERSED, signed before the device's renewal info and delivered after it: its status still applies.
+        var reversalRenewal = renewal
+        reversalRenewal.signedDate = start.addingTimeInterval(150)
+        var reversal = NotificationEvent(notificationUUID: uniqueId(), type: .refundReversed, subtype: nil, signedDate: start.addingTimeInterval(150),
+                                         signedPayload: "x", transaction: reinstated, renewal: reversalRenewal)
+        reversal.status = .active
+        _ = try await ledger.apply(reversal)
+        #expect(try await ledger.series(originalTransactionId: plan.originalTransactionId ?? "")?.status?.status == .active,
+                "the status Apple signed before the device's renewal info is not refused as older")
+        #expect(try await ledger.entitlements(accountId: account).entitlement("pro") != nil)
     }
 }

@@ -23,9 +23,11 @@ public struct PurchaseRequest: Codable, Hashable, Sendable {
     /// (StoreKit's `Product.SubscriptionInfo.Status.renewalInfo`, its `jwsRepresentation`: Apple's JWSRenewalInfo), so
     /// that a server Apple's notifications do not reach still learns that the customer turned auto-renew off or chose
     /// another product. Applied after the transaction is granted, only to a series the uploading account holds, and
-    /// only when signed later than what the server holds of it; it grants nothing by itself. One that does not verify
-    /// (or names another account's series, or is older) never blocks the grant of the paid transaction: it is left out,
-    /// logged, and the reply's `renewalInfoIgnored` says why. At most 16 KiB.
+    /// only when signed later than what the server holds of it and while the server holds no status of the series from
+    /// the App Store itself (its notifications and Server API bring their own renewal info, and renewal info carries no
+    /// status to date); it grants nothing by itself. One that does not verify (or names another account's series, or
+    /// is older) never blocks the grant of the paid transaction: it is left out, logged, and the reply's
+    /// `renewalInfoIgnored` says why. At most 16 KiB.
     public var signedRenewalInfo: String?
 
     public init(signedTransaction: String? = nil, receipt: String? = nil, transactionId: String? = nil, appTransaction: String? = nil,
@@ -128,7 +130,8 @@ public struct PurchaseReply: Codable, Hashable, Sendable {
     public var signedEntitlements: String?
     /// Set when the request's `signedRenewalInfo` was left out (the transaction's grant stands all the same): `unverified`
     /// (its signature, chain or environment did not verify, or it was too large), `notOwned` (no auto-renewable series
-    /// of this account has its original transaction id), `older` (the server holds renewal info signed no earlier).
+    /// of this account has its original transaction id), `older` (the server holds renewal info signed no earlier, or
+    /// the App Store's own status of the series), `unavailable` (the server could not apply it now: send it again).
     public var renewalInfoIgnored: String?
 
     public init(outcome: SubmissionOutcome?, transactionId: String?, orderId: String?, orderRefusal: OrderRefusal?, transactions: [Item],

@@ -82,3 +82,25 @@ public struct DeviceReport: Sendable, Hashable, Codable {
     public var signals: [String]
     public var reportedAt: Date
 }
+
+extension LedgerSession {
+    /// Writes a device's renewal info into its series (``Ledger/applyDeviceRenewalInfo(_:accountId:)`` decided it is
+    /// newer), dated by `device_renewal_signed_date` only: the series' status and its date stay as the App Store left
+    /// them. A series nothing else told of yet is made with no status and no date. False when a newer one won a race.
+    func applyDeviceRenewal(originalTransactionId key: String, _ renewal: JWSRenewalInfoDecodedPayload, signed: Date) throws -> Bool {
+        try !sql.rows("""
+            INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew,
+                auto_renew_product_id, signed_date, expiration_intent, billing_retry, price_increase_status, device_renewal_signed_date)
+            VALUES ($1, NULL, NULL, NULL, NULL, $2, $3, 0, $4, $5, $6, $7)
+            ON CONFLICT (original_transaction_id) DO UPDATE SET
+                auto_renew = excluded.auto_renew, auto_renew_product_id = excluded.auto_renew_product_id,
+                expiration_intent = excluded.expiration_intent, billing_retry = excluded.billing_retry,
+                price_increase_status = excluded.price_increase_status, device_renewal_signed_date = excluded.device_renewal_signed_date
+            WHERE subscriptions.signed_date < excluded.device_renewal_signed_date
+                AND COALESCE(subscriptions.device_renewal_signed_date, 0) < excluded.device_renewal_signed_date
+            RETURNING original_transaction_id
+            """, [.text(key), .of(renewal.autoRenewStatus.map { Int64($0 == .on ? 1 : 0) }), .of(renewal.autoRenewProductId),
+                  .of(renewal.expirationIntent.map { Int64($0.rawValue) }), .of(renewal.isInBillingRetryPeriod.map { Int64($0 ? 1 : 0) }),
+                  .of(renewal.priceIncreaseStatus.map { Int64($0.rawValue) }), .of(signed)]).isEmpty
+    }
+}

@@ -204,6 +204,11 @@ enum Schema {
             "ALTER TABLE subscriptions ADD COLUMN billing_retry BIGINT",
             "ALTER TABLE subscriptions ADD COLUMN price_increase_status BIGINT",
         ],
+        [
+            // A device's renewal info (StoreKit's, uploaded with a purchase or a restore) carries no status: it is dated
+            // apart, so that it never makes the App Store's status of the series look newer than Apple signed it.
+            "ALTER TABLE subscriptions ADD COLUMN device_renewal_signed_date BIGINT",
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began

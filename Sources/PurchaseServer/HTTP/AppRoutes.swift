@@ -110,7 +110,7 @@ struct AppRoutes<Context: PurchaseRequestContext> {
         }
         // The device's renewal info, after what it restored is bound; one left out refuses nothing.
         for renewal in (body.signedRenewalInfos ?? []).prefix(Self.maxRenewalInfos) {
-            _ = try await applyDeviceRenewalInfo(renewal, account: account, context)
+            _ = await applyDeviceRenewalInfo(renewal, account: account, context)
         }
         // Non-renewing subscriptions are not in the store's restore: the ledger's own records bring them back.
         let owned = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
@@ -161,12 +161,11 @@ struct AppRoutes<Context: PurchaseRequestContext> {
             }
             var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
             if let renewal = body.signedRenewalInfo {
-                // After the grant, which it never blocks: a renewal info left out is logged and named in the reply.
-                switch try await applyDeviceRenewalInfo(renewal, account: account, context) {
-                case .applied?: reply.entitlements = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
-                case .older?: reply.renewalInfoIgnored = "older"
-                case .notOwned?: reply.renewalInfoIgnored = "notOwned"
-                case nil: reply.renewalInfoIgnored = "unverified"
+                // After the grant, which it never blocks: one left out is logged and named in the reply.
+                if let ignored = await applyDeviceRenewalInfo(renewal, account: account, context) {
+                    reply.renewalInfoIgnored = ignored
+                } else {
+                    reply.entitlements = Entitlements(try await services.ledger.entitlements(accountId: account, now: services.now()))
                 }
             }
             reply.signedEntitlements = try services.signature(for: reply.entitlements, request)
@@ -239,25 +238,33 @@ struct AppRoutes<Context: PurchaseRequestContext> {
     static var maxRenewalInfos: Int { 100 }
 
     /// A device's signed renewal info (StoreKit's `Product.SubscriptionInfo.Status.renewalInfo`), verified as a
-    /// notification's is, applied to its series when the account holds it and it is newer. Nil when it does not verify
-    /// (or is too large): logged and left out, as whatever the ledger refuses of it is.
-    func applyDeviceRenewalInfo(_ jws: String, account: String, _ context: Context) async throws -> Ledger.DeviceRenewalOutcome? {
+    /// notification's is, applied to its series when the account holds it and it is newer. Answers nil when applied,
+    /// else why it was left out (``PurchaseReply/renewalInfoIgnored``): logged, and never an error, since it comes after
+    /// a grant that stands whatever becomes of it.
+    func applyDeviceRenewalInfo(_ jws: String, account: String, _ context: Context) async -> String? {
         guard jws.utf8.count <= Self.maxRenewalInfoBytes else {
             context.logger.notice("a device's signed renewal info of \(jws.utf8.count) bytes left out: too large")
-            return nil
+            return "unverified"
         }
         let renewal: JWSRenewalInfoDecodedPayload
         do {
             renewal = try await services.verifier.signedData.verifyRenewalInfo(jws).payload
         } catch {
             context.logger.notice("a device's signed renewal info left out: \(error)")
-            return nil
+            return "unverified"
         }
         do {
-            return try await services.ledger.applyDeviceRenewalInfo(renewal, accountId: account)
+            switch try await services.ledger.applyDeviceRenewalInfo(renewal, accountId: account) {
+            case .applied: return nil
+            case .older: return "older"
+            case .notOwned: return "notOwned"
+            }
         } catch let error as LedgerError where error.code == .invalidInput {
             context.logger.notice("a device's signed renewal info left out: \(error)")
-            return nil
+            return "unverified"
+        } catch {
+            context.logger.warning("a device's signed renewal info could not be applied now: \(error)")
+            return "unavailable"
         }
     }
 
