@@ -53,8 +53,8 @@ extension Ledger {
     /// the word), and once. Nothing else reads it: a payment that arrives later binds and grants as ever.
     /// Returns the order and whether the report was recorded.
     public func abandonOrder(orderId: String, accountId: String, reason: String, now: Date = Date()) async throws -> (order: Order, recorded: Bool) {
-        guard OrderAbandonRequest.Reason.known.contains(.init(rawValue: reason)) else {
-            throw LedgerError(.invalidInput, "the reason is one of \(OrderAbandonRequest.Reason.known.map(\.rawValue).joined(separator: ", "))")
+        guard OrderAbandonRequest.Reason(rawValue: reason) != nil else {
+            throw LedgerError(.invalidInput, "the reason is one of \(OrderAbandonRequest.Reason.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return try await write { session in
             guard let order = try session.order(id: orderId), order.accountId == accountId else {

@@ -48,23 +48,19 @@ public struct OrderReply: Codable, Hashable, Sendable {
 /// operator's list of lost orders (`stuck`) holds only orders that may have been paid. It changes nothing else: a
 /// payment for the order that still arrives (the store was wrong, Ask to Buy approved later) is granted as ever.
 public struct OrderAbandonRequest: Codable, Hashable, Sendable {
-    public struct Reason: APIOpenEnum {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-
+    /// Closed: the client sends it, and an unknown one is refused (400) rather than recorded.
+    public enum Reason: String, Codable, Hashable, Sendable, CaseIterable {
         /// The customer closed the payment sheet.
-        public static let cancelled: Self = "cancelled"
+        case cancelled
         /// The store refused the payment before charging (not sold in the storefront, payments not allowed, an offer
         /// refused…).
-        public static let failed: Self = "failed"
+        case failed
         /// The app never started the payment (its journal could not be written, the sign-in changed, a signature it
         /// needed was refused).
-        public static let notStarted: Self = "notStarted"
+        case notStarted
         /// The store answered with a transaction the Apple ID already owned (a non-consumable, an active subscription's
         /// same product), bought through another order: nothing was charged for this one.
-        public static let alreadyOwned: Self = "alreadyOwned"
-
-        public static let known: [Self] = [.cancelled, .failed, .notStarted, .alreadyOwned]
+        case alreadyOwned
     }
 
     public var reason: Reason

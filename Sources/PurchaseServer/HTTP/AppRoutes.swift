@@ -150,14 +150,18 @@ struct AppRoutes<Context: PurchaseRequestContext> {
             return (try JSONReply.encode(reply), reply.outcome.map(PurchaseRequestOutcome.submitted) ?? .empty)
         case .verified(let transactions):
             if let refusal = services.deviceRefusal(body.deviceIntegrity), let report = body.deviceIntegrity {
-                // Refused by policy: the report is kept (for the operator), nothing is bound or granted.
-                for transaction in transactions {
-                    // Under the ledger's key, as an accepted purchase's report is (an Xcode one's apart).
-                    let key = TransactionKey.key(transaction.transactionId ?? "", in: transaction.environment ?? .production)
-                    try await services.ledger.recordDeviceReport(transactionId: key, accountId: account,
-                                                                 signals: report.signals, now: services.now())
+                // Under the ledger's key, as an accepted purchase's report is (an Xcode one's apart).
+                let keys = transactions.map { TransactionKey.key($0.transactionId ?? "", in: $0.environment ?? .production) }
+                // What this account holds already (granted before, or through Apple's notification) is answered as such: a
+                // refusal would only keep the device from finishing it, for ever, with nothing left to refuse.
+                let held = try await services.ledger.transactions(ids: keys)
+                if keys.isEmpty || !keys.allSatisfy({ held[$0]?.accountId == account }) {
+                    // Refused by policy: the report is kept (for the operator), nothing is bound or granted.
+                    for key in keys {
+                        try await services.ledger.recordDeviceReport(transactionId: key, accountId: account, signals: report.signals, now: services.now())
+                    }
+                    throw refusal
                 }
-                throw refusal
             }
             var reply = try await submit(transactions, account: account, orderId: body.orderId, source: proof.source, signals: body.deviceIntegrity?.signals)
             if let renewal = body.signedRenewalInfo {
