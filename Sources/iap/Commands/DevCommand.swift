@@ -14,7 +14,7 @@ struct DevCommand: AsyncParsableCommand {
         discussion: """
         The server trusts the simulator's roots and accepts Sandbox, asks the simulator's Server API and verifyReceipt when \
         local proof is not enough, and the simulator posts its notifications to the server. \
-        For each --account (default `dev-user`) it makes a store account of the same name in the simulator if there is         none and prints a 24-hour sign-in token for the server, then how an app connects: the product ids, the         entitlements key, and the SDK's SimulatorStore and PurchaseServerClient.
+        For each --account (default `dev-user`) it makes a store account of the same name in the simulator if there is none and prints a 24-hour sign-in token for the server, then how an app connects: the product ids, the entitlements key, and the SDK's SimulatorStore and PurchaseServerClient.
         """)
 
     @Option(name: .customLong("account"), help: "An app account to print a sign-in token for, with a store account of the same name (repeatable; default dev-user).")
