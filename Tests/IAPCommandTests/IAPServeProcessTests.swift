@@ -223,7 +223,7 @@ struct IAPServeProcessTests {
         for process in replicas + [simulator] { try await Self.stop(process) }
     }
 
-    @Test("iap dev: the simulator's notification reaches the server, which trusts it and binds the purchase by its token")
+    @Test("iap dev: the simulator's notification reaches the server, which trusts it and binds the purchase by its token; the dashboard opens with the key it made; the server judges on the simulator's clock")
     func dev() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-dev-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
@@ -242,6 +242,25 @@ struct IAPServeProcessTests {
         // The app never submits: ONE_TIME_CHARGE alone grants it.
         let (_, owned) = try await Self.request("http://127.0.0.1:\(server)/v1/entitlements", account: "dev-user", secret: secret)
         #expect(try owned.decoded(as: EntitlementsReply.self).entitlements.entitlements.map(\.name) == ["premium"])
+
+        // The admin API and the dashboard are open, with the key iap dev made and printed.
+        let adminKey = try String(contentsOf: data.appendingPathComponent("server/admin-key"), encoding: .utf8)
+        #expect(try await Self.adminRequest("http://127.0.0.1:\(server)/admin/orders?state=granted", key: adminKey).0 == 200)
+        #expect(try await Self.request("http://127.0.0.1:\(server)/dashboard/login").0 == 200)
+
+        // The server judges on the simulator's clock: a plan bought after the store's clock moved on is owned.
+        _ = try await Self.request("http://127.0.0.1:\(simulator)/sim/clock/advance", method: "POST", body: #"{"seconds": 864000}"#)
+        let (_, monthlyOrder) = try await Self.request("http://127.0.0.1:\(server)/v1/orders", method: "POST",
+                                                       body: #"{"productId":"com.example.iapkit.pro.monthly"}"#, account: "dev-user", secret: secret)
+        let monthlyToken = try monthlyOrder.decoded(as: OrderReply.self).appAccountToken.lowercasedString
+        let (_, subscribed) = try await Self.request("http://127.0.0.1:\(simulator)/sim/purchases", method: "POST",
+                                                     body: #"{"account":"s","device":"d","productId":"com.example.iapkit.pro.monthly","appAccountToken":"\#(monthlyToken)"}"#)
+        let signed = try #require(try subscribed.decoded(as: SimulatedPurchaseAnswer.self).signedTransaction)
+        let (_, granted) = try await Self.request("http://127.0.0.1:\(server)/v1/purchases", method: "POST",
+                                                  body: #"{"signedTransaction":"\#(signed)"}"#, account: "dev-user", secret: secret)
+        #expect(try granted.decoded(as: PurchaseReply.self).entitlements.has("pro"), "\(granted.utf8Text)")
+        let (_, later) = try await Self.request("http://127.0.0.1:\(server)/v1/entitlements", account: "dev-user", secret: secret)
+        #expect(try later.decoded(as: EntitlementsReply.self).entitlements.has("pro"))
         try await Self.stop(process)
         #expect(!process.isRunning, "iap dev must exit on SIGTERM")
     }

@@ -124,10 +124,10 @@ extension AccountAuthenticator {
                                                  iss: issuer.map(IssuerClaim.init(value:))))
     }
 
-    /// The HS256 secret kept in `directory` (made on first use, readable by its owner only), for servers started
-    /// without configured auth.
-    public static func loadOrCreateSecret(in directory: URL) throws -> String {
-        let file = directory.appendingPathComponent("auth-hs256-secret")
+    /// The HS256 secret kept in `directory` (made on first use, 64 hex characters, readable by its owner only), for
+    /// servers started without configured auth; another secret of the same kind under `name` (`iap dev`'s admin key).
+    public static func loadOrCreateSecret(in directory: URL, named name: String = "auth-hs256-secret") throws -> String {
+        let file = directory.appendingPathComponent(name)
         if let data = FileManager.default.contents(atPath: file.path) {
             return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }

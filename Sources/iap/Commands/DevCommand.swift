@@ -14,7 +14,7 @@ struct DevCommand: AsyncParsableCommand {
         discussion: """
         The server trusts the simulator's roots and accepts Sandbox, asks the simulator's Server API and verifyReceipt when \
         local proof is not enough, and the simulator posts its notifications to the server. \
-        For each --account (default `dev-user`) it makes a store account of the same name in the simulator if there is none and prints a 24-hour sign-in token for the server, then how an app connects: the product ids, the entitlements key, and the SDK's SimulatorStore and PurchaseServerClient.
+        For each --account (default `dev-user`) it makes a store account of the same name in the simulator if there is none and prints a 24-hour sign-in token for the server, then how an app connects: the product ids, the entitlements key, and the SDK's SimulatorStore and PurchaseServerClient; and the dashboard's address with its admin key (made in the data directory unless IAPKIT_ADMIN_KEY or --config gives one). The server judges on the simulator's clock, so that POST /sim/clock/advance moves both.
         """)
 
     @Option(name: .customLong("account"), help: "An app account to print a sign-in token for, with a store account of the same name (repeatable; default dev-user).")
@@ -49,6 +49,10 @@ struct DevCommand: AsyncParsableCommand {
             try configuration.resolveStoreKitCatalog(explicitGrants: config != nil)
         }
         configuration.dataDirectory = URL(fileURLWithPath: data).appendingPathComponent("server").path
+        // The dashboard and the admin API open in development: a key of its own, kept beside the HS256 secret.
+        if configuration.adminKey == nil {
+            configuration.adminKey = try AccountAuthenticator.loadOrCreateSecret(in: URL(fileURLWithPath: configuration.dataDirectory), named: "admin-key")
+        }
         configuration.port = serverPort
         configuration.bundleId = await simulatorServices.engine.catalog.bundleId
         configuration.trustedRoots += ["jws-root.pem", "receipt-root.pem"].map { simulatorDirectory.appendingPathComponent($0).path }
@@ -60,7 +64,11 @@ struct DevCommand: AsyncParsableCommand {
         configuration.appStore.privateKeyFile = simulatorDirectory.appendingPathComponent("api-key.p8").path
         configuration.appStore.verifyReceiptURL = simulatorURL + "/verifyReceipt"
         configuration.appStore.verifyReceiptSandboxURL = simulatorURL + "/sandbox/verifyReceipt"
-        let (services, effective) = try await ServeCommand.prepare(configuration)
+        var (services, effective) = try await ServeCommand.prepare(configuration)
+        // The server judges on the simulator's clock: after `POST /sim/clock/advance` a plan bought is judged at the time
+        // the store signed it, not at the machine's (where it would not have begun yet).
+        let clock = await simulatorServices.engine.clock
+        services.now = { clock.now }
         let names = accounts.isEmpty ? ["dev-user"] : accounts
         for name in names {
             // The app's account and the Apple ID it pays with, named alike so that a newcomer has one name to type.
@@ -74,6 +82,9 @@ struct DevCommand: AsyncParsableCommand {
         Output.note("IAPKit dev: server http://127.0.0.1:\(serverPort), simulator http://127.0.0.1:\(simulatorPort)")
         Output.note("products: \(products.joined(separator: ", "))")
         Output.note("entitlements key (to pin in the app): http://127.0.0.1:\(serverPort)/v1/keys/entitlements")
+        if let adminKey = effective.adminKey {
+            Output.note("dashboard: http://127.0.0.1:\(serverPort)/dashboard — sign in with the admin key \(adminKey) (also the admin API's bearer key: iap orders list --server http://127.0.0.1:\(serverPort) --admin-key …)")
+        }
         Output.note("""
             an app connects with: PurchaseClient(store: SimulatorStore(baseURL: URL(string: "http://127.0.0.1:\(simulatorPort)")!, \
             account: "\(names[0])", device: "phone"), server: PurchaseServerClient(baseURL: URL(string: "http://127.0.0.1:\(serverPort)")!) \
