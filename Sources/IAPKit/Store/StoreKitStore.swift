@@ -37,13 +37,15 @@ public struct StoreKitStore: StoreAdapter {
     /// A transaction that is to be finished: kept for ``finish(_:)``, and read.
     func adopt(_ verification: VerificationResult<Transaction>) async -> StoreTransaction {
         await kept.keep(verification.unsafePayloadValue)
-        return await Self.readWithRenewalInfo(verification)
+        // Without its renewal info: a paid transaction is journaled before anything else, and asking StoreKit for the
+        // series' status may wait on the network. The restore sends the renewal info (``restore()``).
+        return Self.read(verification)
     }
 
     /// ``read(_:)``, with the signed renewal info of an auto-renewable subscription's series (`Transaction
-    /// .subscriptionStatus`, nil for any other product, or when StoreKit cannot say): uploaded with the transaction, it
-    /// tells the server the series' renewal state (auto-renew off, the next product) even when Apple's notifications
-    /// do not reach it.
+    /// .subscriptionStatus`, nil for any other product, or when StoreKit cannot say): sent with the restore, it tells
+    /// the server the series' renewal state (auto-renew off, the next product) even when Apple's notifications do not
+    /// reach it.
     static func readWithRenewalInfo(_ verification: VerificationResult<Transaction>) async -> StoreTransaction {
         var read = read(verification)
         if let status = await verification.unsafePayloadValue.subscriptionStatus {
