@@ -47,7 +47,12 @@ struct SchemaTests {
         #expect(after.keys.sorted() == (1...Int64(Schema.migrations.count)).map { $0 })
         #expect(after[1] == 1, "a migration applied before is not applied again")
         // The last migration's column is there: a purchase can be written with it.
-        try await store.write { sql in _ = try sql.rows("SELECT app_transaction_id, revocation_percentage FROM purchases", []) }
+        try await store.write { sql in
+            _ = try sql.rows("""
+                SELECT app_transaction_id, revocation_percentage, price, currency, offer_type, offer_discount_type, offer_period, storefront
+                FROM purchases
+                """, [])
+        }
         try await Schema.migrate(store)
         #expect(try await versions(store) == after)
         try await store.close()

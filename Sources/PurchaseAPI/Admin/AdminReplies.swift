@@ -172,11 +172,31 @@ public struct TransactionRecord: Codable, Hashable, Sendable {
     public var isUpgraded: Bool
     public var appAccountToken: String?
     public var signedDate: Date
+    /// What the customer paid, in milliunits of ``currency`` (10.99 → 10990), as Apple signed it. Absent when unknown
+    /// (a purchase known only from a StoreKit 1 receipt); a free trial's is 0.
+    public var price: Int64?
+    /// ISO 4217 currency of ``price``.
+    public var currency: String?
+    /// Apple's offer type: 1 introductory, 2 promotional, 3 offer code, 4 win-back.
+    public var offerType: Int?
+    /// `FREE_TRIAL`, `PAY_AS_YOU_GO`, `PAY_UP_FRONT`, `ONE_TIME`.
+    public var offerDiscountType: String?
+    /// The offer's duration, ISO 8601 (`P1W`).
+    public var offerPeriod: String?
+    /// The App Store storefront, ISO 3166-1 alpha-3 (`USA`).
+    public var storefront: String?
 
     public init(transactionId: String, originalTransactionId: String, accountId: String?, orderId: String?, productId: String, type: String,
                 environment: String, quantity: Int, purchaseDate: Date, expiresDate: Date?, revocationDate: Date?, revocationReason: Int?,
                 revocationType: String?, revocationPercentage: Int?, appTransactionId: String?, isUpgraded: Bool, appAccountToken: String?,
-                signedDate: Date) {
+                signedDate: Date, price: Int64? = nil, currency: String? = nil, offerType: Int? = nil, offerDiscountType: String? = nil,
+                offerPeriod: String? = nil, storefront: String? = nil) {
+        self.price = price
+        self.currency = currency
+        self.offerType = offerType
+        self.offerDiscountType = offerDiscountType
+        self.offerPeriod = offerPeriod
+        self.storefront = storefront
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.accountId = accountId

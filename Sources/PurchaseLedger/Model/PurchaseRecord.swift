@@ -32,6 +32,19 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// A subscription migrated to the Advanced Commerce API: its series' original transaction id before. Read when the
     /// transaction is bound (the migrated series goes to the old series' account), not stored.
     public var previousOriginalTransactionId: String?
+    /// What the customer paid, as Apple signed it: milliunits of ``currency`` (10.99 → 10990). Nil when unknown (a
+    /// purchase known only from a StoreKit 1 receipt carries no price); a free trial's 0 is a real 0.
+    public var price: Int64?
+    /// ISO 4217 currency of ``price``.
+    public var currency: String?
+    /// The offer the purchase was made under (1 introductory, 2 promotional, 3 offer code, 4 win-back), if any.
+    public var offerType: OfferType?
+    /// How the offer discounted it: `FREE_TRIAL`, `PAY_AS_YOU_GO`, `PAY_UP_FRONT`, `ONE_TIME`.
+    public var offerDiscountType: OfferDiscountType?
+    /// The offer's duration, ISO 8601 (`P1W`).
+    public var offerPeriod: String?
+    /// The customer's App Store storefront, ISO 3166-1 alpha-3 (`USA`).
+    public var storefront: String?
 
     /// Takes the fields the ledger needs from a verified payload; a payload lacking one is refused. Its ids become the
     /// ledger's keys: an environment other than Apple's two is kept apart (``TransactionKey``).
@@ -80,6 +93,17 @@ public struct PurchaseRecord: Sendable, Hashable {
         // A family member's copy would otherwise go to the purchaser's account, and end the purchaser's old series.
         previousOriginalTransactionId = payload.inAppOwnershipType == .familyShared ? nil
             : payload.previousOriginalTransactionId.flatMap { $0.isEmpty || $0.utf8.count > idLimit || $0 == originalTransactionId ? nil : $0 }
+        // The money, as signed. A value longer than any Apple sends is dropped (unknown), not cut into another one.
+        price = payload.price
+        currency = Self.bounded(payload.currency, 16)
+        offerType = payload.offerType
+        offerDiscountType = Self.bounded(payload.offerDiscountType?.rawValue, 64).map(OfferDiscountType.init(rawValue:))
+        offerPeriod = Self.bounded(payload.offerPeriod, 64)
+        storefront = Self.bounded(payload.storefront, 16)
+    }
+
+    private static func bounded(_ text: String?, _ limit: Int) -> String? {
+        text.flatMap { $0.isEmpty || $0.utf8.count > limit ? nil : $0 }
     }
 
     /// The transaction's id as it was signed: what the app's StoreKit knows it by.
@@ -102,6 +126,13 @@ public struct PurchaseRecord: Sendable, Hashable {
         newer.revocationPercentage = other.revocationPercentage
         newer.isUpgraded = other.isUpgraded
         newer.signedDate = other.signedDate
+        // The price of a transaction does not change: later news fills what was unknown and never erases it.
+        newer.price = price ?? other.price
+        newer.currency = currency ?? other.currency
+        newer.offerType = offerType ?? other.offerType
+        newer.offerDiscountType = offerDiscountType ?? other.offerDiscountType
+        newer.offerPeriod = offerPeriod ?? other.offerPeriod
+        newer.storefront = storefront ?? other.storefront
         return newer
     }
 }

@@ -73,8 +73,12 @@ struct LedgerSession {
         transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity, purchase_date, \
         expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
         """
-    /// Every column of a stored transaction: the entitling ones, then how much of it Apple refunded.
-    static let purchaseColumns = entitlingColumns + ", revocation_type, revocation_percentage, app_transaction_id"
+    /// Every column of a stored transaction: the entitling ones, then how much of it Apple refunded, then its money.
+    static let purchaseColumns = entitlingColumns + ", revocation_type, revocation_percentage, app_transaction_id" + moneyColumns
+    /// What the customer paid and under which offer (``PurchaseRecord/price`` and after): NULL where unknown.
+    static let moneyColumns = ", price, currency, offer_type, offer_discount_type, offer_period, storefront"
+    /// How many columns ``purchaseColumns`` names (the facts row's slice of the stored transaction).
+    static let purchaseColumnCount = purchaseColumns.split(separator: ",").count
 
     func purchase(_ transactionId: String) throws -> PurchaseRecord? {
         try sql.first("SELECT \(Self.purchaseColumns) FROM purchases WHERE transaction_id = $1", [.text(transactionId)]).map(Self.decodePurchase)
@@ -121,6 +125,12 @@ struct LedgerSession {
         payload.revocationType = row.optionalText(16).map(RevocationType.init(rawValue:))
         payload.revocationPercentage = row.optionalInt(17).map { Int(clamping: $0) }
         payload.appTransactionId = row.optionalText(18)
+        payload.price = row.optionalInt(19)
+        payload.currency = row.optionalText(20)
+        payload.offerType = row.optionalInt(21).map { OfferType(rawValue: Int($0)) }
+        payload.offerDiscountType = row.optionalText(22).map(OfferDiscountType.init(rawValue:))
+        payload.offerPeriod = row.optionalText(23)
+        payload.storefront = row.optionalText(24)
         var record = try PurchaseRecord(keyed: payload)
         record.accountId = row.optionalText(2)
         record.orderId = row.optionalText(3)
@@ -150,12 +160,13 @@ struct LedgerSession {
         var facts = TransactionFacts()
         facts.namedOrder = try slice(row, from: 0, count: 8).map(decodeOrder)
         facts.tokenOrder = try slice(row, from: 8, count: 8).map(decodeOrder)
-        facts.stored = try slice(row, from: 16, count: 19).map(decodePurchase)
+        let after = 16 + purchaseColumnCount
+        facts.stored = try slice(row, from: 16, count: purchaseColumnCount).map(decodePurchase)
         if facts.stored?.accountId == nil {
-            facts.seriesOwner = row.optionalText(35)
-            facts.previousSeriesOwner = row.optionalText(36)
+            facts.seriesOwner = row.optionalText(after)
+            facts.previousSeriesOwner = row.optionalText(after + 1)
         }
-        facts.seriesEnvironment = row.optionalText(37).map(AppStoreEnvironment.init(rawValue:))
+        facts.seriesEnvironment = row.optionalText(after + 2).map(AppStoreEnvironment.init(rawValue:))
         return facts
     }
 
@@ -336,6 +347,12 @@ struct LedgerSession {
 
     // MARK: Effects
 
+    /// The binds of ``moneyColumns``, in their order (here and in ``PostgresFunctions``' JSON).
+    static func moneyBinds(_ record: PurchaseRecord) -> [SQLValue] {
+        [.of(record.price), .of(record.currency), .of(record.offerType.map { Int64($0.rawValue) }), .of(record.offerDiscountType?.rawValue),
+         .of(record.offerPeriod), .of(record.storefront)]
+    }
+
     func apply(_ effects: [LedgerEffect]) throws {
         for effect in effects { try apply(effect) }
     }
@@ -346,15 +363,17 @@ struct LedgerSession {
             let inserted = try sql.first("""
                 INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
                     quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
-                    signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+                    signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id\(Self.moneyColumns))
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+                    $22, $23, $24, $25, $26, $27)
                 ON CONFLICT (transaction_id) DO NOTHING RETURNING transaction_id
                 """, [.text(record.transactionId), .text(record.originalTransactionId), .of(record.accountId), .of(record.orderId),
                       .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
                       .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
                       .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
                       .of(record.appAccountToken?.lowercasedString), .of(record.signedDate), .text(source.rawValue), .of(now),
-                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)])
+                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)]
+                      + Self.moneyBinds(record))
             // The rules decided on a transaction that was not stored; a replica that stored it meanwhile changes the facts.
             guard inserted != nil else { throw LedgerRace() }
         case .claimPurchase(let transactionId, let accountId, let orderId):
@@ -365,11 +384,15 @@ struct LedgerSession {
         case .refreshPurchase(let record):
             try sql.execute("""
                 UPDATE purchases SET expires_date = $1, revocation_date = $2, revocation_reason = $3, is_upgraded = $4, signed_date = $5,
-                    revocation_type = $7, revocation_percentage = $8, app_transaction_id = COALESCE(app_transaction_id, $9)
+                    revocation_type = $7, revocation_percentage = $8, app_transaction_id = COALESCE(app_transaction_id, $9),
+                    price = COALESCE(price, CAST($10 AS BIGINT)), currency = COALESCE(currency, $11),
+                    offer_type = COALESCE(offer_type, CAST($12 AS BIGINT)), offer_discount_type = COALESCE(offer_discount_type, $13),
+                    offer_period = COALESCE(offer_period, $14), storefront = COALESCE(storefront, $15)
                 WHERE transaction_id = $6 AND signed_date < $5
                 """, [.of(record.expiresDate), .of(record.revocationDate), .of(record.revocationReason.map { Int64($0.rawValue) }),
                       .of(record.isUpgraded), .of(record.signedDate), .text(record.transactionId),
-                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)])
+                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)]
+                      + Self.moneyBinds(record))
         case .linkOrder(let transactionId, let orderId):
             try sql.execute("UPDATE purchases SET order_id = $1 WHERE transaction_id = $2 AND order_id IS NULL", [.text(orderId), .text(transactionId)])
         case .fulfilOrder(let orderId, let transactionId, let now):

@@ -209,6 +209,18 @@ enum Schema {
             // apart, so that it never makes the App Store's status of the series look newer than Apple signed it.
             "ALTER TABLE subscriptions ADD COLUMN device_renewal_signed_date BIGINT",
         ],
+        [
+            // The money of each transaction, as Apple signed it: price in milliunits of currency, the offer it was
+            // bought under (offerType an integer, offerDiscountType Apple's string), its period, the storefront. NULL is
+            // unknown (a receipt-only purchase, or a row stored before this migration: not backfilled, see
+            // docs/LEDGER.md), never 0: a free trial's price 0 is a real 0.
+            "ALTER TABLE purchases ADD COLUMN price BIGINT",
+            "ALTER TABLE purchases ADD COLUMN currency TEXT",
+            "ALTER TABLE purchases ADD COLUMN offer_type BIGINT",
+            "ALTER TABLE purchases ADD COLUMN offer_discount_type TEXT",
+            "ALTER TABLE purchases ADD COLUMN offer_period TEXT",
+            "ALTER TABLE purchases ADD COLUMN storefront TEXT",
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began

@@ -51,7 +51,9 @@ extension TransactionRecord {
                   quantity: record.quantity, purchaseDate: record.purchaseDate, expiresDate: record.expiresDate, revocationDate: record.revocationDate,
                   revocationReason: record.revocationReason?.rawValue, revocationType: record.revocationType?.rawValue,
                   revocationPercentage: record.revocationPercentage, appTransactionId: record.appTransactionId, isUpgraded: record.isUpgraded,
-                  appAccountToken: record.appAccountToken?.lowercasedString, signedDate: record.signedDate)
+                  appAccountToken: record.appAccountToken?.lowercasedString, signedDate: record.signedDate, price: record.price,
+                  currency: record.currency, offerType: record.offerType?.rawValue, offerDiscountType: record.offerDiscountType?.rawValue,
+                  offerPeriod: record.offerPeriod, storefront: record.storefront)
     }
 }
 

@@ -56,9 +56,10 @@ enum PostgresFunctions {
               r := e->'r';
               INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
                   quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
-                  signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id)
+                  signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id\(LedgerSession.moneyColumns))
               VALUES (r->>0, r->>1, r->>2, r->>3, r->>4, r->>5, r->>6, (r->>7)::bigint, (r->>8)::bigint, (r->>9)::bigint, (r->>10)::bigint,
-                  (r->>11)::bigint, (r->>12)::bigint, r->>13, r->>14, (r->>15)::bigint, e->>'source', (e->>'at')::bigint, r->>16, (r->>17)::bigint, r->>18)
+                  (r->>11)::bigint, (r->>12)::bigint, r->>13, r->>14, (r->>15)::bigint, e->>'source', (e->>'at')::bigint, r->>16, (r->>17)::bigint, r->>18,
+                  (r->>19)::bigint, r->>20, (r->>21)::bigint, r->>22, r->>23, r->>24)
               ON CONFLICT (transaction_id) DO NOTHING;
               GET DIAGNOSTICS n = ROW_COUNT;
               IF n = 0 THEN RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01'; END IF;
@@ -70,7 +71,10 @@ enum PostgresFunctions {
               UPDATE purchases SET expires_date = (e->>'expires')::bigint, revocation_date = (e->>'revoked')::bigint,
                   revocation_reason = (e->>'reason')::bigint, is_upgraded = (e->>'upgraded')::bigint, signed_date = (e->>'signed')::bigint,
                   revocation_type = e->>'revocationType', revocation_percentage = (e->>'revocationPercentage')::bigint,
-                  app_transaction_id = COALESCE(app_transaction_id, e->>'appTransactionId')
+                  app_transaction_id = COALESCE(app_transaction_id, e->>'appTransactionId'),
+                  price = COALESCE(price, (e->'m'->>0)::bigint), currency = COALESCE(currency, e->'m'->>1),
+                  offer_type = COALESCE(offer_type, (e->'m'->>2)::bigint), offer_discount_type = COALESCE(offer_discount_type, e->'m'->>3),
+                  offer_period = COALESCE(offer_period, e->'m'->>4), storefront = COALESCE(storefront, e->'m'->>5)
               WHERE transaction_id = e->>'tx' AND signed_date < (e->>'signed')::bigint;
             WHEN 'linkOrder' THEN
               UPDATE purchases SET order_id = e->>'order' WHERE transaction_id = e->>'tx' AND order_id IS NULL;
@@ -210,7 +214,7 @@ enum PostgresFunctions {
                                        .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
                                        .of(record.appAccountToken?.lowercasedString), .of(record.signedDate),
                                        .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)),
-                                       .of(record.appTransactionId)]
+                                       .of(record.appTransactionId)] + LedgerSession.moneyBinds(record)
                 object.raw("r", "[" + row.map(JSONObject.literal).joined(separator: ",") + "]")
                 object.set("source", .text(source.rawValue))
                 object.set("at", .of(at))
@@ -230,6 +234,7 @@ enum PostgresFunctions {
                 object.set("revocationType", .of(record.revocationType?.rawValue))
                 object.set("revocationPercentage", .of(record.revocationPercentage.map(Int64.init)))
                 object.set("appTransactionId", .of(record.appTransactionId))
+                object.raw("m", "[" + LedgerSession.moneyBinds(record).map(JSONObject.literal).joined(separator: ",") + "]")
             case .linkOrder(let transactionId, let orderId):
                 object.set("op", .text("linkOrder"))
                 object.set("tx", .text(transactionId))
