@@ -181,12 +181,12 @@ enum PostgresFunctions {
                   purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
               FROM purchases WHERE account_id = p_owner AND product_type <> 'Consumable'
               UNION ALL
-              SELECT 's'::text, original_transaction_id, product_id, auto_renew_product_id, CAST(billing_retry AS TEXT),
-                  CAST(price_increase_status AS TEXT), NULL, NULL, status, expires_date, grace_period_expires_date, auto_renew,
-                  period_purchase_date, expiration_intent, NULL, NULL, signed_date
-              FROM subscriptions WHERE original_transaction_id IN (
-                  SELECT original_transaction_id FROM purchases
-                  WHERE account_id = p_owner AND product_type <> 'Consumable' AND product_type = 'Auto-Renewable Subscription')
+              SELECT 's'::text, s.original_transaction_id, s.product_id, s.auto_renew_product_id, CAST(s.billing_retry AS TEXT),
+                  CAST(s.price_increase_status AS TEXT), NULL, NULL, s.status, s.expires_date, s.grace_period_expires_date, s.auto_renew,
+                  s.period_purchase_date, s.expiration_intent, NULL, NULL, s.signed_date
+              FROM (SELECT DISTINCT original_transaction_id AS series FROM purchases
+                  WHERE account_id = p_owner AND product_type <> 'Consumable' AND product_type = 'Auto-Renewable Subscription') mine
+              JOIN subscriptions s ON s.original_transaction_id = mine.series
               UNION ALL
               SELECT 'b'::text, currency, NULL, NULL, NULL, NULL, NULL, NULL, amount, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
               FROM balances WHERE account_id = p_owner;
