@@ -17,8 +17,8 @@ extension Ledger {
     /// retry and price-increase status replace the series', but only for a series `accountId` holds (its latest
     /// period's holder), and only when newer (by `signedDate`) than what the ledger holds. It grants nothing (a grace
     /// period, a status, come from the App Store's own word) and tells the backend nothing: Apple's own notification of
-    /// the same change does. A notification signed earlier and delivered later may still set its own renewal info: the
-    /// display goes back to it until newer news comes, while the status stays right.
+    /// the same change does. A notification signed earlier and delivered later sets the status it carries and leaves this
+    /// newer renewal info shown.
     public func applyDeviceRenewalInfo(_ renewal: JWSRenewalInfoDecodedPayload, accountId: String) async throws -> DeviceRenewalOutcome {
         try Self.checkAccountId(accountId)
         guard let original = renewal.originalTransactionId, !original.isEmpty, original.utf8.count <= 64, let signed = renewal.signedDate else {

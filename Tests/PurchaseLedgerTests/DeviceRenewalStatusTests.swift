@@ -56,6 +56,8 @@ struct DeviceRenewalStatusTests {
         _ = try await ledger.apply(reversal)
         #expect(try await ledger.series(originalTransactionId: plan.originalTransactionId ?? "")?.status?.status == .active,
                 "the status Apple signed before the device's renewal info is not refused as older")
+        #expect(try await ledger.entitlements(accountId: account).entitlement("pro")?.renewal?.autoRenewStatus == .off,
+                "and the device's later renewal info stays shown: the older news' auto-renew on does not replace it")
         #expect(try await ledger.entitlements(accountId: account).entitlement("pro") != nil)
     }
 }

@@ -428,7 +428,10 @@ struct LedgerSession {
             // about the latest period, signed no earlier than that period began: the news' date becomes the series',
             // and an EXPIRED of an earlier period would otherwise look newer than the resubscription after it.
             // The rest of the renewal info is replaced together when renewal info came (auto_renew set): Apple leaves out
-            // an expiration intent, a billing retry or a price increase that no longer applies.
+            // an expiration intent, a billing retry or a price increase that no longer applies. Unless a device's renewal
+            // info signed later is held (`device_renewal_signed_date`): news signed before it, delivered after it, sets the
+            // status it carries and leaves the newer renewal info shown.
+            let kept = "(excluded.auto_renew IS NULL OR COALESCE(subscriptions.device_renewal_signed_date, 0) > excluded.signed_date)"
             try sql.execute("""
                 INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew,
                     auto_renew_product_id, signed_date, expiration_intent, billing_retry, price_increase_status)
@@ -438,12 +441,12 @@ struct LedgerSession {
                         THEN subscriptions.status END),
                     grace_period_expires_date = COALESCE(excluded.grace_period_expires_date,
                         CASE WHEN subscriptions.signed_date >= COALESCE(subscriptions.period_purchase_date, 0) THEN subscriptions.grace_period_expires_date END),
-                    auto_renew = COALESCE(excluded.auto_renew, subscriptions.auto_renew),
-                    auto_renew_product_id = COALESCE(excluded.auto_renew_product_id, subscriptions.auto_renew_product_id),
-                    expiration_intent = CASE WHEN excluded.auto_renew IS NULL THEN subscriptions.expiration_intent ELSE excluded.expiration_intent END,
-                    billing_retry = CASE WHEN excluded.auto_renew IS NULL THEN subscriptions.billing_retry ELSE excluded.billing_retry END,
-                    price_increase_status = CASE WHEN excluded.auto_renew IS NULL THEN subscriptions.price_increase_status
-                        ELSE excluded.price_increase_status END,
+                    auto_renew = CASE WHEN \(kept) THEN subscriptions.auto_renew ELSE excluded.auto_renew END,
+                    auto_renew_product_id = CASE WHEN \(kept) THEN subscriptions.auto_renew_product_id
+                        ELSE COALESCE(excluded.auto_renew_product_id, subscriptions.auto_renew_product_id) END,
+                    expiration_intent = CASE WHEN \(kept) THEN subscriptions.expiration_intent ELSE excluded.expiration_intent END,
+                    billing_retry = CASE WHEN \(kept) THEN subscriptions.billing_retry ELSE excluded.billing_retry END,
+                    price_increase_status = CASE WHEN \(kept) THEN subscriptions.price_increase_status ELSE excluded.price_increase_status END,
                     signed_date = excluded.signed_date
                 WHERE subscriptions.signed_date < excluded.signed_date
                 """, [.text(series.originalTransactionId), .of(series.status.map { Int64($0.rawValue) }), .of(series.gracePeriodExpiresDate),
