@@ -38,18 +38,21 @@ struct DeviceRenewalInfoTests {
         try decode(SimulatedSignedTransactions.self, await system.device(.get, "/sim/accounts/\(store)/currentEntitlements")).signedRenewalInfos?[original]
     }
 
-    @Test("No notifications: the SDK's purchase upload carries the renewal info, and its restore the customer's auto-renew off")
+    @Test("No notifications: the SDK's restore carries the renewal info — the customer's auto-renew on, then off — which the purchase upload does not wait for")
     func sdkUploadsRenewalInfo() async throws {
         try await System.run(.init(deliver: false)) { system in
             let (account, store) = try await system.customer("rin")
             let app = try App.launch(system, account: account, storeAccount: store)
             await app.client.start()
             guard case .granted(let granted) = await app.client.purchase(Self.monthly) else { Issue.record("not granted"); return }
-            // Without notifications the server knew nothing of the renewal state: the purchase's upload told it.
+            // Without notifications the server knows nothing of the renewal state: the purchase is journaled and uploaded
+            // without waiting for StoreKit's subscription status. The restore sends it.
             let bought = try #require(pro(granted))
-            #expect(bought.renewalInfo?.autoRenewStatus == 1)
-            #expect(bought.renewalInfo?.autoRenewProductId == Self.monthly)
+            #expect(bought.renewalInfo == nil)
             let original = try #require(bought.originalTransactionId)
+            let first = try #require(pro(try await app.client.restore()))
+            #expect(first.renewalInfo?.autoRenewStatus == 1)
+            #expect(first.renewalInfo?.autoRenewProductId == Self.monthly)
 
             // The customer turns auto-renew off in the App Store's settings; Apple's notification never arrives.
             try await system.advance(by: 60)

@@ -147,7 +147,9 @@ public actor SimulatorStore: StoreAdapter {
         switch reply.status {
         case "purchased":
             guard let jws = reply.signedTransaction else { return .failed("the store answered without a transaction") }
-            return .purchased(try StoreTransaction(signedTransaction: jws, signedRenewalInfo: reply.signedRenewalInfo))
+            // Without the series' renewal info, as StoreKitStore hands a purchase over (it is journaled first; the restore
+            // sends the renewal info).
+            return .purchased(try StoreTransaction(signedTransaction: jws))
         case "pending", "interrupted": return .pending(requestId: reply.requestId)
         case "userCancelled": return .cancelled
         default:
@@ -158,10 +160,7 @@ public actor SimulatorStore: StoreAdapter {
     }
 
     /// `requestId`: the Ask to Buy (or interrupted) request a `pending` answer waits on, listed by `GET /sim/requests`.
-    /// `signedRenewalInfo`: an auto-renewable subscription's, as StoreKit's subscription status gives it.
-    private struct PurchaseReply: Decodable {
-        var status: String; var signedTransaction: String?; var requestId: String?; var reason: String?; var signedRenewalInfo: String?
-    }
+    private struct PurchaseReply: Decodable { var status: String; var signedTransaction: String?; var requestId: String?; var reason: String? }
 
     /// The StoreKit error a simulator refusal stands for: the simulator starts a refusal with the name of the
     /// `Product.PurchaseError` case StoreKit throws for it (`ineligibleForOffer: …`).
@@ -192,8 +191,9 @@ public actor SimulatorStore: StoreAdapter {
         let _: Reply = try await call("POST", baseURL.appendingPathComponent("sim/transactions/\(transaction.transactionId)/finish"), body: Request(device: device))
     }
 
+    /// With each auto-renewable series' signed renewal info, as StoreKitStore's restore reads it from StoreKit.
     public nonisolated func restore() async throws -> [StoreTransaction] {
-        try await signedTransactions("POST", "sim/accounts/\(account)/restore")
+        try await signedTransactions("POST", "sim/accounts/\(account)/restore", withRenewalInfo: true)
     }
 
     /// `Transaction.currentEntitlements` as the simulator lists it for the account.
@@ -289,13 +289,13 @@ public actor SimulatorStore: StoreAdapter {
 
     // MARK: HTTP
 
-    /// Each auto-renewable transaction with its series' signed renewal info, as ``StoreKitStore`` reads it from StoreKit.
-    private nonisolated func signedTransactions(_ method: String, _ path: String) async throws -> [StoreTransaction] {
+    /// The listing's transactions; `withRenewalInfo`, each auto-renewable one with its series' signed renewal info.
+    private nonisolated func signedTransactions(_ method: String, _ path: String, withRenewalInfo: Bool = false) async throws -> [StoreTransaction] {
         struct Reply: Decodable { var signedTransactions: [String]; var signedRenewalInfos: [String: String]? }
         let reply: Reply = try await call(method, baseURL.appendingPathComponent(path))
         return try reply.signedTransactions.map {
             var transaction = try StoreTransaction(signedTransaction: $0)
-            transaction.signedRenewalInfo = transaction.originalTransactionId.flatMap { reply.signedRenewalInfos?[$0] }
+            if withRenewalInfo { transaction.signedRenewalInfo = transaction.originalTransactionId.flatMap { reply.signedRenewalInfos?[$0] } }
             return transaction
         }
     }

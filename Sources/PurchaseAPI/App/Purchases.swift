@@ -23,9 +23,8 @@ public struct PurchaseRequest: Codable, Hashable, Sendable {
     /// (StoreKit's `Product.SubscriptionInfo.Status.renewalInfo`, its `jwsRepresentation`: Apple's JWSRenewalInfo), so
     /// that a server Apple's notifications do not reach still learns that the customer turned auto-renew off or chose
     /// another product. Applied after the transaction is granted, only to a series the uploading account holds, and
-    /// only when signed later than what the server holds of it and while the server holds no status of the series from
-    /// the App Store itself (its notifications and Server API bring their own renewal info, and renewal info carries no
-    /// status to date); it grants nothing by itself. One that does not verify (or names another account's series, or
+    /// only when signed later than what the server holds of it (the App Store's own news and an earlier device's); it
+    /// dates the renewal info alone, never the series' status, and grants nothing by itself. One that does not verify (or names another account's series, or
     /// is older) never blocks the grant of the paid transaction: it is left out, logged, and the reply's
     /// `renewalInfoIgnored` says why. At most 16 KiB.
     public var signedRenewalInfo: String?
@@ -128,14 +127,26 @@ public struct PurchaseReply: Codable, Hashable, Sendable {
     public var entitlements: Entitlements
     /// ``entitlements`` signed for the request's `X-Entitlements-Nonce`.
     public var signedEntitlements: String?
-    /// Set when the request's `signedRenewalInfo` was left out (the transaction's grant stands all the same): `unverified`
-    /// (its signature, chain or environment did not verify, or it was too large), `notOwned` (no auto-renewable series
-    /// of this account has its original transaction id), `older` (the server holds renewal info signed no earlier, or
-    /// the App Store's own status of the series), `unavailable` (the server could not apply it now: send it again).
-    public var renewalInfoIgnored: String?
+    /// Why the request's `signedRenewalInfo` was left out, when it was (the transaction's grant stands all the same).
+    /// Open: a reason a newer server names is kept as it came.
+    public struct RenewalInfoIgnored: APIOpenEnum {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// Its signature, chain or environment did not verify, or it was over 16 KiB.
+        public static let unverified: Self = "unverified"
+        /// No auto-renewable series of this account has its original transaction id.
+        public static let notOwned: Self = "notOwned"
+        /// The server holds news of the series signed no earlier (the App Store's, or a device's).
+        public static let older: Self = "older"
+        /// The server could not apply it now: send it again.
+        public static let unavailable: Self = "unavailable"
+    }
+
+    public var renewalInfoIgnored: RenewalInfoIgnored?
 
     public init(outcome: SubmissionOutcome?, transactionId: String?, orderId: String?, orderRefusal: OrderRefusal?, transactions: [Item],
-                refused: [Refused], entitlements: Entitlements, signedEntitlements: String? = nil, renewalInfoIgnored: String? = nil) {
+                refused: [Refused], entitlements: Entitlements, signedEntitlements: String? = nil, renewalInfoIgnored: RenewalInfoIgnored? = nil) {
         self.outcome = outcome
         self.transactionId = transactionId
         self.orderId = orderId
@@ -162,7 +173,7 @@ public struct PurchaseReply: Codable, Hashable, Sendable {
         refused = try container.decodeIfPresent([Refused].self, forKey: .refused) ?? []
         entitlements = try container.decode(Entitlements.self, forKey: .entitlements)
         signedEntitlements = try container.decodeIfPresent(String.self, forKey: .signedEntitlements)
-        renewalInfoIgnored = try container.decodeIfPresent(String.self, forKey: .renewalInfoIgnored)
+        renewalInfoIgnored = try container.decodeIfPresent(RenewalInfoIgnored.self, forKey: .renewalInfoIgnored)
     }
 }
 

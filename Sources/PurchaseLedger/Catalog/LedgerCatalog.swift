@@ -14,12 +14,6 @@ public struct LedgerCatalog: Codable, Sendable, Hashable {
     /// The rule for `productId`, if the server sells it or once sold it (``ProductRule/retired``): what was bought of a
     /// product is judged by its rule whether or not the product is still sold.
     public func rule(for productId: String) -> ProductRule? { products[productId] }
-
-    /// Whether a new order for `productId` may be opened: the catalog lists it and it is not retired.
-    public func sells(_ productId: String) -> Bool { products[productId].map { !$0.isRetired } ?? false }
-
-    /// The products no longer sold but still honoured, sorted.
-    public var retiredProductIds: [String] { products.filter(\.value.isRetired).map(\.key).sorted() }
 }
 
 /// One product: its App Store type and what buying it grants.

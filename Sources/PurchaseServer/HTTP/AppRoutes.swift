@@ -245,30 +245,30 @@ struct AppRoutes<Context: PurchaseRequestContext> {
     /// notification's is, applied to its series when the account holds it and it is newer. Answers nil when applied,
     /// else why it was left out (``PurchaseReply/renewalInfoIgnored``): logged, and never an error, since it comes after
     /// a grant that stands whatever becomes of it.
-    func applyDeviceRenewalInfo(_ jws: String, account: String, _ context: Context) async -> String? {
+    func applyDeviceRenewalInfo(_ jws: String, account: String, _ context: Context) async -> PurchaseReply.RenewalInfoIgnored? {
         guard jws.utf8.count <= Self.maxRenewalInfoBytes else {
             context.logger.notice("a device's signed renewal info of \(jws.utf8.count) bytes left out: too large")
-            return "unverified"
+            return .unverified
         }
         let renewal: JWSRenewalInfoDecodedPayload
         do {
             renewal = try await services.verifier.signedData.verifyRenewalInfo(jws).payload
         } catch {
             context.logger.notice("a device's signed renewal info left out: \(error)")
-            return "unverified"
+            return .unverified
         }
         do {
             switch try await services.ledger.applyDeviceRenewalInfo(renewal, accountId: account) {
             case .applied: return nil
-            case .older: return "older"
-            case .notOwned: return "notOwned"
+            case .older: return .older
+            case .notOwned: return .notOwned
             }
         } catch let error as LedgerError where error.code == .invalidInput {
             context.logger.notice("a device's signed renewal info left out: \(error)")
-            return "unverified"
+            return .unverified
         } catch {
             context.logger.warning("a device's signed renewal info could not be applied now: \(error)")
-            return "unavailable"
+            return .unavailable
         }
     }
 
