@@ -85,6 +85,7 @@ public struct OpenAPIDocument {
         let content: JSONValue = switch reply.body {
         case .json(let type): ["application/json": ["schema": try reflector.schema(of: type)]]
         case .anyJSONObject: ["application/json": ["schema": ["type": "object"]]]
+        case .jsonOrCSV(let type): ["application/json": ["schema": try reflector.schema(of: type)], "text/csv": ["schema": ["type": "string"]]]
         case .text(let mediaType): [mediaType: ["schema": ["type": "string"]]]
         }
         var answer: [String: JSONValue] = ["description": .string(reply.description), "content": content]

@@ -49,6 +49,8 @@ public struct APIEndpoint: Sendable {
         case json(any APIBody.Type)
         /// A JSON object whose shape no contract type describes (it is another party's, or the document itself).
         case anyJSONObject
+        /// JSON, or the same rows as CSV (`text/csv`) when the request's `Accept` asks for it.
+        case jsonOrCSV(any APIBody.Type)
         /// Text of this media type.
         case text(mediaType: String)
     }

@@ -19,6 +19,10 @@ extension LedgerCatalog {
                 problems.append("\(product.productID): configured as \(rule.type.rawValue), the .storekit file sells it as \(type.rawValue)")
                 return
             }
+            if type == .autoRenewableSubscription, rule.subscriptionPeriod == nil {
+                // Only for MRR (never access): a period this parser does not read is left out, not refused.
+                rule.subscriptionPeriod = product.recurringSubscriptionPeriod.flatMap { SubscriptionPeriod(iso8601: $0) }.map(\.description)
+            }
             if rule.entitlement == nil {
                 switch type {
                 case .nonConsumable: rule.entitlement = product.productID

@@ -34,10 +34,16 @@ public struct ProductRule: Codable, Sendable, Hashable {
     /// purchase, another device) are judged by this rule exactly as before. A product someone owns cannot leave the
     /// catalog: the server refuses to start without it (retire it instead).
     public var retired: Bool?
+    /// Auto-renewable subscriptions: the product's billing period, ISO 8601 as App Store Connect and `.storekit` files
+    /// write it (`P1W`, `P1M`, `P3M`, `P6M`, `P1Y`). Used only to normalise a price to a month for MRR (the business
+    /// view); access follows Apple's signed expiry, never this. Taken from the `.storekit` file when one is configured;
+    /// when absent, MRR classifies each period by the length Apple signed (``MetricRules/monthlyAmount``).
+    public var subscriptionPeriod: String?
 
     public init(type: ProductType, entitlement: String? = nil, periodSeconds: Int64? = nil, currency: String? = nil, amount: Int64? = nil,
-                retired: Bool? = nil) {
+                retired: Bool? = nil, subscriptionPeriod: String? = nil) {
         self.type = type
+        self.subscriptionPeriod = subscriptionPeriod
         self.entitlement = entitlement
         self.periodSeconds = periodSeconds
         self.currency = currency
@@ -60,7 +66,9 @@ public struct ProductRule: Codable, Sendable, Hashable {
     /// A non-consumable granting `entitlement` for life.
     public static func nonConsumable(_ entitlement: String) -> Self { .init(type: .nonConsumable, entitlement: entitlement) }
     /// An auto-renewable subscription granting `entitlement` until Apple's latest expiry.
-    public static func autoRenewable(_ entitlement: String) -> Self { .init(type: .autoRenewableSubscription, entitlement: entitlement) }
+    public static func autoRenewable(_ entitlement: String, period: String? = nil) -> Self {
+        .init(type: .autoRenewableSubscription, entitlement: entitlement, subscriptionPeriod: period)
+    }
     /// A non-renewing subscription granting `entitlement` for `seconds` from each purchase (purchases stack).
     public static func nonRenewing(_ entitlement: String, seconds: Int64) -> Self {
         .init(type: .nonRenewingSubscription, entitlement: entitlement, periodSeconds: seconds)
@@ -73,12 +81,20 @@ public struct ProductRule: Codable, Sendable, Hashable {
         switch type {
         case .consumable:
             guard let currency, !currency.isEmpty, let amount, amount > 0 else { return "a consumable needs a currency and a positive amount" }
-            return unused(["entitlement": entitlement != nil, "periodSeconds": periodSeconds != nil], "a consumable credits its currency only")
+            return unused(["entitlement": entitlement != nil, "periodSeconds": periodSeconds != nil, "subscriptionPeriod": subscriptionPeriod != nil],
+                          "a consumable credits its currency only")
         case .nonRenewingSubscription:
             guard entitlement?.isEmpty == false, let periodSeconds, periodSeconds > 0 else { return "a non-renewing subscription needs an entitlement and a positive periodSeconds" }
-            return unused(["currency": currency != nil, "amount": amount != nil], "a non-renewing subscription grants its entitlement only")
+            return unused(["currency": currency != nil, "amount": amount != nil, "subscriptionPeriod": subscriptionPeriod != nil],
+                          "a non-renewing subscription grants its entitlement only")
         case .nonConsumable, .autoRenewableSubscription:
             guard entitlement?.isEmpty == false else { return "needs an entitlement" }
+            if let subscriptionPeriod {
+                guard type == .autoRenewableSubscription else { return "a non-consumable has no subscriptionPeriod: remove subscriptionPeriod" }
+                guard SubscriptionPeriod(iso8601: subscriptionPeriod) != nil else {
+                    return "subscriptionPeriod \(subscriptionPeriod) is not an ISO 8601 period such as P1W, P1M or P1Y"
+                }
+            }
             return unused(["currency": currency != nil, "amount": amount != nil, "periodSeconds": periodSeconds != nil],
                           type == .nonConsumable ? "a non-consumable grants its entitlement for life" : "a subscription lasts as Apple's expiry says")
         default:
@@ -99,11 +115,11 @@ extension LedgerCatalog {
         "com.example.iapkit.coins.100": .consumable(currency: "coins", amount: 100),
         "com.example.iapkit.premium": .nonConsumable("premium"),
         "com.example.iapkit.season.pass": .nonRenewing("season", seconds: 30 * 86_400),
-        "com.example.iapkit.pro.monthly": .autoRenewable("pro"),
-        "com.example.iapkit.pro.yearly": .autoRenewable("pro"),
+        "com.example.iapkit.pro.monthly": .autoRenewable("pro", period: "P1M"),
+        "com.example.iapkit.pro.yearly": .autoRenewable("pro", period: "P1Y"),
         // The Advanced Commerce API's generic products: a subscription of the app's own SKUs is `pro` too (a plan
         // migrated from In-App Purchase keeps its access); a one-time charge credits one `credits` per purchase.
-        "com.example.iapkit.ac.subscription": .autoRenewable("pro"),
+        "com.example.iapkit.ac.subscription": .autoRenewable("pro", period: "P1M"),
         "com.example.iapkit.ac.onetime": .consumable(currency: "credits", amount: 1),
     ])
 }

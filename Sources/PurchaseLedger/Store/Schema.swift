@@ -221,6 +221,21 @@ enum Schema {
             "ALTER TABLE purchases ADD COLUMN offer_period TEXT",
             "ALTER TABLE purchases ADD COLUMN storefront TEXT",
         ],
+        [
+            // The business view's daily rollup (``MetricRules``): what transactions and notifications added to each
+            // UTC day, per environment, product, currency and kind; filled by the metrics reads from rows recorded
+            // before a watermark (`metric_watermarks`), never by the purchase path. Rebuilt from the rows by emptying
+            // both tables (docs/METRICS.md).
+            """
+            CREATE TABLE metric_days (
+                day BIGINT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL, product_id TEXT NOT NULL, currency TEXT NOT NULL,
+                count BIGINT NOT NULL, amount BIGINT NOT NULL, PRIMARY KEY (environment, kind, day, product_id, currency))
+            """,
+            "CREATE TABLE metric_watermarks (source TEXT PRIMARY KEY, recorded_before BIGINT NOT NULL)",
+            // Refunds, revocations and upgrades, read for the revenue and the active counts: a few rows of many, in an
+            // index a new purchase almost never enters (it is neither revoked nor upgraded yet).
+            "CREATE INDEX IF NOT EXISTS purchases_revoked ON purchases (revocation_date) WHERE revocation_date IS NOT NULL OR is_upgraded = 1",
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began

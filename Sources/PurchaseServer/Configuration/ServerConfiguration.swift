@@ -64,6 +64,9 @@ public struct ServerConfiguration: Codable, Sendable {
     public var promotionalOffers: [String: PromotionalOfferRule] = [:]
     /// Outgoing webhooks: every change the ledger makes that the app's backend should know of, POSTed there signed.
     public var webhooks: WebhooksConfiguration?
+    /// The business view's optional rate table (`{"currency": "USD", "rates": {"EUR": 1.08}}`): an approximate total
+    /// in one currency beside the exact per-currency figures (docs/METRICS.md).
+    public var metrics: MetricsRates?
 
     public struct WebhooksConfiguration: Codable, Sendable {
         /// `https://…` (or `http://` to a loopback host).
@@ -242,6 +245,12 @@ public struct ServerConfiguration: Codable, Sendable {
                 throw ConfigurationError("retentionMessaging.rules[\(index)]: a promotional offer is signed with the In-App Purchase key: set appStore.serverAPIBaseURL and its key")
             }
         }
+        if let metrics {
+            guard metrics.currency.count == 3 else { throw ConfigurationError("metrics.currency is an ISO 4217 code such as USD") }
+            for (currency, rate) in metrics.rates where !(rate.isFinite && rate > 0) {
+                throw ConfigurationError("metrics.rates.\(currency) must be a positive number")
+            }
+        }
         if appStore.refundPolicy != nil, appStore.serverAPIBaseURL == nil {
             throw ConfigurationError("appStore.refundPolicy answers through the Server API: set appStore.serverAPIBaseURL and its key")
         }
@@ -286,6 +295,7 @@ public struct ServerConfiguration: Codable, Sendable {
         promotionalOffers = try c.decodeIfPresent([String: PromotionalOfferRule].self, forKey: .promotionalOffers) ?? d.promotionalOffers
         retentionMessaging = try c.decodeIfPresent(RetentionMessagingConfiguration.self, forKey: .retentionMessaging)
         webhooks = try c.decodeIfPresent(WebhooksConfiguration.self, forKey: .webhooks)
+        metrics = try c.decodeIfPresent(MetricsRates.self, forKey: .metrics)
     }
 }
 

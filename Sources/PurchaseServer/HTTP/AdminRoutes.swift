@@ -21,6 +21,7 @@ struct AdminRoutes<Context: PurchaseRequestContext> {
         admin.get("consistency", use: consistency)
         addRecordRoutes(to: admin)
         addWebhookRoutes(to: admin)
+        addMetricRoutes(to: admin)
     }
 
     /// `GET /admin/orders?state=…`: open, stuck, granted or settled orders.

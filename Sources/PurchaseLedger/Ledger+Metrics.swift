@@ -1,0 +1,489 @@
+import AppStoreFormats
+import Foundation
+
+/// The business view (docs/METRICS.md): figures at an instant judged per series by ``MetricRules`` (hence by
+/// ``EntitlementRules``), figures over time summed from a daily rollup of ``MetricRules/contributions(of:catalog:)``.
+///
+/// The rollup is filled by these reads, never by the purchase path: rows recorded before a watermark are summed into
+/// `metric_days` once; the rows after it are summed on each read. The watermark stays `settle` behind the clock, so
+/// a transaction still being written when it moves (or a replica whose clock runs a little behind) is never skipped.
+extension Ledger {
+    /// How far the rollup's watermark stays behind the clock.
+    static let metricsSettle: Int64 = 300_000
+    /// Rows summed per write transaction while the rollup catches up (a first read over a large ledger): the purchase
+    /// path waits for one chunk at most.
+    static let metricsChunk = 20_000
+
+    // MARK: The instant
+
+    /// The business at `at` (now when nil; the ledger's clock allowance applies to now only, as for an account's own
+    /// answer), with the revenue over `[from, to)` (all time when nil). `productId` narrows every figure to one product.
+    public func metricsOverview(at: Date? = nil, now: Date = Date(), from: Date? = nil, to: Date? = nil,
+                                environment: AppStoreEnvironment = .production, productId: String? = nil) async throws -> MetricsOverview {
+        try await rollUpMetrics(now: now)
+        let instant = at ?? now
+        let allowance = at == nil ? EntitlementRules.clockLagAllowance : 0
+        let catalog = catalog
+        return try await read { session in
+            var overview = MetricsOverview(at: instant, activeSubscriptions: 0, activeTrials: 0, inGracePeriod: 0, inBillingRetry: 0, mrr: [],
+                                           unpricedSubscriptions: 0, revenue: [], unpricedTransactions: 0, from: from, to: to, activeByProduct: [:])
+            var mrr: [String: Double] = [:]
+            for (latest, state) in try Self.seriesStates(session, at: instant, allowance: allowance, environment: environment,
+                                                           productId: productId, catalog: catalog) {
+                switch state {
+                case .paid:
+                    overview.activeSubscriptions += 1
+                    if let price = latest.price, let currency = latest.currency {
+                        mrr[currency, default: 0] += MetricRules.monthlyAmount(
+                            price, productId: latest.productId, offerDiscountType: latest.offerDiscountType, offerPeriod: latest.offerPeriod,
+                            catalog: catalog, signedLength: latest.expiresDate.map { Millis.of($0) - Millis.of(latest.purchaseDate) })
+                    } else {
+                        overview.unpricedSubscriptions += 1
+                    }
+                case .trial: overview.activeTrials += 1
+                case .gracePeriod: overview.inGracePeriod += 1
+                case .billingRetry: overview.inBillingRetry += 1
+                }
+                if state != .billingRetry { overview.activeByProduct[latest.productId, default: 0] += 1 }
+            }
+            overview.mrr = mrr.keys.sorted().map { CurrencyAmount(currency: $0, amount: Int64(mrr[$0]!.rounded())) }
+            // Revenue by whole UTC days: a span is rounded out to the days it touches.
+            let fromDay = from.map { MetricRules.day(Millis.of($0)) }
+            let toDay = to.map { MetricRules.day(Millis.of($0) + MetricRules.dayMillis - 1) }
+            let days = try Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale, .unpriced],
+                                           fromDay: fromDay, toDay: toDay, catalog: catalog)
+            var revenue: [String: RevenueTotal] = [:]
+            for item in days {
+                if item.kind == .unpriced { overview.unpricedTransactions += Int(item.count); continue }
+                revenue[item.currency, default: RevenueTotal(currency: item.currency)].gross += item.amount
+                revenue[item.currency]!.transactions += Int(item.count)
+            }
+            for refund in try Self.refunds(session, environment: environment, productId: productId,
+                                           from: fromDay.map { $0 * MetricRules.dayMillis }, to: toDay.map { $0 * MetricRules.dayMillis }) {
+                revenue[refund.currency, default: RevenueTotal(currency: refund.currency)].refunded += refund.amount
+                revenue[refund.currency]!.refunds += 1
+            }
+            overview.revenue = revenue.keys.sorted().map { revenue[$0]! }
+            return overview
+        }
+    }
+
+    /// Every auto-renewable series that may be entitled or retrying at `at`, with its latest period and its state.
+    static func seriesStates(_ session: LedgerSession, at: Date, allowance: TimeInterval, environment: AppStoreEnvironment,
+                             productId: String?, catalog: LedgerCatalog) throws -> [(PurchaseRecord, MetricRules.SeriesState)] {
+        // A series can be entitled or retrying only while a period ended at most Apple's 60-day billing retry ago.
+        let since = Millis.of(at) - 61 * MetricRules.dayMillis, until = Millis.of(at.addingTimeInterval(allowance))
+        let candidates = """
+            FROM purchases WHERE expires_date > $1 AND purchase_date <= $2 AND environment = $3
+              AND product_type = 'Auto-Renewable Subscription'
+            """
+        var binds: [SQLValue] = [.int(since), .int(until), .text(environment.rawValue)]
+        var periods: [String: [PurchaseRecord]] = [:]
+        for row in try session.sql.rows("SELECT \(LedgerSession.purchaseColumns) \(candidates)", binds) {
+            let record = try LedgerSession.decodePurchase(row)
+            periods[record.originalTransactionId, default: []].append(record)
+        }
+        var statuses: [String: SubscriptionRecord] = [:]
+        for row in try session.sql.rows("""
+            SELECT \(LedgerSession.seriesColumns) FROM subscriptions
+            WHERE original_transaction_id IN (SELECT original_transaction_id \(candidates))
+            """, binds) {
+            let status = try LedgerSession.decodeSeries(row)
+            statuses[status.originalTransactionId] = status
+        }
+        binds.removeAll()
+        var states: [(PurchaseRecord, MetricRules.SeriesState)] = []
+        for (original, series) in periods {
+            guard let latest = MetricRules.latestPeriod(series, at: at, clockLagAllowance: allowance),
+                  productId == nil || latest.productId == productId,
+                  let state = MetricRules.seriesState(latest: latest, status: statuses[original], catalog: catalog, at: at,
+                                                      clockLagAllowance: allowance) else { continue }
+            states.append((latest, state))
+        }
+        return states.sorted { $0.0.originalTransactionId < $1.0.originalTransactionId }
+    }
+
+    // MARK: Over time
+
+    /// `metric` per `interval` over `[from, to)` (rounded out to whole intervals). A count of active series is the one
+    /// at the end of each interval, from the periods Apple charged for; the interval holding `now` reports the
+    /// instant's figure (``metricsOverview(at:now:from:to:environment:productId:)``).
+    public func metricSeries(_ metric: MetricSeries.Metric, interval: MetricSeries.Interval, from: Date, to: Date, now: Date = Date(),
+                             environment: AppStoreEnvironment = .production, productId: String? = nil) async throws -> MetricSeries {
+        let buckets = Self.buckets(interval, from: from, to: to)
+        guard let first = buckets.first, let last = buckets.last else { return MetricSeries(metric: metric, interval: interval, points: []) }
+        try await rollUpMetrics(now: now)
+        let catalog = catalog
+        var series = try await read { session -> MetricSeries in
+            let fromDay = MetricRules.day(first.start), toDay = MetricRules.day(last.end)
+            var points = buckets.map { MetricSeries.Point(start: Millis.date($0.start), end: Millis.date($0.end), values: []) }
+            func bucket(_ day: Int64) -> Int? {
+                let millis = day * MetricRules.dayMillis
+                return buckets.firstIndex { $0.start <= millis && millis < $0.end }
+            }
+            func add(_ totals: inout [[String: Int64]], _ index: Int?, _ key: String, _ value: Int64) {
+                guard let index else { return }
+                totals[index][key, default: 0] += value
+            }
+            var totals = [[String: Int64]](repeating: [:], count: buckets.count)
+            switch metric {
+            case .activeSubscriptions, .activeTrials, .mrr:
+                let (startKind, endKind): (MetricRules.Kind, MetricRules.Kind) = metric == .activeTrials ? (.trialStart, .trialEnd) : (.paidStart, .paidEnd)
+                // The sweep: what began before the span less what ended before it, then each day's changes.
+                var level: [String: Int64] = [:]
+                var changes: [Int64: [String: Int64]] = [:]
+                func note(_ day: Int64, _ key: String, _ delta: Int64) {
+                    if day < fromDay { level[key, default: 0] += delta } else if day < toDay { changes[day, default: [:]][key, default: 0] += delta }
+                }
+                for item in try Self.metricDays(session, environment: environment, productId: productId, kinds: [startKind, endKind],
+                                                fromDay: nil, toDay: toDay, catalog: catalog) {
+                    let key = metric == .mrr ? item.currency : "count"
+                    guard metric != .mrr || !item.currency.isEmpty else { continue }
+                    let delta = metric == .mrr ? item.amount : item.count
+                    note(item.day, key, item.kind == startKind ? delta : -delta)
+                }
+                // A period refunded or upgraded away ended then, not at its signed expiry.
+                for cut in try Self.revokedPeriods(session, environment: environment, productId: productId, catalog: catalog)
+                where (metric == .activeTrials) == cut.trial {
+                    let key = metric == .mrr ? cut.currency ?? "" : "count"
+                    guard metric != .mrr || cut.currency != nil else { continue }
+                    let delta = metric == .mrr ? cut.monthly : 1
+                    note(MetricRules.day(cut.expires), key, delta)
+                    note(MetricRules.day(cut.revoked), key, -delta)
+                }
+                for (index, bucket) in buckets.enumerated() {
+                    for day in MetricRules.day(bucket.start)..<MetricRules.day(bucket.end) {
+                        for (key, delta) in changes[day] ?? [:] { level[key, default: 0] += delta }
+                    }
+                    totals[index] = level.filter { $0.value != 0 || $0.key == "count" }
+                    if totals[index].isEmpty && metric != .mrr { totals[index]["count"] = 0 }
+                }
+            case .revenue, .refunds:
+                for item in try Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale], fromDay: fromDay,
+                                                toDay: toDay, catalog: catalog) where metric == .revenue {
+                    add(&totals, bucket(item.day), "gross|" + item.currency, item.amount)
+                    add(&totals, bucket(item.day), "transactions|" + item.currency, item.count)
+                }
+                for refund in try Self.refunds(session, environment: environment, productId: productId, from: first.start, to: last.end) {
+                    let index = bucket(MetricRules.day(refund.date))
+                    add(&totals, index, "refunded|" + refund.currency, refund.amount)
+                    add(&totals, index, "refunds|" + refund.currency, 1)
+                    if metric == .revenue { add(&totals, index, "gross|" + refund.currency, 0) }
+                }
+                if metric == .revenue {
+                    for index in totals.indices {
+                        for key in totals[index].keys where key.hasPrefix("gross|") {
+                            let currency = String(key.dropFirst(6))
+                            totals[index]["net|" + currency] = totals[index][key]! - (totals[index]["refunded|" + currency] ?? 0)
+                        }
+                    }
+                }
+            case .churn:
+                for item in try Self.metricDays(session, environment: environment, productId: productId,
+                                                kinds: [.churnVoluntary, .churnBilling, .churnOther], fromDay: fromDay, toDay: toDay, catalog: catalog) {
+                    let name = item.kind == .churnVoluntary ? "voluntary" : item.kind == .churnBilling ? "billing" : "other"
+                    add(&totals, bucket(item.day), name, item.count)
+                }
+            case .newSubscriptions, .trialStarts, .trialConversions, .renewals, .billingIssues, .purchases:
+                let kind: MetricRules.Kind = switch metric {
+                case .newSubscriptions: .newSubscription
+                case .trialStarts: .trialStart
+                case .trialConversions: .trialConversion
+                case .renewals: .renewal
+                case .billingIssues: .billingIssue
+                default: .oneTime
+                }
+                for item in try Self.metricDays(session, environment: environment, productId: productId, kinds: [kind], fromDay: fromDay,
+                                                toDay: toDay, catalog: catalog) {
+                    add(&totals, bucket(item.day), "count", item.count)
+                }
+                for index in totals.indices where totals[index].isEmpty { totals[index]["count"] = 0 }
+            }
+            for index in points.indices {
+                points[index].values = totals[index].keys.sorted().map { key in
+                    let value = totals[index][key]!
+                    if metric == .mrr { return MetricSeries.Value(name: "mrr", currency: key, value: value) }
+                    let parts = key.split(separator: "|", maxSplits: 1).map(String.init)
+                    return MetricSeries.Value(name: parts[0] == "count" ? metric.rawValue : parts[0], currency: parts.count > 1 ? parts[1] : nil,
+                                              value: value)
+                }
+            }
+            return MetricSeries(metric: metric, interval: interval, points: points)
+        }
+        // The interval holding now: the instant's own figure, judged as the overview judges it.
+        let nowMillis = Millis.of(now)
+        if [.activeSubscriptions, .activeTrials, .mrr].contains(metric),
+           let index = series.points.firstIndex(where: { Millis.of($0.start) <= nowMillis && nowMillis < Millis.of($0.end) }) {
+            let overview = try await metricsOverview(now: now, from: now, to: now, environment: environment, productId: productId)
+            series.points[index].values = switch metric {
+            case .mrr: overview.mrr.map { .init(name: "mrr", currency: $0.currency, value: $0.amount) }
+            case .activeTrials: [.init(name: metric.rawValue, currency: nil, value: Int64(overview.activeTrials))]
+            default: [.init(name: metric.rawValue, currency: nil, value: Int64(overview.activeSubscriptions))]
+            }
+        }
+        return series
+    }
+
+    /// Series by the month their first period began, and how many were still running at the end of each month after.
+    public func metricCohorts(months: Int = 12, now: Date = Date(), environment: AppStoreEnvironment = .production,
+                              productId: String? = nil) async throws -> CohortTable {
+        let months = max(1, min(months, 60))
+        return try await read { session in
+            var binds: [SQLValue] = [.text(environment.rawValue)]
+            var filter = ""
+            if let productId { binds.append(.text(productId)); filter = " AND product_id = $2" }
+            var cohorts: [Int64: (size: Int, ends: [Int64])] = [:]
+            for row in try session.sql.rows("""
+                SELECT MIN(purchase_date),
+                       MAX(CASE WHEN revocation_date IS NOT NULL AND revocation_date < expires_date THEN revocation_date ELSE expires_date END)
+                FROM purchases
+                WHERE product_type = 'Auto-Renewable Subscription' AND environment = $1 AND expires_date IS NOT NULL
+                  AND (ownership IS NULL OR ownership <> 'FAMILY_SHARED')\(filter)
+                GROUP BY original_transaction_id
+                """, binds) {
+                let month = Self.monthStart(try row.int(0))
+                cohorts[month, default: (0, [])].size += 1
+                cohorts[month]!.ends.append(try row.int(1))
+            }
+            let nowMillis = Millis.of(now)
+            let first = Self.monthStart(Self.addMonths(Self.monthStart(nowMillis), -(months - 1)))
+            return CohortTable(cohorts: cohorts.keys.sorted().filter { $0 >= first }.map { month in
+                let (size, ends) = cohorts[month]!
+                var retained: [Int] = []
+                var k = 0
+                while true {
+                    let end = Self.addMonths(month, k + 1)
+                    guard end <= nowMillis else { break }
+                    retained.append(ends.filter { $0 > end }.count)
+                    k += 1
+                }
+                return CohortTable.Cohort(month: Millis.date(month), size: size, retained: retained)
+            })
+        }
+    }
+
+    // MARK: Reading the rollup
+
+    /// The rollup's items of `kinds` for days in `[fromDay, toDay)` (nil: unbounded), with the rows after the
+    /// watermark summed now.
+    static func metricDays(_ session: LedgerSession, environment: AppStoreEnvironment, productId: String?, kinds: Set<MetricRules.Kind>,
+                           fromDay: Int64?, toDay: Int64?, catalog: LedgerCatalog) throws -> [MetricRules.Contribution] {
+        var binds: [SQLValue] = [.text(environment.rawValue)]
+        var conditions = ["environment = $1", "kind IN (\(kinds.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")))"]
+        if let fromDay { binds.append(.int(fromDay)); conditions.append("day >= $\(binds.count)") }
+        if let toDay { binds.append(.int(toDay)); conditions.append("day < $\(binds.count)") }
+        if let productId { binds.append(.text(productId)); conditions.append("product_id = $\(binds.count)") }
+        var items = try session.sql.rows("""
+            SELECT day, product_id, currency, kind, SUM(count), SUM(amount) FROM metric_days WHERE \(conditions.joined(separator: " AND "))
+            GROUP BY day, product_id, currency, kind
+            """, binds).compactMap { row -> MetricRules.Contribution? in
+            guard let kind = MetricRules.Kind(rawValue: try row.text(3)) else { return nil }
+            return MetricRules.Contribution(day: try row.int(0), productId: try row.text(1), currency: try row.text(2), kind: kind,
+                                            count: try row.int(4), amount: try row.int(5))
+        }
+        let watermarks = try Self.watermarks(session)
+        let tail = try Self.transactionContributions(session, recordedFrom: watermarks.purchases, before: nil, catalog: catalog)
+            + Self.notificationContributions(session, receivedFrom: watermarks.notifications, before: nil)
+        items += tail.filter { item in
+            kinds.contains(item.kind) && (productId == nil || item.productId == productId)
+                && (fromDay.map { item.day >= $0 } ?? true) && (toDay.map { item.day < $0 } ?? true)
+                && item.environment == environment.rawValue
+        }.map(\.contribution)
+        return items
+    }
+
+    /// A contribution with the environment of the row it came from.
+    struct EnvironmentContribution {
+        var environment: String
+        var contribution: MetricRules.Contribution
+        var kind: MetricRules.Kind { contribution.kind }
+        var productId: String { contribution.productId }
+        var day: Int64 { contribution.day }
+    }
+
+    static func transactionContributions(_ session: LedgerSession, recordedFrom: Int64, before: Int64?,
+                                         catalog: LedgerCatalog) throws -> [EnvironmentContribution] {
+        var binds: [SQLValue] = [.int(recordedFrom)]
+        if let before { binds.append(.int(before)) }
+        return try session.sql.rows("""
+            SELECT p.transaction_id, p.original_transaction_id, p.product_id, p.product_type, p.purchase_date, p.expires_date, p.price,
+                   p.currency, p.ownership, p.offer_discount_type, p.offer_period, p.environment,
+                   CASE WHEN p.product_type = 'Auto-Renewable Subscription' AND p.transaction_id <> p.original_transaction_id THEN
+                     (SELECT q.offer_discount_type FROM purchases q WHERE q.original_transaction_id = p.original_transaction_id
+                        AND q.purchase_date < p.purchase_date ORDER BY q.purchase_date DESC LIMIT 1) END
+            FROM purchases p WHERE p.recorded_at >= $1\(before == nil ? "" : " AND p.recorded_at < $2")
+            """, binds).flatMap { row -> [EnvironmentContribution] in
+            let facts = MetricRules.TransactionFacts(
+                transactionId: try row.text(0), originalTransactionId: try row.text(1), productId: try row.text(2),
+                productType: ProductType(rawValue: try row.text(3)), purchaseDate: try row.int(4), expiresDate: row.optionalInt(5),
+                price: row.optionalInt(6), currency: row.optionalText(7), ownership: row.optionalText(8).map(InAppOwnershipType.init(rawValue:)),
+                offerDiscountType: row.optionalText(9).map(OfferDiscountType.init(rawValue:)), offerPeriod: row.optionalText(10),
+                followsTrial: row.optionalText(12) == OfferDiscountType.freeTrial.rawValue)
+            let environment = try row.text(11)
+            return MetricRules.contributions(of: facts, catalog: catalog).map { EnvironmentContribution(environment: environment, contribution: $0) }
+        }
+    }
+
+    static func notificationContributions(_ session: LedgerSession, receivedFrom: Int64, before: Int64?) throws -> [EnvironmentContribution] {
+        var binds: [SQLValue] = [.int(receivedFrom)]
+        if let before { binds.append(.int(before)) }
+        return try session.sql.rows("""
+            SELECT n.notification_type, n.subtype, n.signed_date, s.product_id, s.environment
+            FROM notifications n
+            JOIN purchases s ON s.transaction_id = (SELECT q.transaction_id FROM purchases q WHERE q.original_transaction_id = n.original_transaction_id
+                                                    ORDER BY q.purchase_date DESC LIMIT 1)
+            WHERE n.notification_type IN ('EXPIRED', 'DID_FAIL_TO_RENEW') AND n.received_at >= $1\(before == nil ? "" : " AND n.received_at < $2")
+            """, binds).compactMap { row in
+            MetricRules.contribution(ofNotification: try row.text(0), subtype: row.optionalText(1), signedDate: try row.int(2),
+                                     productId: row.optionalText(3))
+                .map { EnvironmentContribution(environment: (try? row.text(4)) ?? "", contribution: $0) }
+        }
+    }
+
+    /// Refunds with their date and amount (Family Sharing revocations and upgrades are not refunds: no money went back).
+    static func refunds(_ session: LedgerSession, environment: AppStoreEnvironment, productId: String?, from: Int64?,
+                        to: Int64?) throws -> [(date: Int64, currency: String, amount: Int64)] {
+        var binds: [SQLValue] = [.text(environment.rawValue)]
+        // The first term is the partial index's own predicate, which lets both stores read refunds through it.
+        var conditions = ["(revocation_date IS NOT NULL OR is_upgraded = 1)", "revocation_date IS NOT NULL", "environment = $1", "is_upgraded = 0", "price IS NOT NULL", "currency IS NOT NULL",
+                          "(ownership IS NULL OR ownership <> 'FAMILY_SHARED')",
+                          "(revocation_type IS NULL OR revocation_type <> '\(RevocationType.familyRevoke.rawValue)')"]
+        if let from { binds.append(.int(from)); conditions.append("revocation_date >= $\(binds.count)") }
+        if let to { binds.append(.int(to)); conditions.append("revocation_date < $\(binds.count)") }
+        if let productId { binds.append(.text(productId)); conditions.append("product_id = $\(binds.count)") }
+        return try session.sql.rows("""
+            SELECT revocation_date, currency, price, revocation_percentage FROM purchases WHERE \(conditions.joined(separator: " AND "))
+            """, binds).map { row in
+            (try row.int(0), try row.text(1), MetricRules.refunded(price: try row.int(2), percentage: row.optionalInt(3).map { Int(clamping: $0) }))
+        }
+    }
+
+    /// Auto-renewable periods that ended before their signed end: refunded, revoked from a family member, or upgraded
+    /// away (at the revocation Apple signed, or else when the upgrade's period began).
+    static func revokedPeriods(_ session: LedgerSession, environment: AppStoreEnvironment, productId: String?,
+                               catalog: LedgerCatalog) throws -> [(expires: Int64, revoked: Int64, trial: Bool, currency: String?, monthly: Int64)] {
+        var binds: [SQLValue] = [.text(environment.rawValue)]
+        var filter = ""
+        if let productId { binds.append(.text(productId)); filter = " AND p.product_id = $2" }
+        return try session.sql.rows("""
+            SELECT p.purchase_date, p.expires_date,
+                   COALESCE(p.revocation_date, (SELECT MIN(q.purchase_date) FROM purchases q
+                                                WHERE q.original_transaction_id = p.original_transaction_id AND q.purchase_date > p.purchase_date)),
+                   p.price, p.currency, p.offer_discount_type, p.offer_period, p.product_id
+            FROM purchases p
+            WHERE (p.revocation_date IS NOT NULL OR p.is_upgraded = 1) AND p.environment = $1
+              AND p.product_type = 'Auto-Renewable Subscription' AND p.expires_date IS NOT NULL
+              AND (p.ownership IS NULL OR p.ownership <> 'FAMILY_SHARED')\(filter)
+            """, binds).compactMap { row in
+            let purchased = try row.int(0), expires = try row.int(1)
+            guard let revoked = row.optionalInt(2), revoked < expires, revoked > purchased else { return nil }
+            let offer = row.optionalText(5).map(OfferDiscountType.init(rawValue:))
+            let trial = offer == .freeTrial
+            var monthly: Int64 = 0
+            if let price = row.optionalInt(3), row.optionalText(4) != nil {
+                monthly = Int64(MetricRules.monthlyAmount(price, productId: try row.text(7), offerDiscountType: offer, offerPeriod: row.optionalText(6),
+                                                          catalog: catalog, signedLength: expires - purchased).rounded())
+            }
+            return (expires, revoked, trial, trial ? nil : row.optionalText(4), monthly)
+        }
+    }
+
+    // MARK: Filling the rollup
+
+    static func watermarks(_ session: LedgerSession) throws -> (purchases: Int64, notifications: Int64) {
+        var marks: [String: Int64] = [:]
+        for row in try session.sql.rows("SELECT source, recorded_before FROM metric_watermarks", []) { marks[try row.text(0)] = try row.int(1) }
+        return (marks["purchases"] ?? 0, marks["notifications"] ?? 0)
+    }
+
+    /// Sums what was recorded before the settle line into `metric_days`, a chunk per write transaction.
+    func rollUpMetrics(now: Date) async throws {
+        let target = Millis.of(now) - Self.metricsSettle
+        let catalog = catalog
+        // Within a minute of the line: the rows after the watermark are few, and summed on the read.
+        let marks = try await read { try Self.watermarks($0) }
+        guard min(marks.purchases, marks.notifications) < target - 60_000 else { return }
+        while try await write({ session -> Bool in
+            // One replica at a time moves the watermark; the others wait, then find it moved.
+            try session.lockSeries("iapkit.metric-rollup")
+            let marks = try Self.watermarks(session)
+            var moved = false
+            for source in ["purchases", "notifications"] {
+                let from = source == "purchases" ? marks.purchases : marks.notifications
+                guard from < target else { continue }
+                let (table, column) = source == "purchases" ? ("purchases", "recorded_at") : ("notifications", "received_at")
+                let cut = try session.sql.first("""
+                    SELECT \(column) FROM \(table) WHERE \(column) >= $1 AND \(column) < $2 ORDER BY \(column) LIMIT 1 OFFSET \(Self.metricsChunk)
+                    """, [.int(from), .int(target)])?.int(0)
+                // A chunk ends where a new recorded time begins: rows recorded at one instant are never split.
+                let end = cut.map { $0 > from ? $0 : from + 1 } ?? target
+                let items = source == "purchases"
+                    ? try Self.transactionContributions(session, recordedFrom: from, before: end, catalog: catalog)
+                    : try Self.notificationContributions(session, receivedFrom: from, before: end)
+                var sums: [String: (EnvironmentContribution, Int64, Int64)] = [:]
+                for item in items {
+                    let c = item.contribution
+                    let key = [item.environment, c.kind.rawValue, String(c.day), c.productId, c.currency].joined(separator: "\u{1}")
+                    let sum = sums[key]
+                    sums[key] = (item, (sum?.1 ?? 0) + c.count, (sum?.2 ?? 0) + c.amount)
+                }
+                for (item, count, amount) in sums.values {
+                    let c = item.contribution
+                    try session.sql.execute("""
+                        INSERT INTO metric_days (day, environment, kind, product_id, currency, count, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                        ON CONFLICT (environment, kind, day, product_id, currency)
+                        DO UPDATE SET count = metric_days.count + excluded.count, amount = metric_days.amount + excluded.amount
+                        """, [.int(c.day), .text(item.environment), .text(c.kind.rawValue), .text(c.productId), .text(c.currency), .int(count),
+                              .int(amount)])
+                }
+                try session.sql.execute("""
+                    INSERT INTO metric_watermarks (source, recorded_before) VALUES ($1, $2)
+                    ON CONFLICT (source) DO UPDATE SET recorded_before = excluded.recorded_before
+                    """, [.text(source), .int(end)])
+                moved = moved || end < target
+            }
+            return moved
+        }) {}
+    }
+
+    // MARK: Calendar
+
+    static func buckets(_ interval: MetricSeries.Interval, from: Date, to: Date) -> [(start: Int64, end: Int64)] {
+        var start: Int64
+        let fromMillis = Millis.of(from), toMillis = Millis.of(to)
+        switch interval {
+        case .day: start = MetricRules.day(fromMillis) * MetricRules.dayMillis
+        case .week:
+            // 1970-01-01 was a Thursday: Mondays are 4 days after it, modulo 7.
+            let day = MetricRules.day(fromMillis)
+            start = (day - ((day - 4) % 7 + 7) % 7) * MetricRules.dayMillis
+        case .month: start = monthStart(fromMillis)
+        }
+        var buckets: [(Int64, Int64)] = []
+        while start < toMillis, buckets.count < 1_000 {
+            let end = switch interval {
+            case .day: start + MetricRules.dayMillis
+            case .week: start + 7 * MetricRules.dayMillis
+            case .month: addMonths(start, 1)
+            }
+            buckets.append((start, end))
+            start = end
+        }
+        return buckets
+    }
+
+    static let utc: Calendar = {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar
+    }()
+
+    static func monthStart(_ millis: Int64) -> Int64 {
+        let parts = utc.dateComponents([.year, .month], from: Millis.date(millis))
+        return Millis.of(utc.date(from: parts)!)
+    }
+
+    static func addMonths(_ millis: Int64, _ months: Int) -> Int64 {
+        Millis.of(utc.date(byAdding: .month, value: months, to: Millis.date(millis))!)
+    }
+}
