@@ -19,13 +19,14 @@ extension Ledger {
     /// The business at `at` (now when nil; the ledger's clock allowance applies to now only, as for an account's own
     /// answer), with the revenue over `[from, to)` (all time when nil). `productId` narrows every figure to one product.
     public func metricsOverview(at: Date? = nil, now: Date = Date(), from: Date? = nil, to: Date? = nil,
-                                environment: AppStoreEnvironment = .production, productId: String? = nil) async throws -> MetricsOverview {
+                                environment: AppStoreEnvironment? = nil, productId: String? = nil) async throws -> MetricsOverview {
         try await rollUpMetrics(now: now)
+        let environment = try await metricsEnvironment(environment)
         let instant = at ?? now
         let allowance = at == nil ? EntitlementRules.clockLagAllowance : 0
         let catalog = catalog
         return try await read { session in
-            var overview = MetricsOverview(at: instant, activeSubscriptions: 0, activeTrials: 0, inGracePeriod: 0, inBillingRetry: 0, mrr: [],
+            var overview = MetricsOverview(at: instant, environment: environment, activeSubscriptions: 0, activeTrials: 0, inGracePeriod: 0, inBillingRetry: 0, mrr: [],
                                            unpricedSubscriptions: 0, revenue: [], unpricedTransactions: 0, from: from, to: to, activeByProduct: [:])
             var mrr: [String: Double] = [:]
             for (latest, state) in try Self.seriesStates(session, at: instant, allowance: allowance, environment: environment,
@@ -69,15 +70,16 @@ extension Ledger {
     }
 
     /// Every auto-renewable series that may be entitled or retrying at `at`, with its latest period and its state.
-    static func seriesStates(_ session: LedgerSession, at: Date, allowance: TimeInterval, environment: AppStoreEnvironment,
+    /// `environment` nil: every environment's series.
+    static func seriesStates(_ session: LedgerSession, at: Date, allowance: TimeInterval, environment: AppStoreEnvironment?,
                              productId: String?, catalog: LedgerCatalog) throws -> [(PurchaseRecord, MetricRules.SeriesState)] {
         // A series can be entitled or retrying only while a period ended at most Apple's 60-day billing retry ago.
         let since = Millis.of(at) - 61 * MetricRules.dayMillis, until = Millis.of(at.addingTimeInterval(allowance))
         let candidates = """
-            FROM purchases WHERE expires_date > $1 AND purchase_date <= $2 AND environment = $3
+            FROM purchases WHERE expires_date > $1 AND purchase_date <= $2 AND \(environment == nil ? "$3 = $3" : "environment = $3")
               AND product_type = 'Auto-Renewable Subscription'
             """
-        var binds: [SQLValue] = [.int(since), .int(until), .text(environment.rawValue)]
+        var binds: [SQLValue] = [.int(since), .int(until), .text(environment?.rawValue ?? "")]
         var periods: [String: [PurchaseRecord]] = [:]
         for row in try session.sql.rows("SELECT \(LedgerSession.purchaseColumns) \(candidates)", binds) {
             let record = try LedgerSession.decodePurchase(row)
@@ -109,10 +111,13 @@ extension Ledger {
     /// at the end of each interval, from the periods Apple charged for; the interval holding `now` reports the
     /// instant's figure (``metricsOverview(at:now:from:to:environment:productId:)``).
     public func metricSeries(_ metric: MetricSeries.Metric, interval: MetricSeries.Interval, from: Date, to: Date, now: Date = Date(),
-                             environment: AppStoreEnvironment = .production, productId: String? = nil) async throws -> MetricSeries {
-        let buckets = Self.buckets(interval, from: from, to: to)
-        guard let first = buckets.first, let last = buckets.last else { return MetricSeries(metric: metric, interval: interval, points: []) }
+                             environment: AppStoreEnvironment? = nil, productId: String? = nil) async throws -> MetricSeries {
         try await rollUpMetrics(now: now)
+        let environment = try await metricsEnvironment(environment)
+        let buckets = Self.buckets(interval, from: from, to: to)
+        guard let first = buckets.first, let last = buckets.last else {
+            return MetricSeries(metric: metric, interval: interval, environment: environment, points: [])
+        }
         let catalog = catalog
         var series = try await read { session -> MetricSeries in
             let fromDay = MetricRules.day(first.start), toDay = MetricRules.day(last.end)
@@ -208,7 +213,7 @@ extension Ledger {
                                               value: value)
                 }
             }
-            return MetricSeries(metric: metric, interval: interval, points: points)
+            return MetricSeries(metric: metric, interval: interval, environment: environment, points: points)
         }
         // The interval holding now: the instant's own figure, judged as the overview judges it.
         let nowMillis = Millis.of(now)
@@ -225,9 +230,11 @@ extension Ledger {
     }
 
     /// Series by the month their first period began, and how many were still running at the end of each month after.
-    public func metricCohorts(months: Int = 12, now: Date = Date(), environment: AppStoreEnvironment = .production,
+    public func metricCohorts(months: Int = 12, now: Date = Date(), environment: AppStoreEnvironment? = nil,
                               productId: String? = nil) async throws -> CohortTable {
         let months = max(1, min(months, 60))
+        try await rollUpMetrics(now: now)
+        let environment = try await metricsEnvironment(environment)
         return try await read { session in
             var binds: [SQLValue] = [.text(environment.rawValue)]
             var filter = ""
@@ -247,7 +254,7 @@ extension Ledger {
             }
             let nowMillis = Millis.of(now)
             let first = Self.monthStart(Self.addMonths(Self.monthStart(nowMillis), -(months - 1)))
-            return CohortTable(cohorts: cohorts.keys.sorted().filter { $0 >= first }.map { month in
+            return CohortTable(environment: environment, cohorts: cohorts.keys.sorted().filter { $0 >= first }.map { month in
                 let (size, ends) = cohorts[month]!
                 var retained: [Int] = []
                 var k = 0
@@ -259,6 +266,24 @@ extension Ledger {
                 }
                 return CohortTable.Cohort(month: Millis.date(month), size: size, retained: retained)
             })
+        }
+    }
+
+    /// The environment the business view counts when not told: Production once the ledger holds a Production
+    /// transaction (sandbox purchases are App Review's and testers', not revenue); before that — a development or
+    /// staging server — Sandbox, or the one test environment it holds. Every answer names the one it counted.
+    public func metricsEnvironment(_ asked: AppStoreEnvironment? = nil) async throws -> AppStoreEnvironment {
+        if let asked { return asked }
+        return try await read { session in
+            let watermark = try Self.watermarks(session).purchases
+            var held = Set(try session.sql.rows("SELECT DISTINCT environment FROM metric_days", []).map { try $0.text(0) })
+            for row in try session.sql.rows("SELECT DISTINCT environment FROM purchases WHERE recorded_at >= $1", [.int(watermark)]) {
+                held.insert(try row.text(0))
+            }
+            for preferred in [AppStoreEnvironment.production, .sandbox, .xcode, .localTesting] where held.contains(preferred.rawValue) {
+                return preferred
+            }
+            return .production
         }
     }
 
@@ -274,7 +299,7 @@ extension Ledger {
         if let toDay { binds.append(.int(toDay)); conditions.append("day < $\(binds.count)") }
         if let productId { binds.append(.text(productId)); conditions.append("product_id = $\(binds.count)") }
         var items = try session.sql.rows("""
-            SELECT day, product_id, currency, kind, SUM(count), SUM(amount) FROM metric_days WHERE \(conditions.joined(separator: " AND "))
+            SELECT day, product_id, currency, kind, CAST(SUM(count) AS BIGINT), CAST(SUM(amount) AS BIGINT) FROM metric_days WHERE \(conditions.joined(separator: " AND "))
             GROUP BY day, product_id, currency, kind
             """, binds).compactMap { row -> MetricRules.Contribution? in
             guard let kind = MetricRules.Kind(rawValue: try row.text(3)) else { return nil }

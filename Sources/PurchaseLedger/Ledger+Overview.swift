@@ -21,7 +21,8 @@ public struct LedgerOverview: Sendable, Hashable {
         public var count: Int
     }
 
-    /// Subscription series entitled now, by the product of their latest period.
+    /// Subscription series entitled now (paid, trial or grace period; a Family Sharing copy is its purchaser's series),
+    /// by the product of their latest period.
     public var activeSubscriptions: [ProductCount]
     /// The last `days` UTC days, oldest first, today included.
     public var days: [Day]
@@ -56,13 +57,15 @@ extension Ledger {
         let first = today - Int64(days - 1)
         let since = first * Self.dayMillis
         let nowMillis = Millis.of(now)
+        let catalog = catalog
         return try await read { session in
-            let active = try session.sql.rows("""
-                SELECT product_id, COUNT(*) FROM subscriptions
-                WHERE product_id IS NOT NULL AND (status IS NULL OR status IN (1, 4))
-                  AND (expires_date > $1 OR (status = 4 AND grace_period_expires_date > $1))
-                GROUP BY product_id ORDER BY product_id
-                """, [.int(nowMillis)]).map { LedgerOverview.ProductCount(productId: try $0.text(0), count: Int(try $0.int(1))) }
+            // The business view's own judgement (``MetricRules``), so that this count and the accounts' pages agree.
+            var byProduct: [String: Int] = [:]
+            for (latest, state) in try Self.seriesStates(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: nil,
+                                                         productId: nil, catalog: catalog) where state != .billingRetry {
+                byProduct[latest.productId, default: 0] += 1
+            }
+            let active = byProduct.keys.sorted().map { LedgerOverview.ProductCount(productId: $0, count: byProduct[$0]!) }
             var counts: [Int64: LedgerOverview.Day] = [:]
             for day in first...today {
                 counts[day] = LedgerOverview.Day(day: Millis.date(day * Self.dayMillis), purchases: 0, renewals: 0, refunds: 0, billingIssues: 0)

@@ -54,12 +54,6 @@ public struct PurchaseServices: Sendable {
     public var metricsKey: String?
     /// The business view's rate table, for an approximate total in one currency (``MetricsRates``).
     public var metricsRates: MetricsRates?
-    /// The App Store environment the business view counts unless asked for another: Production when the server accepts
-    /// it (sandbox purchases are App Review's and testers', not revenue), otherwise the first the server accepts.
-    public var metricsEnvironment: AppStoreEnvironment {
-        if verifier.environments.contains(.production) { return .production }
-        return [.sandbox, .xcode, .localTesting].first(where: verifier.environments.contains) ?? .production
-    }
     /// Timeouts and the cap on open connections, applied by ``buildApplication(_:host:port:reconcileEvery:logger:logRequests:onRunning:)``.
     public var connectionLimits = ConnectionLimits()
 

@@ -35,6 +35,8 @@ public struct RevenueTotal: Sendable, Hashable {
 /// The business at an instant, and the money over a span (docs/METRICS.md defines each figure).
 public struct MetricsOverview: Sendable, Hashable {
     public var at: Date
+    /// The App Store environment counted.
+    public var environment: AppStoreEnvironment
     /// Series entitled and paying at `at` (``MetricRules/SeriesState/paid``).
     public var activeSubscriptions: Int
     public var activeTrials: Int
@@ -81,6 +83,7 @@ public struct MetricSeries: Sendable, Hashable {
 
     public var metric: Metric
     public var interval: Interval
+    public var environment: AppStoreEnvironment
     public var points: [Point]
 }
 
@@ -95,5 +98,6 @@ public struct CohortTable: Sendable, Hashable {
         public var retained: [Int]
     }
 
+    public var environment: AppStoreEnvironment
     public var cohorts: [Cohort]
 }

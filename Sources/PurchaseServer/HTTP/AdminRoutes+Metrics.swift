@@ -15,94 +15,134 @@ extension AdminRoutes {
     /// `GET /admin/metrics/overview[?at=MS][&from=MS&to=MS][&productId=…][&environment=…]`.
     @Sendable func metricsOverview(_ request: Request, context: Context) async throws -> Response {
         let query = try MetricsRequest(request, services: services)
-        let at = try query.millis("at"), from = try query.millis("from"), to = try query.millis("to")
-        if let from, let to, from >= to { throw APIError.badRequest("from must be before to") }
-        let overview = try await services.ledger.metricsOverview(at: at, now: services.now(), from: from, to: to,
-                                                                 environment: query.environment, productId: query.productId)
-        let reply = MetricsOverviewReply(overview, environment: query.environment, productId: query.productId, rates: services.metricsRates)
-        guard query.wantsCSV else { return try JSONReply.encode(reply) }
-        var rows = [["figure", "currency", "value"]]
-        for (name, value) in [("activeSubscriptions", reply.activeSubscriptions), ("activeTrials", reply.activeTrials),
-                              ("inGracePeriod", reply.inGracePeriod), ("inBillingRetry", reply.inBillingRetry),
-                              ("unpricedSubscriptions", reply.unpricedSubscriptions), ("unpricedTransactions", reply.unpricedTransactions)] {
-            rows.append([name, "", String(value)])
-        }
-        for item in reply.mrr { rows.append(["mrr", item.currency, String(item.amount)]) }
-        for item in reply.revenue {
-            for (name, value) in [("gross", item.gross), ("refunded", item.refunded), ("net", item.net),
-                                  ("transactions", Int64(item.transactions)), ("refunds", Int64(item.refunds))] {
-                rows.append([name, item.currency, String(value)])
-            }
-        }
-        return CSVReply.encode(rows)
+        let reply = try await query.overview(services)
+        return query.wantsCSV ? CSVReply.encode(reply.csvRows) : try JSONReply.encode(reply)
     }
 
     /// `GET /admin/metrics/series?metric=…&interval=day|week|month[&from=MS&to=MS]`: the last 30 days, 12 weeks or 12
     /// months by default.
     @Sendable func metricSeries(_ request: Request, context: Context) async throws -> Response {
         let query = try MetricsRequest(request, services: services)
-        guard let metricName = query.text("metric"), let metric = MetricSeries.Metric(rawValue: metricName) else {
-            throw APIError.badRequest("metric is one of \(MetricsQuery.metrics.joined(separator: ", "))")
-        }
-        let intervalName = query.text("interval") ?? "day"
-        guard let interval = MetricSeries.Interval(rawValue: intervalName) else { throw APIError.badRequest("interval is day, week or month") }
-        let now = services.now()
-        let to = try query.millis("to") ?? now
-        let span: Double = switch interval {
-        case .day: 30 * 86_400
-        case .week: 12 * 7 * 86_400
-        case .month: 365 * 86_400
-        }
-        let from = try query.millis("from") ?? to.addingTimeInterval(-span)
-        guard from < to else { throw APIError.badRequest("from must be before to") }
-        // At most a thousand points: ten years of weeks, under three of days.
-        let intervalSeconds: Double = interval == .day ? 86_400 : interval == .week ? 7 * 86_400 : 28 * 86_400
-        guard to.timeIntervalSince(from) / intervalSeconds <= 1_000 else { throw APIError.badRequest("at most 1000 \(interval.rawValue)s per series") }
-        let series = try await services.ledger.metricSeries(metric, interval: interval, from: from, to: to, now: now,
-                                                            environment: query.environment, productId: query.productId)
-        let reply = MetricSeriesReply(metric: metric.rawValue, interval: interval.rawValue, environment: query.environment.rawValue,
-                                      productId: query.productId, points: series.points.map {
-            .init(start: $0.start, end: $0.end, values: $0.values.map { .init(name: $0.name, currency: $0.currency, value: $0.value) })
-        })
-        guard query.wantsCSV else { return try JSONReply.encode(reply) }
-        var rows = [["start", "end", "name", "currency", "value"]]
-        for point in reply.points {
-            for value in point.values {
-                rows.append([CSVReply.instant(point.start), CSVReply.instant(point.end), value.name, value.currency ?? "", String(value.value)])
-            }
-        }
-        return CSVReply.encode(rows)
+        let reply = try await query.series(services)
+        return query.wantsCSV ? CSVReply.encode(reply.csvRows) : try JSONReply.encode(reply)
     }
 
     /// `GET /admin/metrics/cohorts[?months=12]`.
     @Sendable func metricCohorts(_ request: Request, context: Context) async throws -> Response {
         let query = try MetricsRequest(request, services: services)
-        let months = try query.integer("months", in: 1...60) ?? 12
-        let table = try await services.ledger.metricCohorts(months: months, now: services.now(), environment: query.environment,
-                                                            productId: query.productId)
-        let reply = CohortsReply(environment: query.environment.rawValue, productId: query.productId,
-                                 cohorts: table.cohorts.map { .init(month: $0.month, size: $0.size, retained: $0.retained) })
-        guard query.wantsCSV else { return try JSONReply.encode(reply) }
-        let width = reply.cohorts.map(\.retained.count).max() ?? 0
+        let reply = try await query.cohorts(services)
+        return query.wantsCSV ? CSVReply.encode(reply.csvRows) : try JSONReply.encode(reply)
+    }
+}
+
+/// The figures each metrics request answers, shared by the admin API and the dashboard (which shows them, and serves
+/// the same CSV to its session): one reading of the parameters, one CSV per figure.
+extension MetricsRequest {
+    func overview(_ services: PurchaseServices) async throws -> MetricsOverviewReply {
+        let at = try millis("at"), from = try millis("from"), to = try millis("to")
+        if let from, let to, from >= to { throw APIError.badRequest("from must be before to") }
+        let overview = try await services.ledger.metricsOverview(at: at, now: services.now(), from: from, to: to,
+                                                                 environment: environment, productId: productId)
+        return MetricsOverviewReply(overview, productId: productId, rates: services.metricsRates)
+    }
+
+    /// How far back a series reaches by default: 30 days, 12 weeks or 12 months.
+    static func defaultSpan(_ interval: MetricSeries.Interval) -> TimeInterval {
+        switch interval {
+        case .day: 30 * 86_400
+        case .week: 12 * 7 * 86_400
+        case .month: 365 * 86_400
+        }
+    }
+
+    func series(_ services: PurchaseServices) async throws -> MetricSeriesReply {
+        guard let metricName = text("metric"), let metric = MetricSeries.Metric(rawValue: metricName) else {
+            throw APIError.badRequest("metric is one of \(MetricsQuery.metrics.joined(separator: ", "))")
+        }
+        let intervalName = text("interval") ?? "day"
+        guard let interval = MetricSeries.Interval(rawValue: intervalName) else { throw APIError.badRequest("interval is day, week or month") }
+        let now = services.now()
+        let to = try millis("to") ?? now
+        let from = try millis("from") ?? to.addingTimeInterval(-Self.defaultSpan(interval))
+        guard from < to else { throw APIError.badRequest("from must be before to") }
+        // At most a thousand points: ten years of weeks, under three of days.
+        let intervalSeconds: Double = interval == .day ? 86_400 : interval == .week ? 7 * 86_400 : 28 * 86_400
+        guard to.timeIntervalSince(from) / intervalSeconds <= 1_000 else { throw APIError.badRequest("at most 1000 \(interval.rawValue)s per series") }
+        let series = try await services.ledger.metricSeries(metric, interval: interval, from: from, to: to, now: now,
+                                                            environment: environment, productId: productId)
+        return MetricSeriesReply(metric: metric.rawValue, interval: interval.rawValue, environment: series.environment.rawValue,
+                                 productId: productId, points: series.points.map {
+            .init(start: $0.start, end: $0.end, values: $0.values.map { .init(name: $0.name, currency: $0.currency, value: $0.value) })
+        })
+    }
+
+    func cohorts(_ services: PurchaseServices) async throws -> CohortsReply {
+        let months = try integer("months", in: 1...60) ?? 12
+        let table = try await services.ledger.metricCohorts(months: months, now: services.now(), environment: environment,
+                                                            productId: productId)
+        return CohortsReply(environment: table.environment.rawValue, productId: productId,
+                            cohorts: table.cohorts.map { .init(month: $0.month, size: $0.size, retained: $0.retained) })
+    }
+}
+
+extension MetricsOverviewReply {
+    var csvRows: [[String]] {
+        var rows = [["figure", "currency", "value"]]
+        for (name, value) in [("activeSubscriptions", activeSubscriptions), ("activeTrials", activeTrials),
+                              ("inGracePeriod", inGracePeriod), ("inBillingRetry", inBillingRetry),
+                              ("unpricedSubscriptions", unpricedSubscriptions), ("unpricedTransactions", unpricedTransactions)] {
+            rows.append([name, "", String(value)])
+        }
+        for item in mrr { rows.append(["mrr", item.currency, String(item.amount)]) }
+        for item in revenue {
+            for (name, value) in [("gross", item.gross), ("refunded", item.refunded), ("net", item.net),
+                                  ("transactions", Int64(item.transactions)), ("refunds", Int64(item.refunds))] {
+                rows.append([name, item.currency, String(value)])
+            }
+        }
+        return rows
+    }
+}
+
+extension MetricSeriesReply {
+    var csvRows: [[String]] {
+        var rows = [["start", "end", "name", "currency", "value"]]
+        for point in points {
+            for value in point.values {
+                rows.append([CSVReply.instant(point.start), CSVReply.instant(point.end), value.name, value.currency ?? "", String(value.value)])
+            }
+        }
+        return rows
+    }
+}
+
+extension CohortsReply {
+    var csvRows: [[String]] {
+        let width = cohorts.map(\.retained.count).max() ?? 0
         var rows = [["month", "size"] + (0..<width).map { "month\($0)" }]
-        for cohort in reply.cohorts {
+        for cohort in cohorts {
             rows.append([String(CSVReply.instant(cohort.month).prefix(7)), String(cohort.size)]
                         + (0..<width).map { $0 < cohort.retained.count ? String(cohort.retained[$0]) : "" })
         }
-        return CSVReply.encode(rows)
+        return rows
     }
 }
 
 /// A metrics request's common words: the environment, the product, CSV or JSON.
 struct MetricsRequest {
     let parameters: [String: String]
-    let environment: AppStoreEnvironment
+    /// Nil: the ledger's choice (``Ledger/metricsEnvironment()``).
+    let environment: AppStoreEnvironment?
     let productId: String?
     let wantsCSV: Bool
 
     init(_ request: Request, services: PurchaseServices) throws {
         var parameters: [String: String] = [:]
         for (name, value) in request.uri.queryParameters { parameters[String(name)] = String(value) }
+        try self.init(parameters, wantsCSV: request.headers[.accept].map { $0.lowercased().contains("text/csv") } ?? false, services: services)
+    }
+
+    init(_ parameters: [String: String], wantsCSV: Bool, services: PurchaseServices) throws {
         self.parameters = parameters
         if let name = parameters["environment"] {
             guard ["Production", "Sandbox", "Xcode", "LocalTesting"].contains(name) else {
@@ -110,11 +150,11 @@ struct MetricsRequest {
             }
             environment = AppStoreEnvironment(rawValue: name)
         } else {
-            environment = services.metricsEnvironment
+            environment = nil
         }
         productId = try parameters["productId"].map { try InputCheck.storable($0, "productId") }
         if let productId, productId.utf8.count > 200 { throw APIError.badRequest("productId is at most 200 bytes") }
-        wantsCSV = request.headers[.accept].map { $0.lowercased().contains("text/csv") } ?? false
+        self.wantsCSV = wantsCSV
     }
 
     func text(_ name: String) -> String? { parameters[name] }
@@ -156,12 +196,12 @@ enum CSVReply {
 }
 
 extension MetricsOverviewReply {
-    init(_ overview: MetricsOverview, environment: AppStoreEnvironment, productId: String?, rates: MetricsRates?) {
+    init(_ overview: MetricsOverview, productId: String?, rates: MetricsRates?) {
         let revenue = overview.revenue.map {
             RevenueSummary(currency: $0.currency, gross: $0.gross, refunded: $0.refunded, net: $0.net, transactions: $0.transactions, refunds: $0.refunds)
         }
         let mrr = overview.mrr.map { MoneyAmount(currency: $0.currency, amount: $0.amount) }
-        self.init(at: overview.at, environment: environment.rawValue, productId: productId, activeSubscriptions: overview.activeSubscriptions,
+        self.init(at: overview.at, environment: overview.environment.rawValue, productId: productId, activeSubscriptions: overview.activeSubscriptions,
                   activeTrials: overview.activeTrials, inGracePeriod: overview.inGracePeriod, inBillingRetry: overview.inBillingRetry,
                   mrr: mrr, unpricedSubscriptions: overview.unpricedSubscriptions, revenue: revenue,
                   unpricedTransactions: overview.unpricedTransactions, from: overview.from, to: overview.to,

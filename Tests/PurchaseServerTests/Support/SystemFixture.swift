@@ -77,6 +77,9 @@ struct System {
         var environments: [String]?
         /// How many seconds the server's clock runs behind the simulator's (a misconfigured server).
         var serverClockBehind: TimeInterval = 0
+        /// A database of its own on PostgreSQL (SQLite's is always new): for tests that count what the whole ledger
+        /// holds, which the suite's shared database mixes with every other test's rows.
+        var ownDatabase = false
     }
 
     /// Runs `body` with both servers up. The simulator starts first; the server trusts its roots, asks its Server API
@@ -95,7 +98,7 @@ struct System {
     private static let liveSystems = ConcurrencyGate(limit: 8)
 
     private static func start(_ options: Options, _ body: @Sendable (System) async throws -> Void) async throws {
-        let database = try options.kind.databaseURL()
+        let database = options.ownDatabase && options.kind == .postgres ? try PostgresDatabases.fresh("system") : try options.kind.databaseURL()
         let engine = try StoreEngine(catalog: SimulatorCatalog(storeKit: nil, settings: .demo), minter: Minter(authority: simulatorAuthority),
                                      gracePeriodEnabled: options.grace)
         let apiKey = P256.Signing.PrivateKey()
