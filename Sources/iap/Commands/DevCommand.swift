@@ -14,14 +14,33 @@ struct DevCommand: AsyncParsableCommand {
         discussion: """
         The server trusts the simulator's roots and accepts Sandbox, asks the simulator's Server API and verifyReceipt when \
         local proof is not enough, and the simulator posts its notifications to the server. \
-        For each --account (default `dev-user`) it makes a store account of the same name in the simulator if there is none and prints a 24-hour sign-in token for the server, then how an app connects: the product ids, the entitlements key, and the SDK's SimulatorStore and PurchaseServerClient; and the dashboard's address with its admin key (made in the data directory unless IAPKIT_ADMIN_KEY or --config gives one). The server judges on the simulator's clock, so that POST /sim/clock/advance moves both.
-        """)
+        For each --account (default `dev-user`) it makes a store account of the same name in the simulator if there is none and prints a 24-hour sign-in token for the server, then how an app connects: the product ids, the entitlements key, and the SDK's SimulatorStore and PurchaseServerClient; and the dashboard's address with its admin key (made in the data directory unless IAPKIT_ADMIN_KEY or --config gives one). The server judges on the simulator's clock, so that POST /sim/clock/advance moves both. \
+        `iap dev token ACCOUNT` prints a token for any other account, while it runs or not.
+        """,
+        subcommands: [Token.self])
+
+    /// Where the dev world lives: `iap dev` and `iap dev token` read the same folder and configuration.
+    struct World: ParsableArguments {
+        static let defaultData = ".iap-dev"
+
+        @Option(help: "Data directory for both (simulator/ and server/ inside).")
+        var data: String = World.defaultData
+
+        @Option(help: "A server configuration file; the dev settings (roots, ports, data) are applied over it.")
+        var config: String?
+
+        var serverDirectory: URL { URL(fileURLWithPath: data).appendingPathComponent("server") }
+
+        /// The arguments that name this world to another `iap dev` command, empty for the default one.
+        var arguments: String {
+            (data == World.defaultData ? "" : " --data \(data)") + (config.map { " --config \($0)" } ?? "")
+        }
+    }
 
     @Option(name: .customLong("account"), help: "An app account to print a sign-in token for, with a store account of the same name (repeatable; default dev-user).")
     var accounts: [String] = []
 
-    @Option(help: "Data directory for both (simulator/ and server/ inside).")
-    var data: String = ".iap-dev"
+    @OptionGroup var world: World
 
     @Option(name: .customLong("server-port"), help: "The purchase server's port.")
     var serverPort: Int = 8080
@@ -32,23 +51,20 @@ struct DevCommand: AsyncParsableCommand {
     @Option(help: "An Xcode .storekit file for both: the simulator sells it, the server grants by it (consumables and non-renewing subscriptions need grants in --config).")
     var catalog: String?
 
-    @Option(help: "A server configuration file; the dev settings (roots, ports, data) are applied over it.")
-    var config: String?
-
     func run() async throws {
-        let simulatorDirectory = URL(fileURLWithPath: data).appendingPathComponent("simulator")
+        let simulatorDirectory = URL(fileURLWithPath: world.data).appendingPathComponent("simulator")
         var arguments = ["--data", simulatorDirectory.path, "--port", String(simulatorPort),
                          "--webhook", "http://127.0.0.1:\(serverPort)/v1/notifications/appstore"]
         if let catalog { arguments += ["--catalog", catalog] }
         let simulator = try SimulatorCommand.parse(arguments)
         let simulatorServices = try simulator.makeServices()
 
-        var configuration = try ServerConfiguration.load(file: config)
+        var configuration = try ServerConfiguration.load(file: world.config)
         if let catalog {
             configuration.storeKitFile = catalog
-            try configuration.resolveStoreKitCatalog(explicitGrants: config != nil)
+            try configuration.resolveStoreKitCatalog(explicitGrants: world.config != nil)
         }
-        configuration.dataDirectory = URL(fileURLWithPath: data).appendingPathComponent("server").path
+        configuration.dataDirectory = world.serverDirectory.path
         // The dashboard and the admin API open in development: a key of its own, kept beside the HS256 secret.
         if configuration.adminKey == nil {
             configuration.adminKey = try AccountAuthenticator.loadOrCreateSecret(in: URL(fileURLWithPath: configuration.dataDirectory), named: "admin-key")
@@ -74,9 +90,11 @@ struct DevCommand: AsyncParsableCommand {
             // The app's account and the Apple ID it pays with, named alike so that a newcomer has one name to type.
             if await simulatorServices.engine.account(name) == nil { try await simulatorServices.engine.createAccount(name) }
             if let secret = effective.auth.hs256Secret {
-                let token = try await AccountAuthenticator.issueToken(account: name, secret: secret, lifetime: 86_400)
-                Output.note("token for \(name) (24 h; store account \(name) in the simulator): \(token)")
+                Output.note("token for \(name) (24 h; store account \(name) in the simulator): \(try await Self.signInToken(for: name, secret: secret))")
             }
+        }
+        if effective.auth.hs256Secret != nil {
+            Output.note("a token for another account: iap dev token <accountId>\(world.arguments)")
         }
         let products = await simulatorServices.engine.catalog.products.map(\.productId)
         Output.note("IAPKit dev: server http://127.0.0.1:\(serverPort), simulator http://127.0.0.1:\(simulatorPort)")
@@ -97,5 +115,41 @@ struct DevCommand: AsyncParsableCommand {
                        buildApplication(services, host: "127.0.0.1", port: serverPort, reconcileEvery: .seconds(30))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await group.run()
+    }
+
+    /// What the app's sign-in would hand over, for a day: long enough for a session at the desk.
+    static func signInToken(for account: String, secret: String) async throws -> String {
+        try await AccountAuthenticator.issueToken(account: account, secret: secret, lifetime: 86_400)
+    }
+
+    /// `iap dev token ACCOUNT`: a sign-in token for any account, signed with the secret of the world `iap dev` made.
+    struct Token: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a 24-hour sign-in token for an account of the iap dev world (its data directory, as iap dev names it).",
+            discussion: "The token alone is printed on stdout, so that TOKEN=$(iap dev token ann) works. An account needs no making: the server takes any account id a token names.")
+
+        @Argument(help: "The app account the token signs in.") var accountId: String
+        @OptionGroup var world: World
+
+        func run() async throws {
+            let configuration = try ServerConfiguration.load(file: world.config)
+            let secret: String
+            if let configured = configuration.auth.hs256Secret {
+                secret = configured
+            } else if configuration.auth.publicKeyPEMFile != nil {
+                Output.note("error: the server takes tokens signed by your own sign-in (auth.publicKeyPEMFile): there is no secret here to sign one with")
+                throw ExitCode(1)
+            } else {
+                // Not made here: a secret made in the wrong folder would sign tokens no running server accepts.
+                let file = world.serverDirectory.appendingPathComponent("auth-hs256-secret")
+                guard FileManager.default.fileExists(atPath: file.path) else {
+                    Output.note("error: no iap dev world in \(world.data) (no \(file.path)): run iap dev first, or name its folder with --data")
+                    throw ExitCode(1)
+                }
+                secret = try AccountAuthenticator.loadOrCreateSecret(in: world.serverDirectory)
+            }
+            Output.print(try await DevCommand.signInToken(for: accountId, secret: secret))
+            Output.note("token for \(accountId) (24 h), signed with the secret of \(world.data)")
+        }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import PurchaseAPI
 
 /// `iap orders …`: the operator's view of lost orders, through a running server's admin API.
 struct OrdersCommand: AsyncParsableCommand {
@@ -17,6 +18,11 @@ struct OrdersCommand: AsyncParsableCommand {
 
         /// Calls the admin API; prints the JSON answer; a non-2xx answer exits 1 with the server's error.
         func call(_ method: String, _ path: String, body: [String: Any]? = nil) async throws {
+            Output.print(String(decoding: try await fetch(method, path, body: body), as: UTF8.self))
+        }
+
+        /// The body of a 2xx answer; otherwise exits 1 with the refusal's status, code and message on stderr.
+        func fetch(_ method: String, _ path: String, body: [String: Any]? = nil) async throws -> Data {
             guard let key = adminKey ?? ProcessInfo.processInfo.environment["IAPKIT_ADMIN_KEY"] else {
                 throw ValidationError("--admin-key (or IAPKIT_ADMIN_KEY) is required")
             }
@@ -25,14 +31,24 @@ struct OrdersCommand: AsyncParsableCommand {
             request.httpMethod = method
             request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
             if let body { request.httpBody = try JSONSerialization.data(withJSONObject: body) }
-            let (data, response) = try await URLSession.shared.data(for: request)
-            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-            let text = String(decoding: data, as: UTF8.self)
-            guard (200..<300).contains(status) else {
-                Output.note("error: HTTP \(status): \(text)")
+            let data: Data, response: URLResponse
+            do {
+                (data, response) = try await URLSession.shared.data(for: request)
+            } catch {
+                Output.note("error: no answer from \(server): \(error.localizedDescription)")
                 throw ExitCode(1)
             }
-            Output.print(text)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            guard (200..<300).contains(status) else {
+                if let refusal = try? APIJSON.decoder().decode(ErrorBody.self, from: data) {
+                    Output.note("error: HTTP \(status) \(refusal.error.code.rawValue): \(refusal.error.message)")
+                } else {
+                    // Not the API's error body (a proxy's page, an older server): shown as it came.
+                    Output.note("error: HTTP \(status): \(String(decoding: data, as: UTF8.self))")
+                }
+                throw ExitCode(1)
+            }
+            return data
         }
     }
 
@@ -40,8 +56,20 @@ struct OrdersCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Orders in a state: paid-unfulfilled (default), stuck, abandoned, created, granted, settled.")
         @OptionGroup var connection: Connection
         @Option(help: "The state.") var state: String = "paid-unfulfilled"
+        @Flag(help: "Print the server's JSON answer instead of a table.") var json = false
         func run() async throws {
-            try await connection.call("GET", "/admin/orders?state=\(state.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["-"])) ?? state)")
+            let data = try await connection.fetch("GET", "/admin/orders?state=\(state.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["-"])) ?? state)")
+            guard !json else { return Output.print(String(decoding: data, as: UTF8.self)) }
+            let orders = try APIJSON.decoder().decode(AdminOrdersReply.self, from: data).orders
+            guard !orders.isEmpty else { return Output.print("no orders \(state)") }
+            // The abandoned column only where an order was: most states never have one.
+            let abandoned = orders.contains { $0.abandonedAt != nil }
+            var table = TextTable(header: ["order", "account", "product", "state", "transaction", "created (UTC)"] + (abandoned ? ["abandoned (UTC)"] : []))
+            for order in orders {
+                table.rows.append([order.orderId, order.accountId, order.productId, order.state, order.transactionId ?? "-", TextTable.minute(order.createdAt)]
+                                  + (abandoned ? [order.abandonedAt.map { "\(TextTable.minute($0)) \(order.abandonReason ?? "")" } ?? ""] : []))
+            }
+            Output.print(table.lines.joined(separator: "\n"))
         }
     }
 

@@ -39,6 +39,12 @@ struct DemoCommand: AsyncParsableCommand {
         if keep { timeline.note("kept \(directory.path)") }
         timeline.summary()
         if timeline.failures > 0 { throw ExitCode(1) }
+        // The demo's world is gone when it ends; the next step is one that stays up for an app of one's own.
+        Output.print("""
+
+            next: `iap dev` keeps the simulator and the server running for your app, with the dashboard \
+            (http://127.0.0.1:8080/dashboard) and its admin key, a sign-in token, and `iap dev token ACCOUNT` for more.
+            """)
     }
 }
 
