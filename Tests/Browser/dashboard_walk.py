@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Drives the operator's dashboard in headless Chromium (Debian's chromium and chromedriver, through Selenium):
 sign in with the admin key, find an account by a transaction id, read its timeline, settle an open order with a
-note. Screenshots of each page are checked: the account page and the settled order by OCR (tesseract), the overview
-for its charts' bar colour. Prints one JSON object of what it saw; exits 1 when a step fails."""
+note, open the revenue page from the nav, read its figures, measure its charts and download one of its CSV files.
+Screenshots of each page are checked: the account page and the settled order by OCR (tesseract), the overview and the
+revenue page for their charts' colour. Prints one JSON object of what it saw; exits 1 when a step fails."""
 import argparse
 import json
+import os
 import subprocess
 import sys
+import time
 
 from PIL import Image
 from selenium import webdriver
@@ -29,6 +32,49 @@ def has_colour(path, colour, tolerance=6):
     return any(all(abs(a - b) <= tolerance for a, b in zip(pixel, colour)) for pixel in image.getdata())
 
 
+def downloaded(folder, name, seconds=15):
+    """The text of `name` once Chromium has finished writing it to `folder` (it writes a .crdownload first)."""
+    path = os.path.join(folder, name)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and not os.path.exists(path + ".crdownload"):
+            with open(path, encoding="utf-8") as file:
+                return file.read()
+        time.sleep(0.2)
+    raise TimeoutError(f"{name} was not downloaded; {folder} holds {os.listdir(folder)}")
+
+
+def revenue(driver, wait, out, seen):
+    """The revenue page, reached from the nav: its figures, its charts' boxes, a CSV file downloaded through its link."""
+    driver.find_element(By.CSS_SELECTOR, "nav a[href='/dashboard/revenue']").click()
+    wait.until(arrived.presence_of_element_located((By.ID, "figures")))
+    seen["revenueHeading"] = driver.find_element(By.TAG_NAME, "h1").text
+    seen["revenueFigures"] = {name: driver.find_element(By.ID, name).text
+                              for name in ("active-subscriptions", "active-trials", "grace-period", "billing-retry")}
+    seen["revenueMrr"] = [card.text for card in driver.find_elements(By.CSS_SELECTOR, ".card.mrr")]
+    seen["revenueAllTime"] = driver.find_element(By.ID, "revenue-all").text
+    charts = {}
+    for figure in driver.find_elements(By.CSS_SELECTOR, ".charts figure"):
+        svg = figure.find_element(By.TAG_NAME, "svg").rect
+        lines = [line.rect for line in figure.find_elements(By.TAG_NAME, "polyline")]
+        charts[figure.get_attribute("id")] = {"width": svg["width"], "height": svg["height"], "lines": len(lines),
+                                              "linesWidth": min((line["width"] for line in lines), default=0)}
+    seen["revenueCharts"] = charts
+    # The whole page in one picture: the window grown to the document's height, then back.
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, max(1400, height + 200))
+    driver.save_screenshot(out + "/revenue.png")
+    driver.set_window_size(1280, 1400)
+    seen["revenueChartDrawn"] = has_colour(out + "/revenue.png", BAR)
+    seen["revenueScreenshotWords"] = [w for w in ("revenue", "mrr", "cohorts") if w in ocr(out + "/revenue.png")]
+    link = driver.find_element(By.CSS_SELECTOR, "a.csv[href='/dashboard/revenue.csv?what=overview']")
+    link.click()
+    seen["revenueCSV"] = downloaded(out + "/downloads", "iapkit-overview.csv").splitlines()
+    driver.find_element(By.CSS_SELECTOR, "#intervals a[href='/dashboard/revenue?interval=week']").click()
+    wait.until(arrived.presence_of_element_located((By.CSS_SELECTOR, "#intervals a.current[href$='interval=week']")))
+    seen["revenueWeekCharts"] = len(driver.find_elements(By.CSS_SELECTOR, ".charts figure svg polyline"))
+
+
 def main():
     parser = argparse.ArgumentParser()
     for name in ("base", "key", "transaction", "account", "order", "out"):
@@ -41,7 +87,12 @@ def main():
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1400",
                  "--force-device-scale-factor=1"):
         options.add_argument(flag)
+    os.makedirs(args.out + "/downloads", exist_ok=True)
+    options.add_experimental_option("prefs", {"download.default_directory": args.out + "/downloads",
+                                              "download.prompt_for_download": False})
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    # Headless Chromium saves a download only where it is told to.
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": args.out + "/downloads"})
     driver.set_page_load_timeout(30)
     wait = WebDriverWait(driver, 20)
 
@@ -82,6 +133,8 @@ def main():
         seen["flash"] = submit(row.find_element(By.TAG_NAME, "button"), (By.ID, "flash")).text
         driver.save_screenshot(args.out + "/settled.png")
         seen["settledScreenshotWords"] = [w for w in ("settled", args.order[:8].lower()) if w in ocr(args.out + "/settled.png")]
+
+        revenue(driver, wait, args.out, seen)
         seen["ok"] = True
     except Exception as error:  # reported to the test, which fails on it
         seen["ok"] = False

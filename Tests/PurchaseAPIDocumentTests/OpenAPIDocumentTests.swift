@@ -20,7 +20,7 @@ struct OpenAPIDocumentTests {
     @Test("The table: every path the server answers, 201 for an order, 202 and 429 on purchases, 429 on restore, a refusal on every operation")
     func table() throws {
         let paths = try #require(try OpenAPIDocument().root["paths"]?.objectValue)
-        #expect(paths.count == 29 && paths.values.reduce(0) { $0 + ($1.objectValue?.count ?? 0) } == 30)
+        #expect(paths.count == 32 && paths.values.reduce(0) { $0 + ($1.objectValue?.count ?? 0) } == 33)
         for (path, operations) in paths {
             for (method, operation) in operations.objectValue ?? [:] {
                 #expect(operation["responses"]?["default"] == ["$ref": "#/components/responses/Refusal"], "\(method) \(path)")
@@ -34,6 +34,10 @@ struct OpenAPIDocumentTests {
         #expect(paths["/v1/restore"]?["post"]?["responses"]?["429"] == ["$ref": "#/components/responses/RateLimited"])
         #expect(paths["/metrics"]?["get"]?["security"] == [["metricsKey": []], ["adminKey": []]])
         #expect(paths["/v1/keys/entitlements"]?["get"]?["responses"]?["200"]?["content"]?["application/x-pem-file"] != nil)
+        // The business view answers JSON, or CSV when asked.
+        for metrics in ["/admin/metrics/overview", "/admin/metrics/series", "/admin/metrics/cohorts"] {
+            #expect(Self.keys(paths[metrics]?["get"]?["responses"]?["200"]?["content"]) == ["application/json", "text/csv"], "\(metrics)")
+        }
         #expect(paths["/health"]?["get"]?["responses"]?["200"]?["content"]?["application/json"]?["schema"] == ["$ref": "#/components/schemas/HealthReply"])
     }
 

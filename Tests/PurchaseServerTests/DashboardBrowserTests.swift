@@ -11,7 +11,7 @@ import Testing
 struct DashboardBrowserTests {
     static let premium = "com.example.iapkit.premium"
 
-    @Test("Sign in, find the account by a transaction id, see its timeline, settle a lost order: the ledger shows the settle and its audit entry")
+    @Test("Sign in, find the account by a transaction id, see its timeline, settle a lost order: the ledger shows the settle and its audit entry; the revenue page shows the money, draws its charts and downloads its CSV")
     func walk() async throws {
         guard let python = ProcessInfo.processInfo.environment["IAPKIT_BROWSER_PYTHON"] else {
             Issue.record("IAPKIT_BROWSER_PYTHON is not set: run the suite with scripts/test, which installs Chromium, chromedriver and Selenium")
@@ -29,6 +29,8 @@ struct DashboardBrowserTests {
             let (account, store) = try await system.customer("erin")
             let (_, purchase, _) = try await system.buy(Self.premium, account: account, storeAccount: store)
             let transactionId = try #require(purchase.transactionId)
+            // Money for the revenue page: Premium 9.99 and the yearly plan 39.99, so MRR 39.99 / 12.
+            _ = try await system.buy(PurchaseFlowTests.yearly, account: account, storeAccount: store)
             // An order opened and never paid: the operator closes it with a note.
             let (_, order) = try await system.call(.post, "/v1/orders", as: account, OrderRequest(productId: Self.premium))
             let orderId = try decode(OrderReply.self, order).orderId
@@ -49,6 +51,22 @@ struct DashboardBrowserTests {
             #expect(accountWords.contains("timeline") && accountWords.contains("owns now"), "OCR of the account page: \(accountWords)")
             #expect((seen["flash"] as? String)?.contains("Order \(orderId) is settled") == true)
             #expect((seen["settledScreenshotWords"] as? [String] ?? []).contains("settled"), "OCR of the settled order's page")
+            #expect(seen["revenueHeading"] as? String == "Revenue")
+            let figures = seen["revenueFigures"] as? [String: String] ?? [:]
+            #expect(figures["active-subscriptions"]?.hasPrefix("1") == true && figures["active-trials"]?.hasPrefix("0") == true, "\(figures)")
+            #expect((seen["revenueMrr"] as? [String])?.contains { $0.contains("3.33 USD") } == true, "\(seen["revenueMrr"] ?? "")")
+            #expect((seen["revenueAllTime"] as? String)?.contains("USD 49.98 USD 0.00 USD 49.98 USD 2 0") == true, "\(seen["revenueAllTime"] ?? "")")
+            let charts = seen["revenueCharts"] as? [String: [String: Any]] ?? [:]
+            #expect(Set(charts.keys).isSuperset(of: ["chart-mrr", "chart-actives", "chart-revenue-USD", "chart-trials", "chart-churn"]), "\(charts)")
+            for (id, box) in charts {
+                let (width, height) = (box["width"] as? Double ?? 0, box["height"] as? Double ?? 0)
+                #expect(width > 100 && height > 50 && box["lines"] as? Int ?? 0 >= 1 && box["linesWidth"] as? Double ?? 0 > 100, "\(id): \(box)")
+            }
+            #expect(seen["revenueChartDrawn"] as? Bool == true, "the revenue page's screenshot shows the charts' lines")
+            #expect((seen["revenueScreenshotWords"] as? [String] ?? []).contains("revenue"), "OCR of the revenue page")
+            let csv = seen["revenueCSV"] as? [String] ?? []
+            #expect(csv.first == "figure,currency,value" && csv.contains("mrr,USD,3333") && csv.contains("gross,USD,49980"), "\(csv)")
+            #expect(seen["revenueWeekCharts"] as? Int ?? 0 >= 5)
             #expect(try await system.services.ledger.order(orderId)?.state == .settled)
             let audit = try await system.services.ledger.auditLog()
             #expect(audit.contains { $0.actor == "dashboard" && $0.action == "settle" && $0.subject == orderId && $0.detail == "refunded by support in the browser" })

@@ -42,6 +42,7 @@ struct DashboardRoutes<Context: PurchaseRequestContext> {
         dashboard.get("notifications", use: notifications)
         dashboard.get("webhooks", use: webhooks)
         dashboard.post("webhooks/:id/replay", use: replay)
+        addRevenueRoutes(to: dashboard)
     }
 
     /// The sign-in form.

@@ -14,7 +14,7 @@ enum DashboardTemplates {
 
     static let templates: [String: String] = [
         "head": head, "foot": foot, "login": login, "overview": overview, "account": account, "orders": orders,
-        "notifications": notifications, "webhooks": webhooks, "search": search, "message": message,
+        "notifications": notifications, "webhooks": webhooks, "search": search, "message": message, "revenue": revenue,
     ]
 
     static let head = """
@@ -22,7 +22,7 @@ enum DashboardTemplates {
         <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
         {{#frame}}<title>{{title}} · IAPKit</title><link rel="stylesheet" href="/dashboard/style.css"></head>
         <body><header><a class="brand" href="/dashboard">IAPKit</a>
-        {{#signedIn}}<nav><a href="/dashboard">Overview</a><a href="/dashboard/orders">Lost orders</a>
+        {{#signedIn}}<nav><a href="/dashboard">Overview</a><a href="/dashboard/revenue">Revenue</a><a href="/dashboard/orders">Lost orders</a>
         <a href="/dashboard/notifications">Notifications</a><a href="/dashboard/webhooks">Webhooks</a></nav>
         <form class="search" method="get" action="/dashboard/search"><input name="q" aria-label="Search" value="{{query}}"
         placeholder="transaction id, original transaction id, order id, appAccountToken or account"><button id="search">Search</button></form>
@@ -67,6 +67,43 @@ enum DashboardTemplates {
         <div class="charts">
         {{#charts}}<figure><figcaption>{{title}}: {{total}}</figcaption>{{{svg}}}</figure>{{/charts}}
         </div>
+        {{> foot}}
+        """
+
+    static let revenue = """
+        {{> head}}
+        <h1>Revenue</h1>
+        <h2>Now <span class="note">{{at}} UTC, {{environment}}</span><a class="csv" href="{{overviewCSV}}">CSV</a></h2>
+        <section class="cards" id="figures">
+        <div class="card" id="active-subscriptions"><b>{{activeSubscriptions}}</b> active subscriptions</div>
+        <div class="card" id="active-trials"><b>{{activeTrials}}</b> active trials</div>
+        <div class="card" id="grace-period"><b>{{inGracePeriod}}</b> in grace period</div>
+        <div class="card" id="billing-retry"><b>{{inBillingRetry}}</b> in billing retry</div>
+        {{#mrr}}<div class="card mrr"><b>{{amount}}</b> MRR</div>{{/mrr}}
+        {{^hasMrr}}<div class="card mrr"><b>0</b> MRR: no paying subscription</div>{{/hasMrr}}
+        </section>
+        {{#unpriced}}<p class="note" id="unpriced">{{unpriced}}</p>{{/unpriced}}
+        {{#spans}}<h2>Revenue: {{title}}<a class="csv" href="{{csv}}">CSV</a></h2>
+        {{#hasRows}}<table id="{{id}}"><thead><tr><th>Currency</th><th class="n">Gross</th><th class="n">Refunded</th><th class="n">Net</th>
+        <th class="n">Transactions</th><th class="n">Refunds</th></tr></thead><tbody>
+        {{#rows}}<tr><td>{{currency}}</td><td class="n">{{gross}}</td><td class="n">{{refunded}}</td><td class="n">{{net}}</td>
+        <td class="n">{{transactions}}</td><td class="n">{{refunds}}</td></tr>{{/rows}}
+        </tbody></table>{{/hasRows}}
+        {{^hasRows}}<p class="empty" id="{{id}}">No money taken.</p>{{/hasRows}}{{/spans}}
+        {{#approximate}}<p class="approximate" id="approximate">Approximate total in {{currency}}, at the configured rates: MRR ≈ {{mrr}};
+        net revenue ≈ {{net}} all time, ≈ {{netLastDays}} in the last 30 days.{{#unconverted}} Not converted (no rate): {{unconverted}}.{{/unconverted}}</p>{{/approximate}}
+        <h2>Over time: the last {{intervalTitle}} (UTC)</h2>
+        <p class="tabs" id="intervals">{{#intervals}}<a href="/dashboard/revenue?interval={{name}}"{{#current}} class="current"{{/current}}>by {{name}}</a>{{/intervals}}</p>
+        <div class="charts">
+        {{#charts}}<figure id="chart-{{id}}"><figcaption>{{title}}</figcaption>{{{svg}}}
+        <p class="links">{{#csv}}<a class="csv" href="{{href}}">{{name}} CSV</a>{{/csv}}</p></figure>{{/charts}}
+        </div>
+        <h2>Cohorts: subscribers still running at each month's end, by month of first purchase<a class="csv" href="{{cohortsCSV}}">CSV</a></h2>
+        <p class="note">M0 is the month of first purchase itself, M1 the month after, and so on; a month shows once it has ended.</p>
+        {{#hasCohorts}}<table id="cohorts"><thead><tr><th>First month</th><th class="n">Subscribers</th>{{#cohortMonths}}<th class="n">{{name}}</th>{{/cohortMonths}}</tr></thead><tbody>
+        {{#cohorts}}<tr><td>{{month}}</td><td class="n">{{size}}</td>{{#cells}}<td class="n">{{#known}}{{count}} <span class="pct">{{percent}}</span>{{/known}}</td>{{/cells}}</tr>{{/cohorts}}
+        </tbody></table>{{/hasCohorts}}
+        {{^hasCohorts}}<p class="empty" id="cohorts">No subscription yet.</p>{{/hasCohorts}}
         {{> foot}}
         """
 
@@ -164,5 +201,8 @@ enum DashboardTemplates {
         .empty{color:#667}.tabs a{margin-right:1em}.tabs a.current{font-weight:700}form.inline{display:inline}
         form.settle{display:flex;gap:.3em}button.quiet{background:none;border:1px solid #778;color:#fff;border-radius:4px}
         pre{white-space:pre-wrap;word-break:break-all;max-width:60em}.login{display:flex;gap:.6em;align-items:end}
+        a.csv{font-size:.8rem;font-weight:400;margin-left:.8em}.links a.csv{margin:0 .8em 0 0}.links{margin:.3em 0 0}
+        .note{color:#667;font-weight:400;font-size:.85rem;margin-left:.6em}.pct{color:#667;font-size:.85em}
+        .approximate{background:#fff8e6;border:1px solid #e8cf8f;padding:.5em .8em}
         """
 }
