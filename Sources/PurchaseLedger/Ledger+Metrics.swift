@@ -291,10 +291,11 @@ extension Ledger {
 
     /// The rollup's items of `kinds` for days in `[fromDay, toDay)` (nil: unbounded), with the rows after the
     /// watermark summed now.
-    static func metricDays(_ session: LedgerSession, environment: AppStoreEnvironment, productId: String?, kinds: Set<MetricRules.Kind>,
+    /// `environment` nil: every environment's.
+    static func metricDays(_ session: LedgerSession, environment: AppStoreEnvironment?, productId: String?, kinds: Set<MetricRules.Kind>,
                            fromDay: Int64?, toDay: Int64?, catalog: LedgerCatalog) throws -> [MetricRules.Contribution] {
-        var binds: [SQLValue] = [.text(environment.rawValue)]
-        var conditions = ["environment = $1", "kind IN (\(kinds.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")))"]
+        var binds: [SQLValue] = [.text(environment?.rawValue ?? "")]
+        var conditions = [environment == nil ? "$1 = $1" : "environment = $1", "kind IN (\(kinds.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")))"]
         if let fromDay { binds.append(.int(fromDay)); conditions.append("day >= $\(binds.count)") }
         if let toDay { binds.append(.int(toDay)); conditions.append("day < $\(binds.count)") }
         if let productId { binds.append(.text(productId)); conditions.append("product_id = $\(binds.count)") }
@@ -312,7 +313,7 @@ extension Ledger {
         items += tail.filter { item in
             kinds.contains(item.kind) && (productId == nil || item.productId == productId)
                 && (fromDay.map { item.day >= $0 } ?? true) && (toDay.map { item.day < $0 } ?? true)
-                && item.environment == environment.rawValue
+                && (environment == nil || item.environment == environment!.rawValue)
         }.map(\.contribution)
         return items
     }
@@ -366,11 +367,11 @@ extension Ledger {
     }
 
     /// Refunds with their date and amount (Family Sharing revocations and upgrades are not refunds: no money went back).
-    static func refunds(_ session: LedgerSession, environment: AppStoreEnvironment, productId: String?, from: Int64?,
+    static func refunds(_ session: LedgerSession, environment: AppStoreEnvironment?, productId: String?, from: Int64?,
                         to: Int64?) throws -> [(date: Int64, currency: String, amount: Int64)] {
-        var binds: [SQLValue] = [.text(environment.rawValue)]
+        var binds: [SQLValue] = [.text(environment?.rawValue ?? "")]
         // The first term is the partial index's own predicate, which lets both stores read refunds through it.
-        var conditions = ["(revocation_date IS NOT NULL OR is_upgraded = 1)", "revocation_date IS NOT NULL", "environment = $1", "is_upgraded = 0", "price IS NOT NULL", "currency IS NOT NULL",
+        var conditions = ["(revocation_date IS NOT NULL OR is_upgraded = 1)", "revocation_date IS NOT NULL", environment == nil ? "$1 = $1" : "environment = $1", "is_upgraded = 0", "price IS NOT NULL", "currency IS NOT NULL",
                           "(ownership IS NULL OR ownership <> 'FAMILY_SHARED')",
                           "(revocation_type IS NULL OR revocation_type <> '\(RevocationType.familyRevoke.rawValue)')"]
         if let from { binds.append(.int(from)); conditions.append("revocation_date >= $\(binds.count)") }

@@ -6,11 +6,12 @@ public struct LedgerOverview: Sendable, Hashable {
     /// One UTC day's counts.
     public struct Day: Sendable, Hashable {
         public var day: Date
-        /// First purchases: a one-time product, or the first period of a subscription series.
+        /// First purchases: a one-time product, or the first period of a subscription series (a Family Sharing copy is
+        /// the purchaser's, counted once).
         public var purchases: Int
         /// Later periods of subscription series.
         public var renewals: Int
-        /// Transactions revoked that day (refunds, Family Sharing revocations).
+        /// Refunds that day (money went back: not an upgrade's or a Family Sharing revocation; docs/METRICS.md).
         public var refunds: Int
         /// `DID_FAIL_TO_RENEW` notifications signed that day.
         public var billingIssues: Int
@@ -58,6 +59,7 @@ extension Ledger {
         let since = first * Self.dayMillis
         let nowMillis = Millis.of(now)
         let catalog = catalog
+        try await rollUpMetrics(now: now)
         return try await read { session in
             // The business view's own judgement (``MetricRules``), so that this count and the accounts' pages agree.
             var byProduct: [String: Int] = [:]
@@ -70,24 +72,19 @@ extension Ledger {
             for day in first...today {
                 counts[day] = LedgerOverview.Day(day: Millis.date(day * Self.dayMillis), purchases: 0, renewals: 0, refunds: 0, billingIssues: 0)
             }
-            for row in try session.sql.rows("""
-                SELECT purchase_date / \(Self.dayMillis), CASE WHEN transaction_id = original_transaction_id THEN 0 ELSE 1 END, COUNT(*)
-                FROM purchases WHERE purchase_date >= $1 AND purchase_date <= $2 GROUP BY 1, 2
-                """, [.int(since), .int(nowMillis)]) {
-                let (day, renewal, count) = (try row.int(0), try row.int(1), Int(try row.int(2)))
-                if renewal == 0 { counts[day]?.purchases += count } else { counts[day]?.renewals += count }
+            // From the business view's daily rollup (``rollUpMetrics(now:)`` ran first), over every environment: the
+            // purchases table has no index by date, and a ledger of a million purchases would be read whole.
+            for item in try Self.metricDays(session, environment: nil, productId: nil,
+                                            kinds: [.oneTime, .newSubscription, .newTrial, .renewal, .billingIssue],
+                                            fromDay: first, toDay: today + 1, catalog: catalog) {
+                switch item.kind {
+                case .renewal: counts[item.day]?.renewals += Int(item.count)
+                case .billingIssue: counts[item.day]?.billingIssues += Int(item.count)
+                default: counts[item.day]?.purchases += Int(item.count)
+                }
             }
-            for row in try session.sql.rows("""
-                SELECT revocation_date / \(Self.dayMillis), COUNT(*) FROM purchases
-                WHERE revocation_date >= $1 AND revocation_date <= $2 GROUP BY 1
-                """, [.int(since), .int(nowMillis)]) {
-                counts[try row.int(0)]?.refunds += Int(try row.int(1))
-            }
-            for row in try session.sql.rows("""
-                SELECT signed_date / \(Self.dayMillis), COUNT(*) FROM notifications
-                WHERE notification_type = 'DID_FAIL_TO_RENEW' AND signed_date >= $1 AND signed_date <= $2 GROUP BY 1
-                """, [.int(since), .int(nowMillis)]) {
-                counts[try row.int(0)]?.billingIssues += Int(try row.int(1))
+            for refund in try Self.refunds(session, environment: nil, productId: nil, from: since, to: nowMillis + 1) {
+                counts[MetricRules.day(refund.date)]?.refunds += 1
             }
             let lost = try session.sql.first("SELECT COUNT(*) FROM orders o WHERE \(Self.paidUnfulfilled)", [])?.int(0) ?? 0
             let stored = try session.sql.first("SELECT COUNT(*) FROM notifications", [])?.int(0) ?? 0

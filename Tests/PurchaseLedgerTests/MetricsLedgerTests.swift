@@ -175,7 +175,7 @@ struct MetricsLedgerTests {
         }
         #expect(kinds(facts(ownership: .familyShared)).isEmpty)
         #expect(kinds(facts(id: "1")) == [.sale, .newSubscription, .paidStart, .paidEnd])
-        #expect(kinds(facts(id: "1", price: 0, offer: .freeTrial)) == [.sale, .trialStart, .trialEnd])
+        #expect(kinds(facts(id: "1", price: 0, offer: .freeTrial)) == [.sale, .newTrial, .trialStart, .trialEnd])
         #expect(kinds(facts(followsTrial: true)) == [.sale, .renewal, .trialConversion, .paidStart, .paidEnd])
         #expect(kinds(facts(.consumable, price: nil)) == [.unpriced, .oneTime])
         let end = MetricRules.contributions(of: facts(), catalog: .demo).first { $0.kind == .paidEnd }

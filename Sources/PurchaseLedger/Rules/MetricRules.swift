@@ -17,6 +17,8 @@ public enum MetricRules {
         case newSubscription
         /// A free-trial period began (`offerDiscountType` `FREE_TRIAL`): the day it starts, and the sweep's start.
         case trialStart
+        /// The first period of a series, free (a new customer's trial; ``trialStart`` counts it too).
+        case newTrial
         /// A free-trial period's end (`expiresDate`), for the sweep of active trials.
         case trialEnd
         /// The first paid period after a free trial.
@@ -83,7 +85,7 @@ public enum MetricRules {
         }
         let trial = facts.offerDiscountType == .freeTrial
         if facts.transactionId == facts.originalTransactionId {
-            if !trial { items.append(item(.newSubscription, day: day)) }
+            items.append(item(trial ? .newTrial : .newSubscription, day: day))
         } else {
             items.append(item(.renewal, day: day))
             if !trial, facts.followsTrial { items.append(item(.trialConversion, day: day)) }
