@@ -89,6 +89,9 @@ struct BusinessMetricsTests {
             #expect(revenue.points.dropLast().allSatisfy { $0.values.isEmpty })
             let active = try await series(system, "metric=activeSubscriptions&interval=week")
             #expect(active.points.last?.values == [.init(name: "activeSubscriptions", currency: nil, value: 1)], "\(active.points.last as Any)")
+            let refunds = try await series(system, "metric=refunds&interval=day")
+            #expect(refunds.points.last?.values.contains(.init(name: "refunded", currency: "USD", value: 9_990)) == true, "\(refunds.points.last as Any)")
+            #expect(refunds.points.last?.values.contains(.init(name: "refunds", currency: "USD", value: 1)) == true)
             let purchases = try await series(system, "metric=purchases&interval=month")
             #expect(purchases.points.last?.values == [.init(name: "purchases", currency: nil, value: 4)])
         }
@@ -149,6 +152,8 @@ struct BusinessMetricsTests {
             #expect(starts.points.last?.values.first?.value == 3, "T, U and G began with the free week")
             let new = try await series(system, "metric=newSubscriptions&interval=month")
             #expect(new.points.last?.values.first?.value == 2, "F and V began paying; U's yearly is its series' second period")
+            let renewals = try await series(system, "metric=renewals&interval=month")
+            #expect(renewals.points.last?.values.first?.value == 2, "T's first paid month, and U's yearly (a later period of its series)")
             let issues = try await series(system, "metric=billingIssues&interval=month")
             #expect(issues.points.last?.values.first?.value == 1)
 
@@ -166,6 +171,7 @@ struct BusinessMetricsTests {
             let churn = try await series(system, "metric=churn&interval=month")
             let churned = churn.points.flatMap(\.values)
             #expect(churned.filter { $0.name == "voluntary" }.map(\.value).reduce(0, +) == 1, "\(churned)")
+            #expect(churned.filter { $0.name == "billing" }.map(\.value).reduce(0, +) == 1, "G's billing retry ran out: \(churned)")
             let active = try await series(system, "metric=activeSubscriptions&interval=day")
             #expect(active.points.last?.values.first?.value == Int64(figures.activeSubscriptions))
             states = try await pro(system, [t, u, g, f, v])
