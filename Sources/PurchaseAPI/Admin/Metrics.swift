@@ -80,13 +80,15 @@ public struct MetricsOverviewReply: Codable, Hashable, Sendable {
     /// Over `[from, to)` (whole UTC days; all time when absent).
     public var revenue: [RevenueSummary]
     public var unpricedTransactions: Int
+    /// Refunds in the span of transactions with no signed price: refunds, no money known.
+    public var unpricedRefunds: Int
     public var from: Date?
     public var to: Date?
     public var approximateTotal: ApproximateTotal?
 
     public init(at: Date, environment: String, productId: String?, activeSubscriptions: Int, activeTrials: Int, inGracePeriod: Int,
                 inBillingRetry: Int, mrr: [MoneyAmount], unpricedSubscriptions: Int, revenue: [RevenueSummary], unpricedTransactions: Int,
-                from: Date?, to: Date?, approximateTotal: ApproximateTotal?) {
+                unpricedRefunds: Int = 0, from: Date?, to: Date?, approximateTotal: ApproximateTotal?) {
         self.at = at
         self.environment = environment
         self.productId = productId
@@ -98,6 +100,7 @@ public struct MetricsOverviewReply: Codable, Hashable, Sendable {
         self.unpricedSubscriptions = unpricedSubscriptions
         self.revenue = revenue
         self.unpricedTransactions = unpricedTransactions
+        self.unpricedRefunds = unpricedRefunds
         self.from = from
         self.to = to
         self.approximateTotal = approximateTotal

@@ -50,6 +50,8 @@ public struct MetricsOverview: Sendable, Hashable {
     public var revenue: [RevenueTotal]
     /// Transactions in `[from, to)` with no signed price.
     public var unpricedTransactions: Int
+    /// Refunds in `[from, to)` of transactions with no signed price (no money known).
+    public var unpricedRefunds: Int
     public var from: Date?
     public var to: Date?
     /// Entitled series (paid, trial or grace) per product of their latest period.

@@ -21,8 +21,6 @@ public enum MetricRules {
         case newTrial
         /// A free-trial period's end (`expiresDate`), for the sweep of active trials.
         case trialEnd
-        /// The first paid period after a free trial.
-        case trialConversion
         /// A later period of an auto-renewable series.
         case renewal
         /// A paid auto-renewable period: its start and its end (amount: its price normalised to a month,
@@ -48,7 +46,7 @@ public enum MetricRules {
 
     static let dayMillis: Int64 = 86_400_000
 
-    /// The facts of one transaction the rollup needs, with its series' period just before it (read alongside).
+    /// The facts of one transaction the rollup needs.
     struct TransactionFacts: Sendable {
         var transactionId: String
         var originalTransactionId: String
@@ -61,8 +59,6 @@ public enum MetricRules {
         var ownership: InAppOwnershipType?
         var offerDiscountType: OfferDiscountType?
         var offerPeriod: String?
-        /// The series' period purchased just before this one was a free trial.
-        var followsTrial: Bool
     }
 
     /// What a transaction adds. A Family Sharing member's copy adds nothing: nobody paid for it, and the purchaser's
@@ -87,8 +83,9 @@ public enum MetricRules {
         if facts.transactionId == facts.originalTransactionId {
             items.append(item(trial ? .newTrial : .newSubscription, day: day))
         } else {
+            // A trial's conversion depends on the period before, which may arrive after this one: it is counted from
+            // the rows (``Ledger``'s trial conversions), not summed here.
             items.append(item(.renewal, day: day))
-            if !trial, facts.followsTrial { items.append(item(.trialConversion, day: day)) }
         }
         if trial { items.append(item(.trialStart, day: day)) }
         if let expires = facts.expiresDate, expires > facts.purchaseDate {

@@ -11,7 +11,8 @@ extension LedgerSession {
         try sql.first("""
             INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date, transaction_id, original_transaction_id,
                 signed_payload, received_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (notification_uuid) DO NOTHING RETURNING notification_uuid
+            VALUES ($1, $2, $3, $4, $5, $6, $7, \(Ledger.recordedNoEarlierThan("CAST($8 AS BIGINT)", Ledger.notificationsWatermark)))
+            ON CONFLICT (notification_uuid) DO NOTHING RETURNING notification_uuid
             """, [.text(event.notificationUUID), .text(event.type.rawValue), .of(event.subtype?.rawValue), .of(event.signedDate),
                   .of(record?.transactionId), .of(record?.originalTransactionId), .text(event.signedPayload), .of(now)]) != nil
     }

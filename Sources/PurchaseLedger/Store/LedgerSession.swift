@@ -270,6 +270,8 @@ struct LedgerSession {
         period_purchase_date, expiration_intent, billing_retry, price_increase_status
         """
 
+    static let seriesColumnCount = seriesColumns.split(separator: ",").count
+
     /// Whether any period of the series is stored.
     func knowsSeries(_ originalTransactionId: String) throws -> Bool {
         try sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 LIMIT 1", [.text(originalTransactionId)]) != nil
@@ -366,8 +368,8 @@ struct LedgerSession {
                 INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
                     quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
                     signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id\(Self.moneyColumns))
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-                    $22, $23, $24, $25, $26, $27)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                    \(Ledger.recordedNoEarlierThan("CAST($18 AS BIGINT)", Ledger.purchasesWatermark)), $19, $20, $21, $22, $23, $24, $25, $26, $27)
                 ON CONFLICT (transaction_id) DO NOTHING RETURNING transaction_id
                 """, [.text(record.transactionId), .text(record.originalTransactionId), .of(record.accountId), .of(record.orderId),
                       .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
@@ -384,12 +386,25 @@ struct LedgerSession {
                 """, [.text(accountId), .of(orderId), .text(transactionId)])
             guard claimed != nil else { throw LedgerRace() }
         case .refreshPurchase(let record):
+            // The business view's rollup may have summed this row: when the news changes what it counted, its old
+            // facts are taken back and the row is summed again (``Ledger/rollUpMetrics(now:)``). On PostgreSQL a rollup
+            // moving the watermark meanwhile is waited for, so the choice below is made against the watermark it leaves.
+            if postgres { _ = try sql.rows("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 727274))", [.text(Ledger.metricRollupLock)]) }
+            let money = Self.moneyBinds(record)
+            try sql.execute("""
+                INSERT INTO metric_retractions (\(Ledger.retractionColumns))
+                SELECT \(Ledger.retractionColumns) FROM purchases
+                WHERE transaction_id = $1 AND signed_date < $2 AND recorded_at < \(Ledger.purchasesWatermark) AND \(Ledger.metricFactsChange)
+                """, [.text(record.transactionId), .of(record.signedDate), .of(record.expiresDate), money[0], money[1], money[3], money[4]])
             try sql.execute("""
                 UPDATE purchases SET expires_date = $1, revocation_date = $2, revocation_reason = $3, is_upgraded = $4, signed_date = $5,
                     revocation_type = $7, revocation_percentage = $8, app_transaction_id = COALESCE(app_transaction_id, $9),
                     price = COALESCE(price, CAST($10 AS BIGINT)), currency = COALESCE(currency, $11),
                     offer_type = COALESCE(offer_type, CAST($12 AS BIGINT)), offer_discount_type = COALESCE(offer_discount_type, $13),
-                    offer_period = COALESCE(offer_period, $14), storefront = COALESCE(storefront, $15)
+                    offer_period = COALESCE(offer_period, $14), storefront = COALESCE(storefront, $15),
+                    recorded_at = CASE WHEN \(Ledger.metricFactsChange(expires: "$1", price: "CAST($10 AS BIGINT)", currency: "CAST($11 AS TEXT)",
+                                                                      offerDiscountType: "CAST($13 AS TEXT)", offerPeriod: "CAST($14 AS TEXT)")) AND recorded_at < \(Ledger.purchasesWatermark)
+                                       THEN \(Ledger.purchasesWatermark) ELSE recorded_at END
                 WHERE transaction_id = $6 AND signed_date < $5
                 """, [.of(record.expiresDate), .of(record.revocationDate), .of(record.revocationReason.map { Int64($0.rawValue) }),
                       .of(record.isUpgraded), .of(record.signedDate), .text(record.transactionId),

@@ -236,6 +236,24 @@ enum Schema {
             // index a new purchase almost never enters (it is neither revoked nor upgraded yet).
             "CREATE INDEX IF NOT EXISTS purchases_revoked ON purchases (revocation_date) WHERE revocation_date IS NOT NULL OR is_upgraded = 1",
         ],
+        [
+            // A transaction the rollup summed and news then changed (an expiry Apple extended, a price or offer learnt
+            // after a receipt-only record): its old facts, taken back from the rollup by the next read that fills it,
+            // while the row itself is summed again with the new ones (its recorded_at moved up to the watermark).
+            """
+            CREATE TABLE metric_retractions (
+                transaction_id TEXT NOT NULL, original_transaction_id TEXT NOT NULL, product_id TEXT NOT NULL, product_type TEXT NOT NULL,
+                purchase_date BIGINT NOT NULL, expires_date BIGINT, price BIGINT, currency TEXT, ownership TEXT, offer_discount_type TEXT,
+                offer_period TEXT, environment TEXT NOT NULL)
+            """,
+            // Free-trial periods, for trial conversions counted from the rows themselves (a conversion depends on the
+            // period before it, which may arrive after).
+            "CREATE INDEX IF NOT EXISTS purchases_trials ON purchases (original_transaction_id, purchase_date) WHERE offer_discount_type = 'FREE_TRIAL'",
+            // The rollup's kinds changed with this migration (first trials apart, conversions from the rows): summed
+            // again from the rows by the next read.
+            "DELETE FROM metric_days",
+            "DELETE FROM metric_watermarks",
+        ],
     ]
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began

@@ -90,7 +90,8 @@ extension MetricsOverviewReply {
         var rows = [["figure", "currency", "value"]]
         for (name, value) in [("activeSubscriptions", activeSubscriptions), ("activeTrials", activeTrials),
                               ("inGracePeriod", inGracePeriod), ("inBillingRetry", inBillingRetry),
-                              ("unpricedSubscriptions", unpricedSubscriptions), ("unpricedTransactions", unpricedTransactions)] {
+                              ("unpricedSubscriptions", unpricedSubscriptions), ("unpricedTransactions", unpricedTransactions),
+                              ("unpricedRefunds", unpricedRefunds)] {
             rows.append([name, "", String(value)])
         }
         for item in mrr { rows.append(["mrr", item.currency, String(item.amount)]) }
@@ -204,7 +205,7 @@ extension MetricsOverviewReply {
         self.init(at: overview.at, environment: overview.environment.rawValue, productId: productId, activeSubscriptions: overview.activeSubscriptions,
                   activeTrials: overview.activeTrials, inGracePeriod: overview.inGracePeriod, inBillingRetry: overview.inBillingRetry,
                   mrr: mrr, unpricedSubscriptions: overview.unpricedSubscriptions, revenue: revenue,
-                  unpricedTransactions: overview.unpricedTransactions, from: overview.from, to: overview.to,
+                  unpricedTransactions: overview.unpricedTransactions, unpricedRefunds: overview.unpricedRefunds, from: overview.from, to: overview.to,
                   approximateTotal: rates.map { $0.total(mrr: mrr, revenue: revenue) })
     }
 }

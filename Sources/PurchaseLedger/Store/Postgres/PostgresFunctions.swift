@@ -23,6 +23,10 @@ enum PostgresFunctions {
 
     static let applyEffects = "CREATE OR REPLACE FUNCTION \(applyFunction)" + applyBody
 
+    /// ``Ledger/metricFactsChange(expires:price:currency:offerDiscountType:offerPeriod:)`` over the refresh effect's JSON.
+    static let refreshChangesMetricFacts = Ledger.metricFactsChange(
+        expires: "(e->>'expires')", price: "(e->'m'->>0)", currency: "(e->'m'->>1)", offerDiscountType: "(e->'m'->>3)", offerPeriod: "(e->'m'->>4)")
+
     /// 64-bit FNV-1a, in hex: a stable name for a body (not a security boundary: anyone who can create functions in
     /// the ledger's database owns it anyway).
     static func fnv1a(_ text: String) -> String {
@@ -58,7 +62,8 @@ enum PostgresFunctions {
                   quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
                   signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id\(LedgerSession.moneyColumns))
               VALUES (r->>0, r->>1, r->>2, r->>3, r->>4, r->>5, r->>6, (r->>7)::bigint, (r->>8)::bigint, (r->>9)::bigint, (r->>10)::bigint,
-                  (r->>11)::bigint, (r->>12)::bigint, r->>13, r->>14, (r->>15)::bigint, e->>'source', (e->>'at')::bigint, r->>16, (r->>17)::bigint, r->>18,
+                  (r->>11)::bigint, (r->>12)::bigint, r->>13, r->>14, (r->>15)::bigint, e->>'source',
+                  \(Ledger.recordedNoEarlierThan("(e->>'at')::bigint", Ledger.purchasesWatermark)), r->>16, (r->>17)::bigint, r->>18,
                   (r->>19)::bigint, r->>20, (r->>21)::bigint, r->>22, r->>23, r->>24)
               ON CONFLICT (transaction_id) DO NOTHING;
               GET DIAGNOSTICS n = ROW_COUNT;
@@ -68,13 +73,22 @@ enum PostgresFunctions {
               GET DIAGNOSTICS n = ROW_COUNT;
               IF n = 0 THEN RAISE EXCEPTION 'iapkit_race' USING ERRCODE = 'P0R01'; END IF;
             WHEN 'refreshPurchase' THEN
+              -- As LedgerSession's: news that changes what the business view's rollup summed of the row takes the old
+              -- facts back and has the row summed again, decided while no rollup moves the watermark.
+              PERFORM pg_advisory_xact_lock_shared(hashtextextended('\(Ledger.metricRollupLock)', 727274));
+              INSERT INTO metric_retractions (\(Ledger.retractionColumns))
+              SELECT \(Ledger.retractionColumns) FROM purchases
+              WHERE transaction_id = e->>'tx' AND signed_date < (e->>'signed')::bigint AND recorded_at < \(Ledger.purchasesWatermark)
+                AND \(Self.refreshChangesMetricFacts);
               UPDATE purchases SET expires_date = (e->>'expires')::bigint, revocation_date = (e->>'revoked')::bigint,
                   revocation_reason = (e->>'reason')::bigint, is_upgraded = (e->>'upgraded')::bigint, signed_date = (e->>'signed')::bigint,
                   revocation_type = e->>'revocationType', revocation_percentage = (e->>'revocationPercentage')::bigint,
                   app_transaction_id = COALESCE(app_transaction_id, e->>'appTransactionId'),
                   price = COALESCE(price, (e->'m'->>0)::bigint), currency = COALESCE(currency, e->'m'->>1),
                   offer_type = COALESCE(offer_type, (e->'m'->>2)::bigint), offer_discount_type = COALESCE(offer_discount_type, e->'m'->>3),
-                  offer_period = COALESCE(offer_period, e->'m'->>4), storefront = COALESCE(storefront, e->'m'->>5)
+                  offer_period = COALESCE(offer_period, e->'m'->>4), storefront = COALESCE(storefront, e->'m'->>5),
+                  recorded_at = CASE WHEN \(Self.refreshChangesMetricFacts) AND recorded_at < \(Ledger.purchasesWatermark)
+                                     THEN \(Ledger.purchasesWatermark) ELSE recorded_at END
               WHERE transaction_id = e->>'tx' AND signed_date < (e->>'signed')::bigint;
             WHEN 'linkOrder' THEN
               UPDATE purchases SET order_id = e->>'order' WHERE transaction_id = e->>'tx' AND order_id IS NULL;
