@@ -9,15 +9,16 @@ struct MetricsCommand: AsyncParsableCommand {
         commandName: "metrics",
         abstract: "Subscriptions, MRR, revenue and cohorts on a running purchase server (admin API).",
         discussion: """
-        The server counts one App Store environment: Production when it accepts Production, otherwise its only one \
-        (`iap dev`'s purchases are Sandbox: add --environment Sandbox). Money is shown in each currency as Apple signed it.
+        The server counts one App Store environment, named in every answer: Production once its ledger holds a Production \
+        purchase, Sandbox before that (`iap dev`'s purchases are Sandbox); --environment chooses. Money is shown in each \
+        currency as Apple signed it.
         """,
         subcommands: [Overview.self, Series.self, Cohorts.self])
 
     /// What every metrics request may narrow: the product and the environment.
     struct Scope: ParsableArguments {
         @Option(help: "One product only.") var product: String?
-        @Option(help: "Production, Sandbox, Xcode or LocalTesting (default: the server's choice, Production when it accepts it).")
+        @Option(help: "Production, Sandbox, Xcode or LocalTesting (default: the server's choice, Production once the ledger holds one, else Sandbox).")
         var environment: String?
         @Flag(help: "Print the server's JSON answer instead of a table.") var json = false
 

@@ -21,7 +21,7 @@ struct ServeCommand: AsyncParsableCommand {
         IAPKIT_AUTH_HS256_SECRET, IAPKIT_ADMIN_KEY.
         """)
 
-    @Option(help: "A JSON configuration file (see README).")
+    @Option(help: "A JSON configuration file (docs/CONFIGURATION.md).")
     var config: String?
 
     @Option(help: "Port to listen on (overrides the configuration).")
