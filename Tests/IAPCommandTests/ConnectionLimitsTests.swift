@@ -154,9 +154,8 @@ struct ConnectionLimitsTests {
     func idleConnectionClosed() async throws {
         try await Server.run(["IAPKIT_IDLE_TIMEOUT_SECONDS": "1"]) { server in
             let silent = try server.connect()
-            let opened = ContinuousClock.now
             let nothing = await silent.readUntilClosed(within: .seconds(10))
-            let took = ContinuousClock.now - opened
+            let took = nothing.at - silent.connectedAt
             #expect(nothing.closed && nothing.text.isEmpty, "closed without a word: \(nothing)")
             #expect(took >= .milliseconds(800) && took < .seconds(4), "closed after \(took), configured 1 s")
 
@@ -177,7 +176,7 @@ struct ConnectionLimitsTests {
                 #expect(connection.send("POST /v1/purchases HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\(authorization)"
                                         + "Content-Length: 99999999999\r\n\r\n{\"signedTransaction\":\""))
                 let answer = await connection.readUntilClosed(within: .seconds(10))
-                let took = ContinuousClock.now - sent
+                let took = answer.at - sent
                 #expect(answer.text.hasPrefix("HTTP/1.1 413"), "\(answer)")
                 #expect(Self.errorCode(answer.text) == "too_large" && answer.text.lowercased().contains("connection: close"), "\(answer)")
                 #expect(answer.closed && took < .seconds(3), "answered and closed after \(took)")
@@ -189,7 +188,7 @@ struct ConnectionLimitsTests {
                                + "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"))
             let answer = await order.readUntilClosed(within: .seconds(10))
             #expect(answer.text.hasPrefix("HTTP/1.1 413") && Self.errorCode(answer.text) == "too_large" && answer.closed, "\(answer)")
-            #expect(ContinuousClock.now - sent < .seconds(3))
+            #expect(answer.at - sent < .seconds(3))
         }
     }
 
@@ -207,11 +206,10 @@ struct ConnectionLimitsTests {
             for connection in open { #expect(Self.begin(connection)) }
             try await Task.sleep(for: .milliseconds(300))  // for the server to read them
             let refused = try server.connect()
-            let connected = ContinuousClock.now
             _ = refused.send("GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
             let answer = await refused.readUntilClosed(within: .seconds(5))
             #expect(answer.text.hasPrefix("HTTP/1.1 503") && Self.errorCode(answer.text) == "too_many_connections", "\(answer)")
-            #expect(answer.text.lowercased().contains("connection: close") && answer.closed && ContinuousClock.now - connected < .seconds(3))
+            #expect(answer.text.lowercased().contains("connection: close") && answer.closed && answer.at - refused.connectedAt < .seconds(3))
 
             #expect(open[0].send("\r\n"))
             let again = await open[0].read(within: .seconds(5)) { $0.contains("\"status\":\"ok\"") }
@@ -421,14 +419,15 @@ struct ConnectionLimitsTests {
     func headerTrickleCutOff() async throws {
         try await Server.run(["IAPKIT_HEADER_TIMEOUT_SECONDS": "1", "IAPKIT_IDLE_TIMEOUT_SECONDS": "20"]) { server in
             let connection = try server.connect()
-            let began = ContinuousClock.now
-            #expect(connection.send("GET /health HTTP/1.1\r\n"))
-            var answer = RawConnection.Reply(text: "", closed: false)
-            for index in 0..<50 where answer.text.isEmpty && !answer.closed {
-                answer = await connection.read(within: .milliseconds(200)) { !$0.isEmpty }
-                if answer.text.isEmpty && !answer.closed { _ = connection.send("X-Slow-\(index): 1\r\n") }
+            let (answer, took) = await offThePool {
+                let began = ContinuousClock.now
+                var answer = RawConnection.Reply(text: "", closed: !connection.send("GET /health HTTP/1.1\r\n"))
+                for index in 0..<50 where answer.text.isEmpty && !answer.closed {
+                    answer = connection.readNow(within: .milliseconds(200)) { !$0.isEmpty }
+                    if answer.text.isEmpty && !answer.closed { _ = connection.send("X-Slow-\(index): 1\r\n") }
+                }
+                return (answer, answer.at - began)
             }
-            let took = ContinuousClock.now - began
             #expect(answer.text.hasPrefix("HTTP/1.1 408") && Self.errorCode(answer.text) == "request_timeout", "\(answer)")
             #expect(took >= .milliseconds(800) && took < .seconds(4), "cut off after \(took), configured 1 s")
             #expect(await connection.readUntilClosed(within: .seconds(5)).closed)
@@ -439,15 +438,17 @@ struct ConnectionLimitsTests {
     func bodyTrickleCutOff() async throws {
         try await Server.run(["IAPKIT_BODY_TIMEOUT_SECONDS": "1", "IAPKIT_IDLE_TIMEOUT_SECONDS": "20"]) { server in
             let connection = try server.connect()
-            let began = ContinuousClock.now
-            #expect(connection.send("POST /v1/orders HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(try await Self.token("al"))\r\n"
-                                    + "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"))
-            var answer = RawConnection.Reply(text: "", closed: false)
-            for _ in 0..<50 where answer.text.isEmpty && !answer.closed {
-                answer = await connection.read(within: .milliseconds(200)) { !$0.isEmpty }
-                if answer.text.isEmpty && !answer.closed { _ = connection.send(" ") }
+            let head = "POST /v1/orders HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(try await Self.token("al"))\r\n"
+                + "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            let (answer, took) = await offThePool {
+                let began = ContinuousClock.now
+                var answer = RawConnection.Reply(text: "", closed: !connection.send(head))
+                for _ in 0..<50 where answer.text.isEmpty && !answer.closed {
+                    answer = connection.readNow(within: .milliseconds(200)) { !$0.isEmpty }
+                    if answer.text.isEmpty && !answer.closed { _ = connection.send(" ") }
+                }
+                return (answer, answer.at - began)
             }
-            let took = ContinuousClock.now - began
             #expect(answer.text.hasPrefix("HTTP/1.1 408") && Self.errorCode(answer.text) == "request_timeout", "\(answer)")
             #expect(took >= .milliseconds(800) && took < .seconds(4), "cut off after \(took), configured 1 s")
         }
@@ -459,20 +460,23 @@ struct ConnectionLimitsTests {
         #expect(connection.send("POST /v1/orders HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(try await token("al"))\r\n"
                                 + "Content-Type: application/json\r\nContent-Length: \(length)\r\n\r\n"))
         let body = Array(repeating: " ", count: length - 2).joined() + "{}"
-        var sent = 0
-        let began = ContinuousClock.now
-        var answer = RawConnection.Reply(text: "", closed: false)
-        for _ in 0..<steps where answer.text.isEmpty && !answer.closed && sent < length {
-            let next = min(sent + step, length)
-            let start = body.index(body.startIndex, offsetBy: sent)
-            _ = connection.send(String(body[start..<body.index(start, offsetBy: next - sent)]))
-            sent = next
-            answer = await connection.read(within: interval) { !$0.isEmpty }
+        // The steps keep their pace on a thread of their own: a starved test pool must not look like a stalled client.
+        return await offThePool {
+            var sent = 0
+            let began = ContinuousClock.now
+            var answer = RawConnection.Reply(text: "", closed: false)
+            for _ in 0..<steps where answer.text.isEmpty && !answer.closed && sent < length {
+                let next = min(sent + step, length)
+                let start = body.index(body.startIndex, offsetBy: sent)
+                _ = connection.send(String(body[start..<body.index(start, offsetBy: next - sent)]))
+                sent = next
+                answer = connection.readNow(within: interval) { !$0.isEmpty }
+            }
+            if answer.text.isEmpty && !answer.closed {
+                answer = connection.readNow(within: .seconds(10)) { $0.contains("\r\n\r\n") }
+            }
+            return (answer, answer.at - began)
         }
-        if answer.text.isEmpty && !answer.closed {
-            answer = await connection.read(within: .seconds(10)) { $0.contains("\r\n\r\n") }
-        }
-        return (answer, ContinuousClock.now - began)
     }
 
     @Test("A body arriving slowly but steadily is read past the no-progress timeout; a stalled one is cut; none past the total")
@@ -504,15 +508,19 @@ struct ConnectionLimitsTests {
     }
 }
 
-/// A TCP connection to loopback, written and read byte for byte; reads poll, so no test thread blocks.
+/// A TCP connection to loopback, written and read byte for byte; a read waits on a thread of its own, never the pool's.
 final class RawConnection: @unchecked Sendable {
     private var descriptor: Int32
     private var received: [UInt8] = []
+    /// When the connection was made: where a server's idle timer starts.
+    private(set) var connectedAt = ContinuousClock.now
 
     struct Reply: CustomStringConvertible {
         var text: String
         /// The server closed (or reset) the connection.
         var closed: Bool
+        /// When the read ended: the close, the awaited bytes, or the limit, seen on the reading thread.
+        var at: ContinuousClock.Instant = .now
         var description: String { "\(closed ? "closed" : "open"): \(text.prefix(400).debugDescription)" }
     }
 
@@ -552,6 +560,7 @@ final class RawConnection: @unchecked Sendable {
             close()
             throw POSIXError(.ECONNREFUSED)
         }
+        connectedAt = .now
     }
 
     deinit { close() }
@@ -577,13 +586,27 @@ final class RawConnection: @unchecked Sendable {
         return true
     }
 
-    /// What arrived since the last read, until `done` holds for it, the server closed, or `within` passed.
-    func read(within limit: Duration, until done: (String) -> Bool) async -> Reply {
+    /// What arrived since the last read, until `done` holds for it, the server closed, or `within` passed. The wait is a
+    /// blocking `poll` on a thread of its own, and `Reply.at` is taken there: a full suite that keeps the test pool's
+    /// threads busy for seconds delays when the test resumes, never what it measures.
+    func read(within limit: Duration, until done: @escaping @Sendable (String) -> Bool) async -> Reply {
+        await offThePool { self.readNow(within: limit, until: done) }
+    }
+
+    /// What arrived until the server closed, or `within` passed.
+    func readUntilClosed(within limit: Duration) async -> Reply {
+        await read(within: limit) { _ in false }
+    }
+
+    /// ``read(within:until:)``, blocking the calling thread: for loops run whole by ``offThePool(_:)``.
+    func readNow(within limit: Duration, until done: (String) -> Bool) -> Reply {
         received = []
         let deadline = ContinuousClock.now + limit
         while true {
+            let left = deadline - ContinuousClock.now
+            let milliseconds = max(0, Int32(clamping: left.components.seconds * 1_000 + left.components.attoseconds / 1_000_000_000_000_000))
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            if poll(&poller, 1, 0) > 0 {
+            if poll(&poller, 1, min(milliseconds, 10)) > 0 {
                 var chunk = [UInt8](repeating: 0, count: 65_536)
                 let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
                 if count <= 0 { return Reply(text: String(decoding: received, as: UTF8.self), closed: true) }
@@ -592,13 +615,15 @@ final class RawConnection: @unchecked Sendable {
             }
             let text = String(decoding: received, as: UTF8.self)
             if done(text) || ContinuousClock.now >= deadline { return Reply(text: text, closed: false) }
-            try? await Task.sleep(for: .milliseconds(10))
         }
     }
+}
 
-    /// What arrived until the server closed, or `within` passed.
-    func readUntilClosed(within limit: Duration) async -> Reply {
-        await read(within: limit) { _ in false }
+/// Runs `body` on a thread of its own and hands back what it returned: timing loops that must keep their pace while
+/// the rest of the suite occupies the cooperative pool.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
     }
 }
 
