@@ -13,6 +13,7 @@ import time
 
 from PIL import Image
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as arrived
@@ -44,9 +45,28 @@ def downloaded(folder, name, seconds=15):
     raise TimeoutError(f"{name} was not downloaded; {folder} holds {os.listdir(folder)}")
 
 
+def gone(element):
+    """A wait's condition: `element`'s page was replaced. Chromium says so as a stale reference, or, when asked while
+    the next document replaces it, as an inspector error that the node "does not belong to the document"."""
+    def check(_):
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return True
+            raise
+    return check
+
+
 def revenue(driver, wait, out, seen):
     """The revenue page, reached from the nav: its figures, its charts' boxes, a CSV file downloaded through its link."""
-    driver.find_element(By.CSS_SELECTOR, "nav a[href='/dashboard/revenue']").click()
+    seen["steps"].append("revenue")
+    nav = driver.find_element(By.CSS_SELECTOR, "nav a[href='/dashboard/revenue']")
+    nav.click()
+    wait.until(gone(nav))
     wait.until(arrived.presence_of_element_located((By.ID, "figures")))
     seen["revenueHeading"] = driver.find_element(By.TAG_NAME, "h1").text
     seen["revenueFigures"] = {name: driver.find_element(By.ID, name).text
@@ -67,10 +87,14 @@ def revenue(driver, wait, out, seen):
     driver.set_window_size(1280, 1400)
     seen["revenueChartDrawn"] = has_colour(out + "/revenue.png", BAR)
     seen["revenueScreenshotWords"] = [w for w in ("revenue", "mrr", "cohorts") if w in ocr(out + "/revenue.png")]
+    seen["steps"].append("revenue CSV")
     link = driver.find_element(By.CSS_SELECTOR, "a.csv[href='/dashboard/revenue.csv?what=overview']")
     link.click()
     seen["revenueCSV"] = downloaded(out + "/downloads", "iapkit-overview.csv").splitlines()
-    driver.find_element(By.CSS_SELECTOR, "#intervals a[href='/dashboard/revenue?interval=week']").click()
+    seen["steps"].append("revenue by week")
+    week = driver.find_element(By.CSS_SELECTOR, "#intervals a[href='/dashboard/revenue?interval=week']")
+    week.click()
+    wait.until(gone(week))
     wait.until(arrived.presence_of_element_located((By.CSS_SELECTOR, "#intervals a.current[href$='interval=week']")))
     seen["revenueWeekCharts"] = len(driver.find_elements(By.CSS_SELECTOR, ".charts figure svg polyline"))
 
@@ -99,13 +123,14 @@ def main():
     def submit(button, then):
         """Clicks and waits for the next page: the old page's element gone stale, then `then` present."""
         button.click()
-        wait.until(arrived.staleness_of(button))
+        wait.until(gone(button))
         return wait.until(arrived.presence_of_element_located(then))
 
     try:
         driver.get(args.base + "/dashboard")
         seen["signedOutLandsOn"] = driver.current_url.removeprefix(args.base)
 
+        seen["steps"].append("sign in")
         driver.find_element(By.ID, "key").send_keys(args.key)
         submit(driver.find_element(By.ID, "signin"), (By.CSS_SELECTOR, ".charts"))
         seen["afterSignIn"] = driver.current_url.removeprefix(args.base)
@@ -116,6 +141,7 @@ def main():
         driver.save_screenshot(args.out + "/overview.png")
         seen["overviewChartDrawn"] = has_colour(args.out + "/overview.png", BAR)
 
+        seen["steps"].append("search")
         search = driver.find_element(By.NAME, "q")
         search.send_keys(args.transaction)
         submit(driver.find_element(By.ID, "search"), (By.ID, "timeline"))
@@ -126,6 +152,7 @@ def main():
         driver.save_screenshot(args.out + "/account.png")
         seen["accountScreenshotWords"] = [w for w in ("timeline", "owns now", args.account.lower()) if w in ocr(args.out + "/account.png")]
 
+        seen["steps"].append("settle")
         driver.get(args.base + "/dashboard/orders?state=created")
         wait.until(arrived.presence_of_element_located((By.ID, "order-" + args.order)))
         row = driver.find_element(By.ID, "order-" + args.order)

@@ -28,7 +28,7 @@ actor AppleSwitchboard {
     static let shared = AppleSwitchboard()
 
     /// How long a slow answer takes; the explorer's server gives up on an attempt sooner (``HistoryRun/applePolicy``).
-    static let slowAnswer: Duration = .milliseconds(600)
+    static let slowAnswer: Duration = .milliseconds(1_500)
 
     private final class Line: Sendable {
         let simulator: InProcessHTTP

@@ -29,19 +29,31 @@ struct MetricsCommandTests {
             let process = try Subprocess.start(try IAPSimulatorProcessTests.binary().path,
                                                ["dev", "--data", data.appendingPathComponent("world").path, "--server-port", String(server),
                                                 "--simulator-port", String(simulator)], stderrFile: log)
-            // As IAPServeProcessTests.start: up to 30 s on a loaded two-core machine.
-            for _ in 0..<300 {
-                if (try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(server)/health")!)) != nil { break }
+            // Up to 2 minutes while it runs: `iap dev` starts a simulator and a server, and at the start of a full run on
+            // two cores (every suite starting at once) it once took more than 30 s.
+            var up = false
+            for _ in 0..<1_200 where process.isRunning {
+                if (try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(server)/health")!)) != nil { up = true; break }
                 try await Task.sleep(for: .milliseconds(100))
             }
             let serverData = data.appendingPathComponent("world/server")
-            guard let secret = try? String(contentsOf: serverData.appendingPathComponent("auth-hs256-secret"), encoding: .utf8),
+            guard up, let secret = try? String(contentsOf: serverData.appendingPathComponent("auth-hs256-secret"), encoding: .utf8),
                   let adminKey = try? String(contentsOf: serverData.appendingPathComponent("admin-key"), encoding: .utf8) else {
+                let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
                 try await IAPServeProcessTests.stop(process)
                 try? FileManager.default.removeItem(at: data)
-                throw CocoaError(.fileReadUnknown)
+                throw DevDidNotStart(up: up, stderr: said)
             }
             return Dev(data: data, server: server, simulator: simulator, process: process, secret: secret, adminKey: adminKey, log: log)
+        }
+
+        struct DevDidNotStart: Error, CustomStringConvertible {
+            var up: Bool
+            var stderr: String
+            var description: String {
+                (up ? "iap dev answered, but its server wrote no secret or admin key" : "iap dev did not answer /health within 2 minutes")
+                    + "; it said: " + stderr.suffix(2_000)
+            }
         }
 
         var serverURL: String { "http://127.0.0.1:\(server)" }

@@ -38,7 +38,7 @@ struct DashboardBrowserTests {
             let run = try await Subprocess.run(python, [script, "--base", "http://127.0.0.1:\(port)", "--key", System.adminKey,
                                                         "--transaction", transactionId, "--account", account, "--order", orderId, "--out", shots.path])
             let seen = try #require((try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any], "\(run.stdout)\n\(run.stderr)")
-            #expect(run.status == 0 && seen["ok"] as? Bool == true, "\(seen["error"] ?? "")\n\(seen["failurePage"] ?? "")\n\(run.stderr)")
+            #expect(run.status == 0 && seen["ok"] as? Bool == true, "at \((seen["steps"] as? [String])?.last ?? "the start"): \(seen["error"] ?? "")\n\(seen["failurePage"] ?? "")\n\(run.stderr)")
             #expect(seen["signedOutLandsOn"] as? String == "/dashboard/login")
             #expect(seen["afterSignIn"] as? String == "/dashboard" && seen["overviewHeading"] as? String == "Overview")
             let cookie = seen["cookie"] as? [String: Any] ?? [:]
