@@ -41,6 +41,9 @@ let package = Package(
         // The environment layer of `iap serve`'s configuration; Hummingbird builds it already. No traits: the
         // file is not read through it (docs/CONFIGURATION.md).
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: []),
+        // `swift package generate-documentation` for the DocC catalogs (Sources/IAPKit/IAPKit.docc,
+        // Sources/PurchaseServer/PurchaseServer.docc); scripts/docs builds the same from the modules already built.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(

@@ -30,7 +30,7 @@ extension PurchaseServices {
     /// IAPKit's routes for any router whose context is a ``PurchaseRequestContext``: a host app adds them to its own
     /// with `router.addRoutes(services.routes(context: AppContext.self))`, and runs ``backgroundServices(reconcileEvery:logger:)``
     /// in its service group. Every route answers the errors of the ledger, the verifier and Apple as ``APIError``s
-    /// (``APIErrorMiddleware``), and refuses a body declared larger than it reads before anything else.
+    /// (`APIErrorMiddleware`), and refuses a body declared larger than it reads before anything else.
     /// Mounting a path twice stops the router at start (Hummingbird refuses a second handler): a host with its own
     /// `/health` or `/metrics` leaves out ``PurchaseRoutes/operations`` (the default, ``PurchaseRoutes/api``, does).
     public func routes<Context: PurchaseRequestContext>(_ parts: PurchaseRoutes = .api, context: Context.Type = Context.self) -> RouteCollection<Context> {
@@ -74,7 +74,7 @@ extension PurchaseServices {
 }
 
 /// The purchase server's router, as `iap serve` serves it: every route of ``PurchaseServices/routes(_:context:)``.
-/// With `logger`, every request is logged on one line under a request id (``RequestLogMiddleware``).
+/// With `logger`, every request is logged on one line under a request id (`RequestLogMiddleware`).
 public func buildRouter(_ services: PurchaseServices, logger: Logger? = nil) -> Router<BasicPurchaseRequestContext> {
     let router = Router(context: BasicPurchaseRequestContext.self)
     if let logger { router.add(middleware: RequestLogMiddleware(logger: logger)) }

@@ -8,14 +8,19 @@ import PurchaseLedger
 import ServiceLifecycle
 
 /// The purchase server's parts and settings: what its routes (``buildRouter(_:logger:)``, or a host app's router with
-/// ``routes(context:)``) and its background services (``backgroundServices(reconcileEvery:logger:)``) work with.
+/// ``routes(_:context:)``) and its background services (``backgroundServices(reconcileEvery:logger:)``) work with.
 /// The server creates orders, verifies what the App Store signed, binds each transaction to one order and one account,
 /// grants it once, and keeps subscriptions current from App Store Server Notifications.
 public struct PurchaseServices: Sendable {
+    /// Where orders, transactions and grants are kept: SQLite or PostgreSQL.
     public var ledger: Ledger
+    /// Decides whether Apple signed a proof (JWS or receipt) under the trusted roots, for this app.
     public var verifier: ProofVerifier
+    /// Checks the app's sign-in tokens (`Authorization: Bearer`) and names the account.
     public var authenticator: AccountAuthenticator
+    /// The key of the admin API and the dashboard; nil: both are closed.
     public var adminKey: String?
+    /// The largest request body read; a larger one is refused before it is read.
     public var maxBodyBytes: Int
     /// The server's clock: the wall clock, or a simulated one in tests and demos.
     public var now: @Sendable () -> Date
@@ -23,6 +28,7 @@ public struct PurchaseServices: Sendable {
     public let appleClock = AppleClock()
     /// The calls to Apple that follow answers, made by ``AppleCallService``.
     let appleCalls = AppleCallQueue()
+    /// The operator's counters and gauges, served at `/metrics`.
     public var metrics = ServerMetrics()
     /// Refuse purchases reported with device-integrity signals (otherwise they are only recorded).
     public var refuseSuspiciousDevices = false
@@ -33,7 +39,7 @@ public struct PurchaseServices: Sendable {
     /// Set at Apple (Set App Account Token) the account's token on purchases made outside the app's flow; needs the
     /// Server API.
     public var setAppAccountTokensWithApple = false
-    /// Promotional offers the server signs, by offer identifier (``OfferRoutes``).
+    /// Promotional offers the server signs, by offer identifier (`OfferRoutes`).
     public var promotionalOffers: [String: PromotionalOfferRule] = [:]
     /// Answer Apple's consumption requests (a customer asked for a refund) for customers who consented; needs the
     /// Server API. Nil: they are stored and left unanswered.
@@ -43,12 +49,12 @@ public struct PurchaseServices: Sendable {
     public var webhooks: WebhookSettings? {
         didSet { ledger.recordsWebhookEvents = webhooks != nil }
     }
-    /// Answer the App Store's Get Retention Message requests (``RetentionRoutes``); nil: the endpoint answers 404.
+    /// Answer the App Store's Get Retention Message requests (`RetentionRoutes`); nil: the endpoint answers 404.
     public var retention: RetentionSettings?
     /// Proxies (addresses or networks) whose `X-Forwarded-For` names the client: the dashboard's sign-in throttle
-    /// counts wrong keys per client (``ClientAddress``).
+    /// counts wrong keys per client (`ClientAddress`).
     public var trustedProxies: [String] = []
-    /// `/metrics` open to anyone; otherwise it answers only ``metricsKey`` or the admin key (``authorizeMetrics(_:)``).
+    /// `/metrics` open to anyone; otherwise it answers only ``metricsKey`` or the admin key (`authorizeMetrics(_:)`).
     public var publicMetrics = false
     /// A bearer key for `/metrics` alone, so that a scraper needs no admin key.
     public var metricsKey: String?
@@ -57,6 +63,8 @@ public struct PurchaseServices: Sendable {
     /// Timeouts and the cap on open connections, applied by ``buildApplication(_:host:port:reconcileEvery:logger:logRequests:onRunning:)``.
     public var connectionLimits = ConnectionLimits()
 
+    /// The server's parts, made by the caller (a test, a host app that opens its own ledger); ``open(_:roots:)`` makes
+    /// them from a ``ServerConfiguration`` as `iap serve` does.
     public init(ledger: Ledger, verifier: ProofVerifier, authenticator: AccountAuthenticator, adminKey: String? = nil, maxBodyBytes: Int = 1 << 20,
                 refuseSuspiciousDevices: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
         self.now = now
@@ -155,7 +163,7 @@ extension PurchaseServices {
     /// What runs beside the routes, for the application's service group: the reconciliation job every `reconcileEvery`
     /// (60 s unless told, as `iap serve`'s default; nil: none — proofs held while Apple was away then wait for the device
     /// to send them again), the webhook sender when webhooks are configured, and the calls to Apple that follow answers
-    /// (``AppleCallService``). A host app that mounts ``routes(context:)`` runs these in its own service group, listed
+    /// (``AppleCallService``). A host app that mounts ``PurchaseServices/routes(_:context:)`` runs these in its own service group, listed
     /// before its HTTP server: services stop in reverse order, and calls queued by requests still being answered are made
     /// only while the Apple-call service runs.
     public func backgroundServices(reconcileEvery: Duration? = .seconds(60), logger: Logger = Logger(label: "iapkit.server")) -> [any Service] {

@@ -19,7 +19,7 @@ struct AppleTypeCheckTests {
         try #require(source.contains(call))
         try source.replacingOccurrences(of: call, with: "Product.products(identifiers: productIds)").write(to: file, atomically: true, encoding: .utf8)
 
-        let (status, output) = try Self.run(Self.root.appending(path: "scripts/typecheck-apple"), copy.path)
+        let (status, output) = try Self.run(Self.root.appending(path: "scripts/typecheck-apple"), [copy.path])
 
         #expect(status != 0)
         let error = "error: incorrect argument label in call (have 'identifiers:', expected 'for:')"
@@ -28,7 +28,7 @@ struct AppleTypeCheckTests {
     }
 
     /// Runs a program to its end: its exit status and its output and errors together.
-    static func run(_ program: URL, _ arguments: String...) throws -> (Int32, String) {
+    static func run(_ program: URL, _ arguments: [String]) throws -> (Int32, String) {
         let process = Process()
         process.executableURL = program
         process.arguments = arguments

@@ -32,8 +32,10 @@ public struct CachedEntitlements: Codable, Sendable, Hashable {
 
 /// The offline copy as one JSON file per account in a directory, written atomically.
 public struct FileEntitlementsCache: EntitlementsCache {
+    /// The folder holding one file per account.
     public let directory: URL
 
+    /// A cache in `directory`, created if missing (hence `throws`).
     public init(directory: URL) throws {
         self.directory = directory
         do { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) } catch {

@@ -45,6 +45,8 @@ public struct SubscriptionDisclosure: Sendable, Hashable {
     /// The disclosure for an auto-renewable `product`, in the language of `locale` (prices formatted for it, in the
     /// product's currency); nil for other product types.
     /// - Parameters:
+    ///   - product: the product, as `products(_:)` of the client gives it.
+    ///   - locale: the language of the text and the format of its prices; the device's by default.
     ///   - privacyPolicy: the app's privacy policy (App Review requires a functional link).
     ///   - termsOfUse: the app's EULA; Apple's standard one by default.
     ///   - tables: the app's own tables, tried before the built-in ones (``DisclosureStrings/table(for:in:)``).

@@ -7,7 +7,7 @@ import Darwin
 
 /// A journal in a directory, one JSON file per entry. A write goes to a temporary file, is `fsync`ed, renamed over
 /// the entry's file, and the directory is `fsync`ed too, so after a crash an entry is either whole or absent.
-/// The default on Linux (and a fallback elsewhere); Apple platforms use ``KeychainJournal`` so entries survive a
+/// The default on Linux (and a fallback elsewhere); Apple platforms use `KeychainJournal` so entries survive a
 /// reinstall.
 public struct FileJournal: PurchaseJournal {
     /// The journal's directory (one JSON file per entry).

@@ -21,7 +21,11 @@ public enum PurchaseOutcome: Sendable, Hashable {
     case deliveredToOwner(transactionId: String)
     /// Ask to Buy: a parent has to approve; the transaction arrives later through ``PurchaseClient/start()``.
     case pendingApproval
+    /// The customer closed the payment sheet (or the store cancelled the payment): nothing was charged, and the order
+    /// is reported abandoned. Show nothing.
     case cancelled
+    /// Nothing was charged: the order was not made, the store refused the payment, or nobody is signed in. Decide on
+    /// the failure's ``PurchaseFailure/code``; show its ``PurchaseFailure/message``.
     case failed(PurchaseFailure)
 }
 

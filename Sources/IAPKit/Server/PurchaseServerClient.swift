@@ -85,7 +85,7 @@ public struct PurchaseServerClient: Sendable {
         case deliveredToOwner(Entitlements)
         /// The server keeps the proof while it waits for Apple: keep the transaction unfinished, ask again later.
         case held
-        /// Refused; only a ``RefusalClass/final`` refusal lets the device give the transaction up.
+        /// Refused; only a `RefusalClass.final` refusal lets the device give the transaction up.
         case rejected(code: ErrorCode, message: String, refusal: RefusalClass)
     }
 

@@ -10,8 +10,11 @@ import FoundationNetworking
 /// a test or demo scripts beforehand what the customer does in the next one shown, and the simulator records each
 /// sheet shown (`GET /sim/accounts/{account}/sheets`).
 public actor SimulatorStore: StoreAdapter {
+    /// The simulator's address (`iap dev` prints it; `http://127.0.0.1:8090` by default).
     public let baseURL: URL
+    /// The store account (the Apple ID) that pays, as the simulator names it.
     public let account: String
+    /// The device this store runs on: transactions are finished per device, as StoreKit's queue is per device.
     public let device: String
     let pollInterval: Duration
     /// Sends one request: URLSession, or whatever another HTTP stack (an in-process router in the history explorer) supplies.

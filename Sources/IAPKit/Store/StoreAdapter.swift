@@ -132,7 +132,7 @@ public enum StorePurchaseResult: Sendable, Hashable {
 }
 
 /// What the store threw, in StoreKit's own terms — `StoreKitError` and `Product.PurchaseError`, case for case — so that
-/// ``PurchaseClient`` decides the same way for every adapter (``StoreKitStore`` maps StoreKit's errors to these; the
+/// ``PurchaseClient`` decides the same way for every adapter (`StoreKitStore` maps StoreKit's errors to these; the
 /// simulator's adapter throws them too).
 public enum StoreError: Error, Sendable, Hashable {
     // StoreKitError

@@ -1,7 +1,7 @@
 import PurchaseLedger
 
 extension PurchaseServices {
-    /// Refuses a catalog that dropped a product customers hold (``Ledger/ownedProductsMissingFromCatalog()``): Apple
+    /// Refuses a catalog that dropped a product customers hold (`Ledger.ownedProductsMissingFromCatalog()`): Apple
     /// never reuses a product id, and a product the catalog no longer lists would silently lose what was bought of it
     /// (entitlements, restores, late payments and refunds). Run at start, after the migrations (``open(_:roots:)``).
     /// - Throws: ``ConfigurationError`` naming each such product id and how to keep it: `"retired": true`.

@@ -2,7 +2,7 @@ import AppStoreTrust
 
 extension ServerConfiguration {
     /// What an operator should be told at start about this configuration served with `roots`, beside what the roots
-    /// alone say (``TrustRoots/warnings``).
+    /// alone say (`TrustRoots.warnings`).
     public func warnings(trusting roots: TrustRoots) -> [String] {
         var warnings: [String] = []
         // Sandbox purchases cost nothing: TestFlight testers buy for free. A server that takes Apple's production

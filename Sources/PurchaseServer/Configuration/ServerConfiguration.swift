@@ -20,7 +20,7 @@ public struct ServerConfiguration: Codable, Sendable {
     /// at start). `false` trusts nothing until roots are named.
     public var trustAppleRoots: Bool = true
     /// What each product grants. With ``storeKitFile``, the products come from that file and this only says what
-    /// they grant where the defaults do not fit (see ``LedgerCatalog/init(storeKit:grants:)``).
+    /// they grant where the defaults do not fit (see `LedgerCatalog.init(storeKit:grants:)`).
     public var catalog: LedgerCatalog = .demo
     /// An Xcode `.storekit` file listing the products sold.
     public var storeKitFile: String?
@@ -28,7 +28,9 @@ public struct ServerConfiguration: Codable, Sendable {
     public var database: String?
     /// Where the SQLite ledger and other files live.
     public var dataDirectory: String = ".iap-server"
+    /// The address the server listens on; `0.0.0.0` behind a reverse proxy on another host.
     public var host: String = "127.0.0.1"
+    /// The port the server listens on.
     public var port: Int = 8080
     /// How app calls prove their account: a JWT from the app's own sign-in.
     public var auth: AuthConfiguration = .init()
@@ -154,7 +156,7 @@ public struct ServerConfiguration: Codable, Sendable {
     /// The database URL in effect.
     public var databaseURL: String { database ?? "sqlite://" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("ledger.sqlite").path }
 
-    /// Reads `file` (when given), then applies `IAPKIT_*` environment overrides (``EnvironmentLayer``).
+    /// Reads `file` (when given), then applies `IAPKIT_*` environment overrides (`EnvironmentLayer`).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
         if let file {

@@ -18,7 +18,7 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     let detail: String?
     /// Answered with `Connection: close`, and the connection closed once it is written (a body refused unread).
     var closesConnection = false
-    /// What the device may do about it (see ``RefusalClass``).
+    /// What the device may do about it (see `RefusalClass`).
     public var refusalClass: RefusalClass { .of(code: code, status: status.code) }
 
     public init(_ status: HTTPResponse.Status, code: ErrorCode, _ message: String) {

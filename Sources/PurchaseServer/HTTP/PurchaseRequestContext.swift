@@ -6,7 +6,7 @@ import NIOCore
 import PurchaseAPI
 import PurchaseLedger
 
-/// What IAPKit's routes need of a request's context. A host app serving them from its own router (``PurchaseServices/routes(context:)``)
+/// What IAPKit's routes need of a request's context. A host app serving them from its own router (``PurchaseServices/routes(_:context:)``)
 /// makes its context conform with two stored properties:
 ///
 /// ```swift
@@ -21,11 +21,11 @@ import PurchaseLedger
 /// }
 /// ```
 public protocol PurchaseRequestContext: RequestContext {
-    /// The account the app API's bearer token proved, set by its authentication (``AccountAuthenticationMiddleware``);
+    /// The account the app API's bearer token proved, set by its authentication (`AccountAuthenticationMiddleware`);
     /// nil on every other route.
     var purchaseAccountId: String? { get set }
     /// The address of the connection's peer, or nil when it is not known: the dashboard's sign-in throttle counts wrong
-    /// keys per client (``ClientAddress``), and with nil every client counts as one.
+    /// keys per client (`ClientAddress`), and with nil every client counts as one.
     var peerAddress: String? { get }
 }
 

@@ -95,7 +95,7 @@ final class AppleCallQueue: @unchecked Sendable {
     }
 }
 
-/// Drains the server's ``AppleCallQueue`` (Finish Transaction, Set App Account Token after an answer) for as long as
+/// Drains the server's `AppleCallQueue` (Finish Transaction, Set App Account Token after an answer) for as long as
 /// the service group runs.
 public struct AppleCallService: Service {
     let queue: AppleCallQueue

@@ -14,6 +14,11 @@ extension PurchaseAction: Sendable {
 }
 
 @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
+extension EnvironmentValues {
+    public var purchase: PurchaseAction { fatalError() }
+}
+
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 extension View {
     nonisolated public func inAppPurchaseOptions(_ options: ((Product) async -> Set<Product.PurchaseOption>)?) -> some View { _Declared<Self>() }
 
