@@ -126,19 +126,26 @@ extension Ledger {
         // A status can keep a series only within Apple's 60-day billing retry after its last period ended.
         let atMillis = Millis.of(at), since = Millis.of(at) - 61 * MetricRules.dayMillis, until = Millis.of(at.addingTimeInterval(allowance))
         let columns = Self.seriesPeriodColumns.map { "p." + $0 }.joined(separator: ", ") + ", "
-            + LedgerSession.seriesColumns.split(separator: ",").map { "s." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
+            + Self.seriesStatusColumns.map { "s." + $0 }.joined(separator: ", ")
         let environmentTerm = environment == nil ? "$3 = $3" : "p.environment = $3"
         let binds: [SQLValue] = [.int(atMillis - 1), .int(until), .text(environment?.rawValue ?? ""), .int(since)]
-        var periods: [String: [PurchaseRecord]] = [:]
-        var statuses: [String: SubscriptionRecord] = [:]
+        // Each series' latest period begun by `at` (the rule's own choice, made row by row), as an index into `periods`:
+        // a series is held once, whatever number of its periods is read.
+        var periods: [PurchaseRecord] = []
+        var statuses: [SubscriptionRecord?] = []
+        var latest: [String: Int] = [:]
         func take(_ rows: [SQLRow]) throws {
+            periods.reserveCapacity(periods.count + rows.count)
             for row in rows {
-                let record = try Self.decodeSeriesPeriod(row)
-                guard !(periods[record.originalTransactionId]?.contains { $0.transactionId == record.transactionId } ?? false) else { continue }
-                periods[record.originalTransactionId, default: []].append(record)
-                if row.optionalText(Self.seriesPeriodColumns.count) != nil,
-                   let status = LedgerSession.slice(row, from: Self.seriesPeriodColumns.count, count: LedgerSession.seriesColumnCount) {
-                    statuses[record.originalTransactionId] = try LedgerSession.decodeSeries(status)
+                let period = try Self.decodeSeriesPeriod(row)
+                guard MetricRules.hasBegun(period, at: at, clockLagAllowance: allowance) else { continue }
+                if let index = latest[period.originalTransactionId] {
+                    guard MetricRules.isLater(period, than: periods[index]) else { continue }
+                    periods[index] = period
+                } else {
+                    latest[period.originalTransactionId] = periods.count
+                    periods.append(period)
+                    statuses.append(try Self.decodeSeriesStatus(row, of: period.originalTransactionId))
                 }
             }
         }
@@ -156,21 +163,24 @@ extension Ledger {
             WHERE s.status IN (\(SubscriptionStatus.billingRetry.rawValue), \(SubscriptionStatus.billingGracePeriod.rawValue))
               AND p.expires_date > $4 AND p.purchase_date <= $2 AND \(environmentTerm) AND $1 = $1
             """, binds))
-        var states: [(PurchaseRecord, MetricRules.SeriesState)] = []
-        for (original, series) in periods {
-            guard let latest = MetricRules.latestPeriod(series, at: at, clockLagAllowance: allowance),
-                  productId == nil || latest.productId == productId,
-                  let state = MetricRules.seriesState(latest: latest, status: statuses[original], catalog: catalog, at: at,
+        var judged: [(index: Int, state: MetricRules.SeriesState)] = []
+        judged.reserveCapacity(periods.count)
+        for index in periods.indices where productId == nil || periods[index].productId == productId {
+            guard let state = MetricRules.seriesState(latest: periods[index], status: statuses[index], catalog: catalog, at: at,
                                                       clockLagAllowance: allowance) else { continue }
-            states.append((latest, state))
+            judged.append((index, state))
         }
-        return states.sorted { $0.0.originalTransactionId < $1.0.originalTransactionId }
+        // In the order of the series' ids, so that money is summed in the same order at every read.
+        judged.sort { periods[$0.index].originalTransactionId < periods[$1.index].originalTransactionId }
+        return judged.map { (periods[$0.index], $0.state) }
     }
 
     /// What the rules read of a period to judge its series (a stored transaction's other columns are not needed).
     static let seriesPeriodColumns = ["transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "purchase_date",
                                       "expires_date", "revocation_date", "is_upgraded", "ownership", "signed_date", "price", "currency",
                                       "offer_discount_type", "offer_period"]
+    /// What the rules read of a series' status (its renewal details are not needed to count it).
+    static let seriesStatusColumns = ["original_transaction_id", "status", "grace_period_expires_date", "signed_date", "period_purchase_date"]
 
     static func decodeSeriesPeriod(_ row: SQLRow) throws -> PurchaseRecord {
         var payload = JWSTransactionDecodedPayload()
@@ -190,6 +200,15 @@ extension Ledger {
         payload.offerDiscountType = row.optionalText(13).map(OfferDiscountType.init(rawValue:))
         payload.offerPeriod = row.optionalText(14)
         return try PurchaseRecord(keyed: payload)
+    }
+
+    /// The status columns after the period's, nil when the series has no status row (the LEFT JOIN's NULLs).
+    static func decodeSeriesStatus(_ row: SQLRow, of originalTransactionId: String) throws -> SubscriptionRecord? {
+        let first = Self.seriesPeriodColumns.count
+        guard row.optionalText(first) != nil else { return nil }
+        return SubscriptionRecord(originalTransactionId: originalTransactionId, status: row.optionalInt(first + 1).map { SubscriptionStatus(rawValue: Int($0)) },
+                                  gracePeriodExpiresDate: row.optionalInt(first + 2).map(Millis.date), signedDate: Millis.date(try row.int(first + 3)),
+                                  periodPurchaseDate: row.optionalInt(first + 4).map(Millis.date))
     }
 
     // MARK: Over time

@@ -152,10 +152,17 @@ public enum MetricRules {
         return nil
     }
 
-    /// The latest period of a series that counts as begun at `at` (the entitlement's own test), from its periods.
-    static func latestPeriod(_ periods: [PurchaseRecord], at: Date, clockLagAllowance: TimeInterval) -> PurchaseRecord? {
-        periods.filter { $0.purchaseDate <= EntitlementRules.startsBy($0, now: at, allowance: clockLagAllowance) }
-            .max { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+    // A series' latest period at `at`: of its periods that have begun (``hasBegun(_:at:clockLagAllowance:)``), the
+    // later by ``isLater(_:than:)``. The reads apply both to the rows as they come.
+
+    /// Whether `period` counts as begun at `at` (the entitlement's own test: a slow clock's allowance applies).
+    static func hasBegun(_ period: PurchaseRecord, at: Date, clockLagAllowance: TimeInterval) -> Bool {
+        period.purchaseDate <= EntitlementRules.startsBy(period, now: at, allowance: clockLagAllowance)
+    }
+
+    /// Of two periods of a series, whether `period` is the later: by purchase date, then by transaction id.
+    static func isLater(_ period: PurchaseRecord, than other: PurchaseRecord) -> Bool {
+        (period.purchaseDate, period.transactionId) > (other.purchaseDate, other.transactionId)
     }
 
     // MARK: Money
