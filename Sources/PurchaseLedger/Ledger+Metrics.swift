@@ -163,16 +163,18 @@ extension Ledger {
             WHERE s.status IN (\(SubscriptionStatus.billingRetry.rawValue), \(SubscriptionStatus.billingGracePeriod.rawValue))
               AND p.expires_date > $4 AND p.purchase_date <= $2 AND \(environmentTerm) AND $1 = $1
             """, binds))
-        var judged: [(index: Int, state: MetricRules.SeriesState)] = []
+        var judged: [(PurchaseRecord, MetricRules.SeriesState)] = []
         judged.reserveCapacity(periods.count)
-        for index in periods.indices where productId == nil || periods[index].productId == productId {
-            guard let state = MetricRules.seriesState(latest: periods[index], status: statuses[index], catalog: catalog, at: at,
+        // In the order of the series' ids, so that money is summed in the same order at every read: the ids are sorted
+        // alone (the records are moved once, not at every comparison).
+        for (_, index) in latest.sorted(by: { $0.key < $1.key }) {
+            let period = periods[index]
+            guard productId == nil || period.productId == productId,
+                  let state = MetricRules.seriesState(latest: period, status: statuses[index], catalog: catalog, at: at,
                                                       clockLagAllowance: allowance) else { continue }
-            judged.append((index, state))
+            judged.append((period, state))
         }
-        // In the order of the series' ids, so that money is summed in the same order at every read.
-        judged.sort { periods[$0.index].originalTransactionId < periods[$1.index].originalTransactionId }
-        return judged.map { (periods[$0.index], $0.state) }
+        return judged
     }
 
     /// What the rules read of a period to judge its series (a stored transaction's other columns are not needed).
@@ -180,7 +182,8 @@ extension Ledger {
                                       "expires_date", "revocation_date", "is_upgraded", "ownership", "signed_date", "price", "currency",
                                       "offer_discount_type", "offer_period"]
     /// What the rules read of a series' status (its renewal details are not needed to count it).
-    static let seriesStatusColumns = ["original_transaction_id", "status", "grace_period_expires_date", "signed_date", "period_purchase_date"]
+    /// `signed_date` first: never NULL in a stored status, so a NULL there is the LEFT JOIN's "no status row".
+    static let seriesStatusColumns = ["signed_date", "status", "grace_period_expires_date", "period_purchase_date"]
 
     static func decodeSeriesPeriod(_ row: SQLRow) throws -> PurchaseRecord {
         var payload = JWSTransactionDecodedPayload()
@@ -205,10 +208,10 @@ extension Ledger {
     /// The status columns after the period's, nil when the series has no status row (the LEFT JOIN's NULLs).
     static func decodeSeriesStatus(_ row: SQLRow, of originalTransactionId: String) throws -> SubscriptionRecord? {
         let first = Self.seriesPeriodColumns.count
-        guard row.optionalText(first) != nil else { return nil }
+        guard let signed = row.optionalInt(first) else { return nil }
         return SubscriptionRecord(originalTransactionId: originalTransactionId, status: row.optionalInt(first + 1).map { SubscriptionStatus(rawValue: Int($0)) },
-                                  gracePeriodExpiresDate: row.optionalInt(first + 2).map(Millis.date), signedDate: Millis.date(try row.int(first + 3)),
-                                  periodPurchaseDate: row.optionalInt(first + 4).map(Millis.date))
+                                  gracePeriodExpiresDate: row.optionalInt(first + 2).map(Millis.date), signedDate: Millis.date(signed),
+                                  periodPurchaseDate: row.optionalInt(first + 3).map(Millis.date))
     }
 
     // MARK: Over time
