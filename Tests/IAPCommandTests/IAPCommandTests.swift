@@ -110,6 +110,16 @@ struct IAPCommandTests {
         #expect(receipt.status == 1)
         #expect(receipt.stderr.contains("error: malformed:"))
     }
+
+    @Test("A file that does not exist is named as such, not as malformed bytes: one line, exit 1")
+    func missingFile() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-no-such-\(UUID().uuidString).der").path
+        for command in [["receipt", "verify", path, "--root", appleRoot], ["jws", "verify", path]] {
+            let run = try await Self.iap(command)
+            #expect(run.status == 1)
+            #expect(run.stderr == "error: cannot open \(path): No such file or directory\n", "\(command[0]): \(run.stderr)")
+        }
+    }
 }
 
 @Suite("iap simulator as a process", .timeLimit(.minutes(3)))

@@ -3,13 +3,20 @@ import Foundation
 
 /// Reads a command's input file (`-` for stdin) with a size limit checked while reading.
 enum InputFile {
+    /// A path the command cannot open: not the App Store's bytes being malformed, so not an `AppStoreError`.
+    struct Unreadable: Error, CustomStringConvertible {
+        var path: String
+        var reason: String
+        var description: String { "cannot open \(path): \(reason)" }
+    }
+
     static func read(_ path: String, limit: Int) throws -> [UInt8] {
         let handle: FileHandle
         if path == "-" {
             handle = .standardInput
         } else {
             guard let opened = FileHandle(forReadingAtPath: path) else {
-                throw AppStoreError(.malformed, "cannot open \(path)")
+                throw Unreadable(path: path, reason: String(cString: strerror(errno)))
             }
             handle = opened
         }

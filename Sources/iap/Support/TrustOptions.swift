@@ -81,12 +81,16 @@ enum ExitCodes {
     static let unverified = ExitCode(3)
 }
 
-/// Runs a command body, turning an `AppStoreError` into one typed line on stderr and exit code 1.
+/// Runs a command body, turning an `AppStoreError` or an input file that cannot be read into one line on stderr and
+/// exit code 1.
 func reportingErrors(_ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as AppStoreError {
         Output.note("error: \(error.code.rawValue): \(error.message)")
+        throw ExitCodes.refused
+    } catch let error as InputFile.Unreadable {
+        Output.note("error: \(error)")
         throw ExitCodes.refused
     }
 }
