@@ -73,11 +73,7 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
     private func checkOutReader() throws -> SQLiteConnection {
         if let reader = readersLock.withLock({ idleReaders.popLast() }) { return reader }
         let reader = try SQLiteConnection(path: path)
-        // Readers map the file (up to 1 GiB) instead of copying each page through read(): the business view reads tens of
-        // thousands of scattered rows per request, and at a million purchases a quarter of its time was the kernel
-        // copying pages (perf). Writes are unchanged (the writer keeps read/write); an I/O error under a mapped read is a
-        // signal, not an error, which ends the process with nothing half-written (SQLite's mmap.html).
-        try reader.exec("PRAGMA query_only=ON; PRAGMA mmap_size=1073741824")
+        try reader.exec("PRAGMA query_only=ON")
         return reader
     }
 
