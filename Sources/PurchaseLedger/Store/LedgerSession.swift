@@ -270,8 +270,6 @@ struct LedgerSession {
         period_purchase_date, expiration_intent, billing_retry, price_increase_status
         """
 
-    static let seriesColumnCount = seriesColumns.split(separator: ",").count
-
     /// Whether any period of the series is stored.
     func knowsSeries(_ originalTransactionId: String) throws -> Bool {
         try sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 LIMIT 1", [.text(originalTransactionId)]) != nil
