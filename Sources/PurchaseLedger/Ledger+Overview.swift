@@ -63,9 +63,9 @@ extension Ledger {
         return try await read { session in
             // The business view's own judgement (``MetricRules``), so that this count and the accounts' pages agree.
             var byProduct: [String: Int] = [:]
-            for (latest, state) in try Self.seriesStates(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: nil,
-                                                         productId: nil, catalog: catalog) where state != .billingRetry {
-                byProduct[latest.productId, default: 0] += 1
+            try Self.seriesStates(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: nil, productId: nil,
+                                  catalog: catalog) { latest, state in
+                if state != .billingRetry { byProduct[latest.productId, default: 0] += 1 }
             }
             let active = byProduct.keys.sorted().map { LedgerOverview.ProductCount(productId: $0, count: byProduct[$0]!) }
             var counts: [Int64: LedgerOverview.Day] = [:]

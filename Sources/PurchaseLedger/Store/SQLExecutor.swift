@@ -44,9 +44,17 @@ public struct SQLRow: Sendable {
 public protocol SQLExecutor {
     /// Runs `sql` with `binds` and returns every row it produces.
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow]
+
+    /// Runs `sql` with `binds` and hands each row to `body` as it comes: a read of many rows keeps none it is done with.
+    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws
 }
 
 extension SQLExecutor {
+    /// A store whose driver hands over a statement's rows at once: each in turn.
+    public func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
+        for row in try rows(sql, binds) { try body(row) }
+    }
+
     func execute(_ sql: String, _ binds: [SQLValue] = []) throws {
         _ = try rows(sql, binds)
     }

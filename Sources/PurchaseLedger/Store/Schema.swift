@@ -254,15 +254,57 @@ enum Schema {
             "DELETE FROM metric_days",
             "DELETE FROM metric_watermarks",
         ],
+        [
+            // The business view's instant (``Ledger/seriesStates``) read from indexes alone: each running period, whether
+            // a later period of its series has ended, and the series' status, without a step into either table (three
+            // table steps per live series were most of an overview at a million purchases; docs/METRICS.md). The running
+            // periods' index holds only rows with an expiry: a consumable or non-consumable, most purchases, no longer
+            // enters any expiry index at all. Refunds and revocations, a few rows of many, carry what the revenue and the
+            // revoked periods read.
+            // The drops first here: on SQLite at a million purchases, the drops after the builds in one transaction
+            // failed with "database or disk is full" (disk and memory to spare; not reproduced through the C API alone).
+            // PostgreSQL builds them before (``postgresPreparations``), so that its drops still come last.
+            "DROP INDEX IF EXISTS purchases_expires",
+            "DROP INDEX IF EXISTS purchases_series",
+            "DROP INDEX IF EXISTS purchases_revoked",
+        ] + metricIndexes + [
+            // A ledger analysed before (an operator's ANALYZE) has statistics for the primary key of `subscriptions`
+            // and none for the new index: SQLite then took the key (one row, by its statistics) and a step into the
+            // table per series over the index that holds all the instant reads. Both analysed, it takes the index.
+            "ANALYZE subscriptions",
+        ],
     ]
+
+    /// Migration 23's indexes (IF NOT EXISTS: an operator may build them beforehand, CREATE INDEX CONCURRENTLY).
+    static let metricIndexes = [
+        "CREATE INDEX IF NOT EXISTS purchases_periods ON purchases (\(livePeriodColumns)) WHERE expires_date IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS purchases_series_ends ON purchases (original_transaction_id, purchase_date, expires_date)",
+        "CREATE INDEX IF NOT EXISTS subscriptions_state ON subscriptions (original_transaction_id, signed_date, status, grace_period_expires_date, period_purchase_date)",
+        "CREATE INDEX IF NOT EXISTS purchases_revocations ON purchases (\(revocationColumns)) WHERE revocation_date IS NOT NULL OR is_upgraded = 1",
+    ]
+
+    /// The running periods' index: its leading column the expiry the instant ranges over, then every column the
+    /// instant's rules read of a period (``Ledger/seriesPeriodColumns``), so that no read steps into the table.
+    static let livePeriodColumns = """
+        expires_date, product_type, environment, purchase_date, original_transaction_id, transaction_id, product_id, revocation_date, \
+        is_upgraded, ownership, signed_date, price, currency, offer_discount_type, offer_period
+        """
+    /// The refunds' and revocations' index: what the revenue's refunds and the revoked periods read.
+    static let revocationColumns = """
+        revocation_date, environment, is_upgraded, product_type, ownership, revocation_type, currency, price, revocation_percentage, \
+        product_id, purchase_date, expires_date, offer_discount_type, offer_period, original_transaction_id
+        """
 
     /// Statements run on PostgreSQL just before a migration (by its number). Before 12: an index an operator began
     /// with CREATE INDEX CONCURRENTLY and that was cancelled stays behind invalid under its name; IF NOT EXISTS would
     /// take it and the old index would be dropped, leaving every purchase to read the whole table.
-    static let postgresPreparations: [Int: String] = [
-        12: dropInvalidIndexes(["purchases_entitling", "purchases_series", "purchases_expires", "orders_state_created", "webhook_events_delivered"]),
-        13: dropInvalidIndexes(["webhook_events_due_order"]),
-        15: dropInvalidIndexes(["pending_proofs_account_waiting"]),
+    /// Before 23: the builds, so that the migration's drops come after them (a DROP INDEX locks out reads until the
+    /// commit, a build only writes).
+    static let postgresPreparations: [Int: [String]] = [
+        12: [dropInvalidIndexes(["purchases_entitling", "purchases_series", "purchases_expires", "orders_state_created", "webhook_events_delivered"])],
+        13: [dropInvalidIndexes(["webhook_events_due_order"])],
+        15: [dropInvalidIndexes(["pending_proofs_account_waiting"])],
+        23: [dropInvalidIndexes(["purchases_periods", "purchases_series_ends", "subscriptions_state", "purchases_revocations"])] + metricIndexes,
     ]
 
     private static func dropInvalidIndexes(_ names: [String]) -> String {
@@ -297,7 +339,7 @@ enum Schema {
             _ = try sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
             let applied = Set(try sql.rows("SELECT version FROM ledger_migrations", []).map { try $0.int(0) })
             for (index, statements) in migrations.enumerated() where !applied.contains(Int64(index + 1)) {
-                if postgres, let preparation = postgresPreparations[index + 1] { _ = try sql.rows(preparation, []) }
+                if postgres { for preparation in postgresPreparations[index + 1] ?? [] { _ = try sql.rows(preparation, []) } }
                 for statement in statements { _ = try sql.rows(statement, []) }
                 _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(Int64(index + 1)), .int(Millis.now)])
             }

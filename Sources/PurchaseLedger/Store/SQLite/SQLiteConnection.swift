@@ -10,12 +10,18 @@ final class SQLiteConnection: SQLExecutor {
     private var statements: [String: OpaquePointer] = [:]
     let path: String
 
-    /// Savepoint journals stay in memory up to 8 MiB instead of SQLite's 64 KiB. Under the purchase load, a group's
-    /// savepoints spilled to a temporary file: 58 % of the writer's pwrite calls, 63 KB written per purchase (27 KB
-    /// without). Only the journal: `temp_store` stays on disk, so sorts (a migration's CREATE INDEX over a million rows)
-    /// still spill instead of growing the process. Set once, before SQLite's first use in the process; false when
-    /// something else in the process had used SQLite first (the default then stays, which costs writes, not answers).
-    static let statementJournalInMemory: Bool = iapkit_sqlite_statement_journal_spill(8 << 20) == SQLITE_OK
+    /// Savepoint journals stay in memory (SQLite's default spills them to a temporary file past 64 KiB). Under the
+    /// purchase load, a group's savepoints spilled: 58 % of the writer's pwrite calls, 63 KB written per purchase (27 KB
+    /// without). Never spilled (-1), not spilled past a larger size: SQLite (3.40, Debian 12's) copies an in-memory
+    /// journal to its file in one write per chunk, a chunk is the spill size, and its unix layer writes at most 128 KiB
+    /// less one byte per call — a larger chunk's write came back short and every statement whose journal outgrew the
+    /// spill failed with "database or disk is full" (migration 23's DROP INDEX at a million purchases; SchemaTests keeps
+    /// that case). A journal holds each page a transaction changed once, so memory follows the largest transaction (a
+    /// migration's), not the load. Only the journal: `temp_store` stays on disk, so sorts (a migration's CREATE INDEX
+    /// over a million rows) still spill instead of growing the process. Set once, before SQLite's first use in the
+    /// process; false when something else in the process had used SQLite first (the default then stays, which costs
+    /// writes, not answers).
+    static let statementJournalInMemory: Bool = iapkit_sqlite_statement_journal_spill(-1) == SQLITE_OK
 
     init(path: String, readOnly: Bool = false) throws {
         _ = Self.statementJournalInMemory
@@ -54,6 +60,12 @@ final class SQLiteConnection: SQLExecutor {
     }
 
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        var result: [SQLRow] = []
+        try forEachRow(sql, binds) { result.append($0) }
+        return result
+    }
+
+    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
         try SQLValue.refuseNUL(in: binds)
         let statement = try prepared(sql)
         defer {
@@ -70,10 +82,9 @@ final class SQLiteConnection: SQLExecutor {
             }
             guard status == SQLITE_OK else { throw failure(sql) }
         }
-        var result: [SQLRow] = []
         while true {
             let status = sqlite3_step(statement)
-            if status == SQLITE_DONE { return result }
+            if status == SQLITE_DONE { return }
             guard status == SQLITE_ROW else { throw failure(sql) }
             let count = sqlite3_column_count(statement)
             var values: [SQLValue] = []
@@ -88,7 +99,7 @@ final class SQLiteConnection: SQLExecutor {
                     values.append(bytes.map { .text(String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)) } ?? .null)
                 }
             }
-            result.append(SQLRow(values))
+            try body(SQLRow(values))
         }
     }
 
