@@ -57,6 +57,12 @@ struct MintCommand: AsyncParsableCommand {
             payload.environment = AppStoreEnvironment(rawValue: environment)
             payload.transactionReason = .purchase
             payload.storefront = "USA"
+            if payload.type == .autoRenewableSubscription {
+                // A subscription's first month, priced as the demo catalog's monthly plan: what a real one carries.
+                payload.expiresDate = now.addingTimeInterval(30 * 86_400)
+                payload.price = 4_990
+                payload.currency = "USD"
+            }
             let signed = try minter.sign(payload)
             if notifications {
                 var data = NotificationData()
