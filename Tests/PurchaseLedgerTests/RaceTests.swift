@@ -230,20 +230,23 @@ struct RaceTests {
         try await ledger.write { session in
             try session.sql.execute("INSERT INTO reconciler_cursors (name, value) VALUES ($1, 0), ($2, 0)", [.text(a), .text(b)])
         }
-        @Sendable func cross(_ first: String, _ second: String, _ session: any SQLExecutor) throws {
+        // Each write holds its first row until the other holds its own: then they cross for certain (a second's sleep
+        // between them did not when the whole suite delayed one write past the other's commit on two cores, CI once).
+        @Sendable func cross(_ first: String, _ second: String, _ both: Rendezvous, _ session: any SQLExecutor) throws {
             try session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(first)])
-            _ = try session.rows("SELECT 1 FROM pg_sleep(1)", [])
+            both.arrive()
             try session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(second)])
         }
         // The store alone: one of the two is refused as a lost race, not as a storage failure.
-        async let one = attempt { try await ledger.store.write { try cross(a, b, $0) } }
-        async let two = attempt { try await ledger.store.write { try cross(b, a, $0) } }
+        let storeWrites = Rendezvous(), ledgerWrites = Rendezvous()
+        async let one = attempt { try await ledger.store.write { try cross(a, b, storeWrites, $0) } }
+        async let two = attempt { try await ledger.store.write { try cross(b, a, storeWrites, $0) } }
         let raw = await [one, two]
         let refused = raw.compactMap { if case .failure(let error) = $0 { error } else { nil } }
         #expect(refused.count == 1 && refused.allSatisfy { $0 is LedgerRace }, "\(refused)")
         // Through the ledger: the refused one runs again, so both complete.
-        async let three = attempt { try await ledger.write { try cross(a, b, $0.sql) } }
-        async let four = attempt { try await ledger.write { try cross(b, a, $0.sql) } }
+        async let three = attempt { try await ledger.write { try cross(a, b, ledgerWrites, $0.sql) } }
+        async let four = attempt { try await ledger.write { try cross(b, a, ledgerWrites, $0.sql) } }
         for result in await [three, four] { #expect(throws: Never.self) { try result.get() } }
         let values = try await ledger.read { session in
             try session.sql.rows("SELECT value FROM reconciler_cursors WHERE name IN ($1, $2)", [.text(a), .text(b)]).map { try $0.int(0) }
@@ -279,5 +282,21 @@ struct RaceTests {
         #expect(pruned == 0)
         let state = try await ledger.read { session in try session.sql.first("SELECT state FROM webhook_events WHERE event_id = $1", [.text(id)])?.text(0) }
         #expect(state == "pending")
+    }
+}
+
+/// Two store threads meeting: the first to arrive waits (30 s at most) for the second; once both have, every later
+/// arrival (a retried write) passes at once.
+final class Rendezvous: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var arrived = 0
+
+    func arrive() {
+        condition.lock()
+        defer { condition.unlock() }
+        arrived += 1
+        if arrived >= 2 { condition.broadcast(); return }
+        let deadline = Date().addingTimeInterval(30)
+        while arrived < 2, condition.wait(until: deadline) {}
     }
 }
