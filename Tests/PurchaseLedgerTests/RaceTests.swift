@@ -291,6 +291,13 @@ final class Rendezvous: @unchecked Sendable {
     private let condition = NSCondition()
     private var arrived = 0
 
+    /// How many have arrived so far.
+    var arrivals: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return arrived
+    }
+
     func arrive() {
         condition.lock()
         defer { condition.unlock() }

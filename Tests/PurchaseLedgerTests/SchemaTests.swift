@@ -25,6 +25,37 @@ struct SchemaTests {
         }
     }
 
+    @Test("SQLite's reads of many rows: one kept reader with a 16 MB page cache, the same connection each time; a second such read meanwhile takes an ordinary reader; both see what was committed")
+    func readManyReader() async throws {
+        let store = try sqliteStore()
+        try await store.write { sql in
+            _ = try sql.rows("CREATE TABLE seen (x BIGINT)", [])
+            _ = try sql.rows("INSERT INTO seen (x) VALUES (7)", [])
+        }
+        @Sendable func look(_ sql: any SQLExecutor) throws -> (cache: Int64, connection: Int64, x: Int64) {
+            let cache = try sql.rows("PRAGMA cache_size", [])[0].int(0)
+            let connection = Int64((sql as? SQLiteConnection).map { ObjectIdentifier($0).hashValue } ?? 0)
+            return (cache, connection, try sql.rows("SELECT x FROM seen", [])[0].int(0))
+        }
+        let first = try await store.readMany(look)
+        let again = try await store.readMany(look)
+        #expect(first.cache == -16_000 && again.cache == -16_000 && first.x == 7 && again.x == 7)
+        #expect(first.connection == again.connection)
+        #expect(try await store.read(look).cache == -2_000, "an ordinary reader keeps SQLite's default cache")
+        // While the kept reader is out, a second read of many rows is not kept waiting for it.
+        let held = Rendezvous()
+        async let long = store.readMany { sql in
+            held.arrive()
+            return try look(sql)
+        }
+        while held.arrivals == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let other = try await store.readMany(look)
+        held.arrive()
+        let kept = try await long
+        #expect(kept.cache == -16_000 && kept.connection == first.connection)
+        #expect(other.cache == -2_000 && other.x == 7)
+    }
+
     @Test("SQLite's writer: a commit waits for the disk (synchronous=FULL), checkpoints every 4,000 pages; savepoint journals in memory, sorts still spill to disk")
     func writerSettings() async throws {
         let store = try sqliteStore()

@@ -15,6 +15,10 @@ public protocol LedgerStore: Sendable {
     /// Runs `body` as a read; it may not write.
     func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
 
+    /// Runs `body` as a read of many rows (the business view): a store may keep a connection for it whose cache
+    /// holds such a read's pages. Otherwise as ``read(_:)``.
+    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
+
     /// Releases connections and threads. The store is unusable afterwards.
     func close() async throws
 
@@ -25,6 +29,10 @@ public protocol LedgerStore: Sendable {
 
 extension LedgerStore {
     public var fastPath: (any LedgerFastPath)? { nil }
+
+    public func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        try await read(body)
+    }
 }
 
 /// The statements of a submission and of an entitlements read, each its own round trip in autocommit, for stores

@@ -13,6 +13,11 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
     private let writer: SQLiteWriter
     private let readersLock = NSLock()
     private var idleReaders: [SQLiteConnection] = []
+    /// The reader of ``readMany(_:)`` while idle, and whether it exists (it may be out on a read).
+    private var idleManyReader: SQLiteConnection?
+    private var manyReaderOpen = false
+    /// The page cache of ``readMany(_:)``'s reader (KiB), against SQLite's 2 MB default of every other reader.
+    static let manyReaderCacheKiB = 16_000
     private let inMemory: Bool
 
     /// Opens (creating if needed) the database at `path`, or an in-memory one for `:memory:`. `maximumGroup` is the
@@ -54,10 +59,56 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
         // An in-memory database has no second connection to read from.
         if inMemory { return try await write(body) }
         let reader = try checkOutReader()
-        try reader.exec("BEGIN")
+        return try run(body, on: reader) { self.checkIn($0) }
+    }
+
+    /// A read on one reader kept for reads of many rows, with a larger page cache: the business view's instant at a
+    /// million purchases touches more index pages than SQLite's default 2 MB cache holds, and read them again from the
+    /// file at each request (a fifth of its time in the kernel copying them; BENCHMARKS.md, run 6). One such reader, so
+    /// the memory is bounded: a second read of many rows meanwhile takes an ordinary reader.
+    public func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        if inMemory { return try await write(body) }
+        let take: ManyReader = readersLock.withLock {
+            if let reader = idleManyReader { idleManyReader = nil; return .kept(reader) }
+            if manyReaderOpen { return .ordinary }
+            manyReaderOpen = true
+            return .open
+        }
+        let reader: SQLiteConnection
+        switch take {
+        case .ordinary:
+            return try run(body, on: try checkOutReader()) { self.checkIn($0) }
+        case .kept(let kept):
+            reader = kept
+        case .open:
+            do {
+                reader = try SQLiteConnection(path: path)
+                try reader.exec("PRAGMA query_only=ON; PRAGMA cache_size=-\(Self.manyReaderCacheKiB)")
+            } catch {
+                readersLock.withLock { manyReaderOpen = false }
+                throw error
+            }
+        }
+        return try run(body, on: reader, checkIn: { reader in self.readersLock.withLock { self.idleManyReader = reader } },
+                       closed: { self.readersLock.withLock { self.manyReaderOpen = false } })
+    }
+
+    /// Which reader a read of many rows takes: the kept one, a new kept one, or (the kept one out) an ordinary one.
+    private enum ManyReader { case kept(SQLiteConnection), open, ordinary }
+
+    /// `body` in one read transaction on `reader`, which goes back through `checkIn` (or is closed when its
+    /// transaction cannot end: its next BEGIN would fail).
+    private func run<R>(_ body: (any SQLExecutor) throws -> R, on reader: SQLiteConnection, checkIn: (SQLiteConnection) -> Void,
+                        closed: () -> Void = {}) throws -> R {
+        do {
+            try reader.exec("BEGIN")
+        } catch {
+            reader.close()
+            closed()
+            throw error
+        }
         let result = Result { try body(reader) }
-        // A reader whose read transaction cannot end is not given back to the pool: its next BEGIN would fail.
-        if (try? reader.exec("COMMIT")) != nil { checkIn(reader) } else { reader.close() }
+        if (try? reader.exec("COMMIT")) != nil { checkIn(reader) } else { reader.close(); closed() }
         return try result.get()
     }
 
@@ -67,6 +118,8 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
         readersLock.withLock {
             idleReaders.forEach { $0.close() }
             idleReaders = []
+            idleManyReader?.close()
+            idleManyReader = nil
         }
     }
 
