@@ -199,23 +199,17 @@ extension Ledger {
     static let seriesStatusColumns = ["signed_date", "status", "grace_period_expires_date", "period_purchase_date"]
 
     static func decodeSeriesPeriod(_ row: SQLRow) throws -> PurchaseRecord {
-        var payload = JWSTransactionDecodedPayload()
-        payload.transactionId = try row.text(0)
-        payload.originalTransactionId = try row.text(1)
-        payload.productId = try row.text(2)
-        payload.type = ProductType(rawValue: try row.text(3))
-        payload.environment = AppStoreEnvironment(rawValue: try row.text(4))
-        payload.purchaseDate = Millis.date(try row.int(5))
-        payload.expiresDate = row.optionalInt(6).map(Millis.date)
-        payload.revocationDate = row.optionalInt(7).map(Millis.date)
-        payload.isUpgraded = try row.int(8) != 0
-        payload.inAppOwnershipType = row.optionalText(9).map(InAppOwnershipType.init(rawValue:))
-        payload.signedDate = Millis.date(try row.int(10))
-        payload.price = row.optionalInt(11)
-        payload.currency = row.optionalText(12)
-        payload.offerDiscountType = row.optionalText(13).map(OfferDiscountType.init(rawValue:))
-        payload.offerPeriod = row.optionalText(14)
-        return try PurchaseRecord(keyed: payload)
+        let transactionId = try row.text(0), productId = try row.text(2)
+        guard !transactionId.isEmpty, !productId.isEmpty else {
+            throw LedgerError(.invalidInput, "the transaction lacks its id, product id, purchase date or type")
+        }
+        return PurchaseRecord(period: transactionId, originalTransactionId: try row.text(1), productId: productId,
+                              productType: ProductType(rawValue: try row.text(3)), environment: AppStoreEnvironment(rawValue: try row.text(4)),
+                              purchaseDate: Millis.date(try row.int(5)), expiresDate: row.optionalInt(6).map(Millis.date),
+                              revocationDate: row.optionalInt(7).map(Millis.date), isUpgraded: try row.int(8) != 0,
+                              ownership: row.optionalText(9).map(InAppOwnershipType.init(rawValue:)), signedDate: Millis.date(try row.int(10)),
+                              price: row.optionalInt(11), currency: row.optionalText(12),
+                              offerDiscountType: row.optionalText(13).map(OfferDiscountType.init(rawValue:)), offerPeriod: row.optionalText(14))
     }
 
     /// The status columns after the period's, nil when the series has no status row (the LEFT JOIN's NULLs).

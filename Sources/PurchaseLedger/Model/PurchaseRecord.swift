@@ -102,6 +102,31 @@ public struct PurchaseRecord: Sendable, Hashable {
         storefront = Self.bounded(payload.storefront, 16)
     }
 
+    /// An auto-renewable period as the business view reads it back: the facts its rules read, the rest left unknown.
+    /// Its ids are the ledger's keys already (as ``init(keyed:)``, without a payload of some fifty fields to fill and
+    /// free for each of ~28,000 rows).
+    init(period transactionId: String, originalTransactionId: String, productId: String, productType: ProductType,
+         environment: AppStoreEnvironment, purchaseDate: Date, expiresDate: Date?, revocationDate: Date?, isUpgraded: Bool,
+         ownership: InAppOwnershipType?, signedDate: Date, price: Int64?, currency: String?, offerDiscountType: OfferDiscountType?,
+         offerPeriod: String?) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId.isEmpty ? transactionId : originalTransactionId
+        self.productId = productId
+        self.productType = productType
+        self.environment = environment
+        quantity = 1
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.revocationDate = revocationDate
+        self.isUpgraded = isUpgraded
+        self.ownership = ownership
+        self.signedDate = signedDate
+        self.price = price
+        self.currency = currency
+        self.offerDiscountType = offerDiscountType
+        self.offerPeriod = offerPeriod
+    }
+
     private static func bounded(_ text: String?, _ limit: Int) -> String? {
         text.flatMap { $0.isEmpty || $0.utf8.count > limit ? nil : $0 }
     }

@@ -140,7 +140,7 @@ public enum MetricRules {
     public static func seriesState(latest: PurchaseRecord, status: SubscriptionRecord?, catalog: LedgerCatalog, at: Date,
                                    clockLagAllowance: TimeInterval) -> SeriesState? {
         guard latest.ownership != .familyShared else { return nil }
-        if let entitlement = EntitlementRules.seriesEntitlement(periods: [latest], status: status, catalog: catalog, now: at,
+        if let entitlement = EntitlementRules.seriesEntitlement(latest: latest, status: status, catalog: catalog, now: at,
                                                                 clockLagAllowance: clockLagAllowance) {
             if entitlement.state == .gracePeriod { return .gracePeriod }
             return latest.offerDiscountType == .freeTrial ? .trial : .paid
