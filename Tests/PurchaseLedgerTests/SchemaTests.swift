@@ -25,6 +25,34 @@ struct SchemaTests {
         }
     }
 
+    @Test("Rows handed over as they come, on both stores: every row in order, integers and text as stored, NULL as nil; a refusal from the reader stops the read, comes back as it was thrown, and the store reads on", arguments: StoreKind.allCases)
+    func rowsAsTheyCome(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let sql = "SELECT n, 'row ' || CAST(n AS TEXT), CASE WHEN n % 2 = 0 THEN NULL ELSE n END FROM (\(kind == .postgres ? "SELECT generate_series(1, 5000) AS n" : "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 5000) SELECT n FROM s")) t ORDER BY 1"
+        let seen = try await ledger.read { session -> [Int64] in
+            var numbers: [Int64] = []
+            try session.sql.forEachRow(sql, []) { row in
+                let n = try row.int(0)
+                guard try row.text(1) == "row \(n)", row.optionalInt(2) == (n % 2 == 0 ? nil : n) else { throw LedgerError(.storage, "row \(n) read wrong") }
+                numbers.append(n)
+            }
+            return numbers
+        }
+        #expect(seen == Array(1...5000))
+        let stopped = await #expect(throws: LedgerError.self) {
+            try await ledger.read { session in
+                try session.sql.forEachRow(sql, []) { row in
+                    if try row.int(0) == 10 { throw LedgerError(.invalidInput, "stop at ten") }
+                }
+            }
+        }
+        #expect(stopped?.code == .invalidInput && stopped?.message == "stop at ten", "\(String(describing: stopped))")
+        for _ in 0..<3 {
+            let count = try await ledger.read { try $0.sql.rows("SELECT COUNT(*) FROM ledger_migrations", [])[0].int(0) }
+            #expect(count == Int64(Schema.migrations.count))
+        }
+    }
+
     @Test("SQLite's reads of many rows: one kept reader with a 16 MB page cache, the same connection each time; a second such read meanwhile takes an ordinary reader; both see what was committed")
     func readManyReader() async throws {
         let store = try sqliteStore()

@@ -46,6 +46,8 @@ public protocol SQLExecutor {
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow]
 
     /// Runs `sql` with `binds` and hands each row to `body` as it comes: a read of many rows keeps none it is done with.
+    /// `body` may run on the driver's thread while the caller's waits (PostgreSQL): it reads the row and runs no
+    /// statement.
     func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws
 }
 
