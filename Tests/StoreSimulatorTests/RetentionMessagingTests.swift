@@ -138,6 +138,11 @@ struct RetentionMessagingTests {
                 #expect((result.failures ?? [:]).keys.allSatisfy { $0 == "TIMED_OUT" }, "\(result)")
                 #expect(result.target == realtime.absoluteString)
                 print("retention performance test, an endpoint answering after 250 ms: average \(result.average.map(String.init) ?? "-") ms, p50 \(result.p50.map(String.init) ?? "-") ms, p99 \(result.p99.map(String.init) ?? "-") ms")
+                // Each of the 50 requests reached the endpoint, save those that timed out before they got there (under
+                // the whole suite's load a request can spend its 700 ms before the endpoint reads it: CI once, 48 of 50).
+                let total = StoreEngine.performanceTestConfig.totalRequests ?? 0
+                let reached = await endpoint.received.count
+                #expect(reached <= total && reached >= total - (result.failures?["TIMED_OUT"] ?? 0), "\(reached) of \(total): \(result)")
                 #expect(code("performanceTestResultsUnknown") == 4_040_018)
                 #expect(code("performanceTestResultsInvalid") == 4_000_212)
                 #expect(code("getDefaultDeleted") == 4_040_020)
@@ -146,7 +151,6 @@ struct RetentionMessagingTests {
             }
             // Every request the test sent is one Apple's own SignedDataVerifier takes.
             let received = await endpoint.received
-            #expect(received.count == StoreEngine.performanceTestConfig.totalRequests)
             if let first = received.first, let lines = try await AppleLibraryTests.appleVerify([("realtime", first)], bundleId: "com.revenuecat") {
                 #expect(lines.first?["originalTransactionId"]?.string == original, "\(lines)")
                 #expect(lines.first?["productId"]?.string == Self.monthly)
