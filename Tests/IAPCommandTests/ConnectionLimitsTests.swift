@@ -23,33 +23,46 @@ struct ConnectionLimitsTests {
         let data: URL
 
         static func start(_ environment: [String: String] = [:]) async throws -> Server {
-            let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-connections-\(UUID().uuidString)")
-            let port = try FreePort.pick()
-            var environment = environment
-            environment["IAPKIT_AUTH_HS256_SECRET"] = ConnectionLimitsTests.secret
-            let process = try Subprocess.start(try IAPSimulatorProcessTests.binary().path,
-                                               ["serve", "--port", String(port), "--data", data.path, "--log-level", "warning"],
-                                               environment: environment)
-            let server = Server(process: process, port: port, data: data)
-            // Up to 30 s: with the whole suite on two cores, a start can be slow. Probed with a connection that closes,
-            // so that no probe holds a place under the cap.
-            for _ in 0..<300 {
-                if let probe = try? RawConnection(port: port), probe.send("GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
-                   await probe.readUntilClosed(within: .seconds(5)).text.hasPrefix("HTTP/1.1 200") {
-                    return server
+            // A port picked free can be taken by another test's process before this one binds it; the server then exits
+            // and the probe may reach the other one. So the process must still be running once answered; else again.
+            for _ in 0..<3 {
+                let data = FileManager.default.temporaryDirectory.appendingPathComponent("iapkit-connections-\(UUID().uuidString)")
+                try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+                let port = try FreePort.pick()
+                var environment = environment
+                environment["IAPKIT_AUTH_HS256_SECRET"] = ConnectionLimitsTests.secret
+                let process = try Subprocess.start(try IAPSimulatorProcessTests.binary().path,
+                                                   ["serve", "--port", String(port), "--data", data.path, "--log-level", "warning"],
+                                                   environment: environment, stderrFile: data.appendingPathComponent("stderr.log"))
+                let server = Server(process: process, port: port, data: data)
+                // Up to 30 s: with the whole suite on two cores, a start can be slow. Probed with a connection that
+                // closes, so that no probe holds a place under the cap.
+                var answered = false
+                for _ in 0..<300 where process.isRunning && !answered {
+                    if let probe = try? RawConnection(port: port), probe.send("GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+                       await probe.readUntilClosed(within: .seconds(5)).text.hasPrefix("HTTP/1.1 200") {
+                        answered = true
+                    } else {
+                        try await Task.sleep(for: .milliseconds(100))
+                    }
                 }
-                try await Task.sleep(for: .milliseconds(100))
+                try await Task.sleep(for: .milliseconds(50))
+                if answered && process.isRunning { return server }
+                try await server.stop()
+                guard answered else { break }
             }
-            try await server.stop()
             throw CocoaError(.fileReadUnknown)
         }
 
-        /// Runs `body` with a server started with `environment`, stopping it however `body` ends.
+        /// Runs `body` with a server started with `environment`, stopping it however `body` ends. A failure says whether
+        /// the server was still running, and what it last wrote to stderr.
         static func run(_ environment: [String: String] = [:], _ body: (Server) async throws -> Void) async throws {
             let server = try await start(environment)
             do {
                 try await body(server)
             } catch {
+                let stderr = (try? String(contentsOf: server.data.appendingPathComponent("stderr.log"), encoding: .utf8)) ?? ""
+                Issue.record("the server \(server.process.isRunning ? "was running" : "had exited (\(server.process.terminationStatus))"); its stderr ends: \(stderr.suffix(2_000))")
                 try await server.stop()
                 throw error
             }
@@ -557,8 +570,10 @@ final class RawConnection: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else {
+            // The call's own reason (refused, interrupted, out of ports…): a CI failure once said "refused" for all of them.
+            let reason = POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED
             close()
-            throw POSIXError(.ECONNREFUSED)
+            throw POSIXError(reason)
         }
         connectedAt = .now
     }
