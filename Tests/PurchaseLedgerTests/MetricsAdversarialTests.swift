@@ -391,6 +391,47 @@ struct MetricsAdversarialTests {
         }
     }
 
+    @Test("A later period that began inside a longer one and has ended (out of Apple's order): not active for the overview nor the account, whichever came first; a series row an old ledger left behind is brought up by migration 24",
+          arguments: StoreKind.allCases)
+    func laterPeriodEndedInsideEarlier(_ kind: StoreKind) async throws {
+        try await withLedger(kind) { ledger in
+            let now = Self.now()
+            var made: [(account: String, original: String)] = []
+            for longFirst in [true, false] {
+                let account = uniqueId("nested-"), original = uniqueId()
+                let long = Self.period(Demo.yearly, id: original, original: original, start: now - 10 * Self.day, end: now + 355 * Self.day, price: 39_990)
+                let later = Self.period(Demo.yearly, id: uniqueId(), original: original, start: now - 5 * Self.day, end: now - Self.day, price: 39_990)
+                for payload in longFirst ? [long, later] : [later, long] { try await submit(ledger, account, payload, recorded: now - 60) }
+                made.append((account, original))
+            }
+            let series = made
+            func counted() async throws -> (overview: Int, accounts: Int) {
+                var entitled = 0
+                for item in series { entitled += try await ledger.entitlements(accountId: item.account, now: now).entitlements.count }
+                return (try await ledger.metricsOverview(now: now, environment: .sandbox).activeSubscriptions, entitled)
+            }
+            let agreed = try await counted()
+            #expect(agreed.overview == 0 && agreed.accounts == 0, "\(agreed)")
+            // A series row behind its periods (a ledger from before migration 9, then the long period arriving last):
+            // its date names the running period, and the instant would take it for the latest — migration 24 mends it.
+            let long = Millis.of(now - 10 * Self.day), later = Millis.of(now - 5 * Self.day)
+            _ = try await ledger.store.write { sql in
+                try sql.rows("UPDATE subscriptions SET period_purchase_date = $1 WHERE original_transaction_id IN ($2, $3)",
+                             [.int(long), .text(series[0].original), .text(series[1].original)])
+            }
+            #expect(try await counted().overview == 2, "the stale row is what the migration is for")
+            _ = try await ledger.store.write { sql in try sql.rows("DELETE FROM ledger_migrations WHERE version = 24", []) }
+            try await ledger.migrate()
+            let mended = try await counted()
+            #expect(mended.overview == 0 && mended.accounts == 0, "\(mended)")
+            let dates = try await ledger.store.read { sql in
+                try sql.rows("SELECT period_purchase_date FROM subscriptions WHERE original_transaction_id IN ($1, $2)",
+                             [.text(series[0].original), .text(series[1].original)]).map { try $0.int(0) }
+            }
+            #expect(dates == [later, later])
+        }
+    }
+
     @Test("A purchase Apple signed 2 minutes ahead of the server's clock: the overview, the dashboard's count, today's point of the series and the account all count it",
           arguments: StoreKind.allCases)
     func clockLagAllowance(_ kind: StoreKind) async throws {

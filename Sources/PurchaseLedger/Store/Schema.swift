@@ -273,7 +273,30 @@ enum Schema {
             // table per series over the index that holds all the instant reads. Both analysed, it takes the index.
             "ANALYZE subscriptions",
         ],
+        [
+            // The instant skips its later-period check for a period that is its series' latest by
+            // `period_purchase_date` (``Ledger/runningPeriodsQuery(anyEnvironment:)``). Every period stored since
+            // migration 9 moves that date on (``SubmissionRules/seriesPeriod(_:)``); a series whose row is older, or
+            // behind a period stored before it, is set here to its latest period, as that effect would have set it.
+            """
+            UPDATE subscriptions SET
+                product_id = (\(latestPeriod("product_id"))),
+                expires_date = (\(latestPeriod("expires_date"))),
+                period_purchase_date = (\(latestPeriod("purchase_date")))
+            WHERE EXISTS (SELECT 1 FROM purchases p WHERE p.original_transaction_id = subscriptions.original_transaction_id
+                            AND p.product_type = 'Auto-Renewable Subscription'
+                            AND (subscriptions.period_purchase_date IS NULL OR p.purchase_date > subscriptions.period_purchase_date))
+            """,
+        ],
     ]
+
+    /// Migration 24: a column of the series' latest period (by purchase date, then expiry, as the series effect keeps it).
+    private static func latestPeriod(_ column: String) -> String {
+        """
+        SELECT p.\(column) FROM purchases p WHERE p.original_transaction_id = subscriptions.original_transaction_id
+            AND p.product_type = 'Auto-Renewable Subscription' ORDER BY p.purchase_date DESC, p.expires_date DESC LIMIT 1
+        """
+    }
 
     /// Migration 23's indexes (IF NOT EXISTS: an operator may build them beforehand, CREATE INDEX CONCURRENTLY).
     static let metricIndexes = [
