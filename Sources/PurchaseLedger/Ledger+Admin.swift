@@ -83,39 +83,9 @@ extension Ledger {
             if let record {
                 try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: orderId, catalog: catalog)
-                let decision = try SubmissionRules.submit(record, uploader: order.accountId, orderId: orderId, source: .admin, facts: facts,
-                                                          catalog: catalog, now: now)
-                if case .refused = decision.outcome {
-                    throw LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account")
-                }
-                try session.apply(decision.effects)
-                // The operator gave the order's account this transaction: its backend hears of it as a transfer, besides
-                // the grant's own event — only when this settle bound it to that account.
-                if case .granted = decision.outcome, decision.effects.contains(where: {
-                    if case .emitEvent(let grant) = $0 { return grant.accountId == order.accountId && grant.transactionId == record.transactionId }
-                    return false
-                }) {
-                    var transfer = WebhookEvent(id: "TRANSFER.\(record.transactionId).\(orderId)", type: .transfer, accountId: order.accountId, occurredAt: now)
-                    transfer.productId = record.productId
-                    transfer.transactionId = record.transactionId
-                    transfer.originalTransactionId = record.originalTransactionId
-                    transfer.environment = record.environment.rawValue
-                    transfer.purchaseDate = record.purchaseDate
-                    transfer.expiresDate = record.expiresDate
-                    transfer.orderId = orderId
-                    try session.apply(.emitEvent(transfer))
-                }
-                try session.apply(.audit(actor: actor, action: .settleWithTransaction, subject: orderId,
-                                         detail: "transaction \(record.transactionId): \(decision.outcome); \(note)", at: now))
+                try session.apply(try SettleRules.settle(order, with: record, note: note, actor: actor, facts: facts, catalog: catalog, now: now).effects)
             } else {
-                // Audited as what happened: an order paid (or settled) before the settle reached it is left as it is.
-                if try session.settleOpenOrder(orderId: orderId, note: note, at: now) {
-                    try session.apply(.audit(actor: actor, action: .settle, subject: orderId, detail: note, at: now))
-                } else {
-                    let state = try session.order(id: orderId)?.state ?? order.state
-                    try session.apply(.audit(actor: actor, action: .settleNotOpen, subject: orderId,
-                                             detail: "the order was \(state.rawValue) already; nothing changed: \(note)", at: now))
-                }
+                try session.apply(SettleRules.settle(order, note: note, actor: actor, now: now))
             }
             return try session.order(id: orderId) ?? order
         }

@@ -10,6 +10,42 @@ struct RaceTests {
         do { return .success(try await body()) } catch { return .failure(error) }
     }
 
+    @Test("Two replicas spend one balance at once: 30 spends of 10 from 100 coins, 10 done, the rest refused as short; 10 of one key, one movement",
+          arguments: StoreKind.allCases)
+    func spendsRaceAcrossReplicas(_ kind: StoreKind) async throws {
+        let first = try await makeLedger(kind)
+        // A second replica on the same database (SQLite: the same file, another store).
+        let second: Ledger
+        switch kind {
+        case .sqlite: second = Ledger(store: try SQLiteLedgerStore(path: try #require((first.store as? SQLiteLedgerStore)?.path)), catalog: .demo)
+        case .postgres: second = try await makeLedger(.postgres)
+        }
+        let account = uniqueId("spender-")
+        _ = try await first.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
+        let results = await withTaskGroup(of: Result<Int64, any Error>.self) { group in
+            for index in 0..<30 {
+                let ledger = index.isMultiple(of: 2) ? first : second
+                group.addTask { await attempt { try await ledger.spend(accountId: account, currency: "coins", amount: 10, idempotencyKey: "k\(index)") } }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let done = results.filter { if case .success = $0 { true } else { false } }.count
+        let short = results.filter { if case .failure(let error) = $0 { (error as? LedgerError)?.code == .insufficientBalance } else { false } }.count
+        #expect(done == 10 && short == 20, "\(results)")
+        #expect(try await first.entitlements(accountId: account).balances["coins"] == 0)
+
+        _ = try await second.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
+        let repeats = await withTaskGroup(of: Result<Int64, any Error>.self) { group in
+            for index in 0..<10 {
+                let ledger = index.isMultiple(of: 2) ? first : second
+                group.addTask { await attempt { try await ledger.spend(accountId: account, currency: "coins", amount: 25, idempotencyKey: "same") } }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(repeats.allSatisfy { if case .success = $0 { true } else { false } }, "\(repeats)")
+        #expect(try await first.entitlements(accountId: account).balances["coins"] == 75, "one key, one movement")
+    }
+
     @Test("An account id with a NUL is refused, and never reads or spends the account it would alias")
     func nulAccount() async throws {
         let ledger = try await makeLedger(.sqlite)

@@ -312,3 +312,80 @@ struct ClockLagRulesTests {
         #expect(judged(.expired)?.state == .active, "an expiry signed ahead of this clock does not end access early")
     }
 }
+
+@Suite("Spend and settle rules: a balance spent once per key, a lost order settled and audited")
+struct SpendAndSettleRulesTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func request(_ amount: Int64 = 40, key: String = "k1", currency: String = "coins") -> SpendRules.Request {
+        SpendRules.Request(accountId: "zoe", currency: currency, amount: amount, idempotencyKey: key)
+    }
+
+    @Test("A spend is a debit the balance must cover; a repeat takes nothing more; the key for another spend, or a short balance, is refused as a value")
+    func spend() throws {
+        let first = request()
+        guard case .spend(let effects) = SpendRules.decide(first, earlier: nil, balance: 100, now: now) else { Issue.record("not spent"); return }
+        #expect(effects == [.moveBalance(BalanceMove(key: "spend:3:zoe:k1", accountId: "zoe", currency: "coins", delta: -40, transactionId: nil,
+                                                     at: now, requiresCover: true))])
+        let stored = BalanceEntry(key: SpendRules.key(first), accountId: "zoe", currency: "coins", delta: -40, transactionId: nil, at: now)
+        guard case .repeated = SpendRules.decide(first, earlier: stored, balance: 60, now: now) else { Issue.record("not a repeat"); return }
+        // The repeat answers even when the balance no longer covers it: it spends nothing.
+        guard case .repeated = SpendRules.decide(first, earlier: stored, balance: 0, now: now) else { Issue.record("not a repeat"); return }
+        for other in [request(41), request(currency: "gems")] {
+            guard case .refused(let refusal) = SpendRules.decide(other, earlier: stored, balance: 100, now: now) else { Issue.record("taken"); continue }
+            #expect(refusal.code == .idempotencyKeyReused)
+        }
+        guard case .refused(let short) = SpendRules.decide(request(101, key: "k2"), earlier: nil, balance: 100, now: now) else {
+            Issue.record("overdrawn"); return
+        }
+        #expect(short.code == .insufficientBalance)
+        #expect(SpendRules.check(request(0))?.code == .invalidInput && SpendRules.check(request(SpendRules.largestSpend + 1))?.code == .invalidInput)
+        #expect(SpendRules.check(request(key: "")) != nil && SpendRules.check(request(key: String(repeating: "k", count: 201))) != nil)
+        #expect(SpendRules.check(request(currency: "")) != nil && SpendRules.check(request()) == nil)
+        // No account and key spell another's.
+        #expect(SpendRules.key(SpendRules.Request(accountId: "a", currency: "c", amount: 1, idempotencyKey: "b:c"))
+                != SpendRules.key(SpendRules.Request(accountId: "a:b", currency: "c", amount: 1, idempotencyKey: "c")))
+    }
+
+    func order(_ state: Order.State = .created) -> Order {
+        Order(orderId: "order-zoe", accountId: "zoe", productId: Demo.premium, appAccountToken: UUID(), state: state, transactionId: nil,
+              createdAt: now - 3600, expiresAt: now + 3600)
+    }
+
+    @Test("Settled with a transaction: granted to the order's account with a transfer event and an audit entry; already granted, no transfer; another's, refused")
+    func settleWithTransaction() throws {
+        let record = try PurchaseRecord(transaction(Demo.premium, id: "70", type: .nonConsumable))
+        let open = order()
+        let decision = try SettleRules.settle(open, with: record, note: "paid, app crashed", actor: "ops", facts: TransactionFacts(namedOrder: open),
+                                              catalog: .demo, now: now)
+        #expect(decision.outcome == .granted)
+        let events = decision.effects.compactMap { if case .emitEvent(let event) = $0 { event } else { nil } }
+        #expect(events.map(\.type) == [.nonRenewingPurchase, .transfer])
+        #expect(events.last?.id == "TRANSFER.70.order-zoe" && events.last?.accountId == "zoe" && events.last?.occurredAt == now)
+        #expect(decision.effects.last == .audit(actor: "ops", action: .settleWithTransaction, subject: "order-zoe",
+                                                detail: "transaction 70: granted; paid, app crashed", at: now))
+        var stored = record
+        stored.accountId = "zoe"
+        let again = try SettleRules.settle(open, with: record, note: "again", actor: "ops", facts: TransactionFacts(namedOrder: open, stored: stored),
+                                           catalog: .demo, now: now)
+        #expect(again.outcome == .alreadyGranted)
+        #expect(!again.effects.contains { if case .emitEvent(let event) = $0 { event.type == .transfer } else { false } })
+        stored.accountId = "mallory"
+        #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
+            try SettleRules.settle(open, with: record, note: "", actor: "ops", facts: TransactionFacts(namedOrder: open, stored: stored),
+                                   catalog: .demo, now: now)
+        }
+    }
+
+    @Test("Settled without a transaction: an open order is closed and audited; one granted or settled before is left as it is, audited as such")
+    func settleWithoutTransaction() {
+        #expect(SettleRules.settle(order(), note: "refunded by support", actor: "ops", now: now) == [
+            .settleOrder(orderId: "order-zoe", note: "refunded by support", at: now),
+            .audit(actor: "ops", action: .settle, subject: "order-zoe", detail: "refunded by support", at: now)])
+        for state in [Order.State.granted, .settled] {
+            #expect(SettleRules.settle(order(state), note: "late", actor: "ops", now: now) == [
+                .audit(actor: "ops", action: .settleNotOpen, subject: "order-zoe",
+                       detail: "the order was \(state.rawValue) already; nothing changed: late", at: now)])
+        }
+    }
+}

@@ -16,6 +16,9 @@ public enum LedgerEffect: Sendable, Hashable {
     case linkOrder(transactionId: String, orderId: String)
     /// Marks an open order granted by `transactionId`.
     case fulfilOrder(orderId: String, transactionId: String, at: Date)
+    /// Closes an open order as settled by an operator, with no transaction. An order no longer open (granted or settled
+    /// since it was read) makes the operation decide again from fresh facts.
+    case settleOrder(orderId: String, note: String, at: Date)
     /// One uniquely keyed balance movement.
     case moveBalance(BalanceMove)
     case recordConflict(transactionId: String, claimedBy: String, owner: String, at: Date)
@@ -44,14 +47,19 @@ public struct BalanceMove: Sendable, Hashable, Codable {
     public var delta: Int64
     public var transactionId: String?
     public var at: Date
+    /// A spend's debit: the balance must cover it and its key must be new, or the operation is decided again from
+    /// fresh facts (another spend took the coins, or made this key, since they were read). Otherwise a movement made
+    /// before under its key is left as it is.
+    public var requiresCover: Bool
 
-    public init(key: String, accountId: String, currency: String, delta: Int64, transactionId: String?, at: Date) {
+    public init(key: String, accountId: String, currency: String, delta: Int64, transactionId: String?, at: Date, requiresCover: Bool = false) {
         self.key = key
         self.accountId = accountId
         self.currency = currency
         self.delta = delta
         self.transactionId = transactionId
         self.at = at
+        self.requiresCover = requiresCover
     }
 }
 

@@ -256,13 +256,6 @@ struct LedgerSession {
         try sql.first("SELECT amount FROM balances WHERE account_id = $1 AND currency = $2", [.text(accountId), .text(currency)])?.int(0) ?? 0
     }
 
-    /// Takes `amount` from a balance if it holds that much. Returns whether it did.
-    func debit(accountId: String, currency: String, amount: Int64) throws -> Bool {
-        try sql.first("""
-            UPDATE balances SET amount = amount - $1 WHERE account_id = $2 AND currency = $3 AND amount >= $1 RETURNING amount
-            """, [.int(amount), .text(accountId), .text(currency)]) != nil
-    }
-
     // MARK: Subscriptions
 
     static let seriesColumns = """
@@ -420,6 +413,17 @@ struct LedgerSession {
             // The payment is granted all the same (Apple was paid), but the operator settled the order without it,
             // perhaps with a refund or credit of their own: that is now paid twice, and the audit log says so.
             if settled { try apply(.audit(actor: "ledger", action: .settledOrderPaid, subject: orderId, detail: transactionId, at: now)) }
+        case .moveBalance(let move) where move.requiresCover:
+            // The debit first, guarded in the database: two replicas spending the last coins cannot both succeed.
+            guard try sql.first("""
+                UPDATE balances SET amount = amount + $1 WHERE account_id = $2 AND currency = $3 AND amount + $1 >= 0 RETURNING amount
+                """, [.int(move.delta), .text(move.accountId), .text(move.currency)]) != nil else { throw LedgerRace() }
+            // Its key's uniqueness refuses a racing replica's second spend of it (which then decides again and finds this one).
+            guard try sql.first("""
+                INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (entry_key) DO NOTHING RETURNING entry_key
+                """, [.text(move.key), .text(move.accountId), .text(move.currency), .int(move.delta), .of(move.transactionId), .of(move.at)]) != nil
+            else { throw LedgerRace() }
         case .moveBalance(let move):
             let made = try sql.first("""
                 INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)
@@ -514,6 +518,8 @@ struct LedgerSession {
                 INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
                 VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5) ON CONFLICT (event_id) DO NOTHING
                 """, [.text(event.id), .text(event.type.rawValue), .of(event.accountId), .text(try event.body()), .of(event.occurredAt), .int(Millis.now)])
+        case .settleOrder(let orderId, let note, let now):
+            guard try settleOpenOrder(orderId: orderId, note: note, at: now) else { throw LedgerRace() }
         case .audit(let actor, let action, let subject, let detail, let now):
             try sql.execute("""
                 INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, $2, $3, $4, $5, $6)

@@ -259,6 +259,9 @@ enum PostgresFunctions {
                 object.set("tx", .text(transactionId))
                 object.set("at", .of(at))
                 object.set("auditId", .text(UUID().lowercasedString))
+            case .moveBalance(let move) where move.requiresCover:
+                // A spend's debit, decided and applied in a held transaction (``Ledger/spend``): not interpreted here.
+                throw LedgerError(.storage, "iapkit_apply does not take a covered debit: \(move.key)")
             case .moveBalance(let move):
                 object.set("op", .text("moveBalance"))
                 object.set("key", .text(move.key))
@@ -316,7 +319,7 @@ enum PostgresFunctions {
                 object.set("at", .of(event.occurredAt))
                 // Due from now by this replica's wall clock, which senders' claims read too (see LedgerSession's emitEvent).
                 object.set("due", .int(Millis.now))
-            case .updateSeriesStatus, .audit:
+            case .updateSeriesStatus, .audit, .settleOrder:
                 throw LedgerError(.storage, "iapkit_apply does not take \(effect)")
             }
             out += object.closed
