@@ -76,30 +76,10 @@ extension Ledger {
         let allowance = at == nil ? EntitlementRules.clockLagAllowance : 0
         let catalog = catalog
         return try await snapshotRead { session in
-            var overview = MetricsOverview(at: instant, environment: environment, activeSubscriptions: 0, activeTrials: 0, inGracePeriod: 0, inBillingRetry: 0, mrr: [],
-                                           unpricedSubscriptions: 0, revenue: [], unpricedTransactions: 0, unpricedRefunds: 0, from: from, to: to, activeByProduct: [:])
-            // Each series' monthly amount, summed per currency in ascending order: the same total at every read,
-            // whatever order the store read the series in (sorting 28,000 amounts costs less than sorting their ids).
-            var mrr: [String: [Double]] = [:]
-            try Self.seriesStates(session, at: instant, allowance: allowance, environment: environment, productId: productId,
-                                  catalog: catalog) { latest, state in
-                switch state {
-                case .paid:
-                    overview.activeSubscriptions += 1
-                    if let price = latest.price, let currency = latest.currency {
-                        mrr[currency, default: []].append(MetricRules.monthlyAmount(
-                            price, productId: latest.productId, offerDiscountType: latest.offerDiscountType, offerPeriod: latest.offerPeriod,
-                            catalog: catalog, signedLength: latest.expiresDate.map { Millis.of($0) - Millis.of(latest.purchaseDate) }))
-                    } else {
-                        overview.unpricedSubscriptions += 1
-                    }
-                case .trial: overview.activeTrials += 1
-                case .gracePeriod: overview.inGracePeriod += 1
-                case .billingRetry: overview.inBillingRetry += 1
-                }
-                if state != .billingRetry { overview.activeByProduct[latest.productId, default: 0] += 1 }
-            }
-            overview.mrr = mrr.keys.sorted().map { CurrencyAmount(currency: $0, amount: Int64(mrr[$0]!.sorted().reduce(0, +).rounded())) }
+            var overview = try Self.instant(session, at: instant, allowance: allowance, environment: environment, productId: productId,
+                                            catalog: catalog)
+            overview.from = from
+            overview.to = to
             // Revenue by whole UTC days: a span is rounded out to the days it touches.
             let fromDay = from.map { MetricRules.day(Millis.of($0)) }
             let toDay = to.map { MetricRules.day(Millis.of($0) + MetricRules.dayMillis - 1) }
@@ -120,6 +100,37 @@ extension Ledger {
             overview.revenue = revenue.keys.sorted().map { revenue[$0]! }
             return overview
         }
+    }
+
+    /// The instant's figures at `at` — the series entitled, in a trial, in grace, in billing retry, and the MRR — with
+    /// no revenue (the overview adds it; a series' point for today needs none).
+    static func instant(_ session: LedgerSession, at: Date, allowance: TimeInterval, environment: AppStoreEnvironment, productId: String?,
+                        catalog: LedgerCatalog) throws -> MetricsOverview {
+        var overview = MetricsOverview(at: at, environment: environment, activeSubscriptions: 0, activeTrials: 0, inGracePeriod: 0, inBillingRetry: 0,
+                                       mrr: [], unpricedSubscriptions: 0, revenue: [], unpricedTransactions: 0, unpricedRefunds: 0, from: nil, to: nil,
+                                       activeByProduct: [:])
+        // Each series' monthly amount, summed per currency in ascending order: the same total at every read, whatever
+        // order the store read the series in (sorting 28,000 amounts costs less than sorting their ids).
+        var mrr: [String: [Double]] = [:]
+        try seriesStates(session, at: at, allowance: allowance, environment: environment, productId: productId, catalog: catalog) { latest, state in
+            switch state {
+            case .paid:
+                overview.activeSubscriptions += 1
+                if let price = latest.price, let currency = latest.currency {
+                    mrr[currency, default: []].append(MetricRules.monthlyAmount(
+                        price, productId: latest.productId, offerDiscountType: latest.offerDiscountType, offerPeriod: latest.offerPeriod,
+                        catalog: catalog, signedLength: latest.expiresDate.map { Millis.of($0) - Millis.of(latest.purchaseDate) }))
+                } else {
+                    overview.unpricedSubscriptions += 1
+                }
+            case .trial: overview.activeTrials += 1
+            case .gracePeriod: overview.inGracePeriod += 1
+            case .billingRetry: overview.inBillingRetry += 1
+            }
+            if state != .billingRetry { overview.activeByProduct[latest.productId, default: 0] += 1 }
+        }
+        overview.mrr = mrr.keys.sorted().map { CurrencyAmount(currency: $0, amount: Int64(mrr[$0]!.sorted().reduce(0, +).rounded())) }
+        return overview
     }
 
     /// Every auto-renewable series that may be entitled or retrying at `at`, with its latest period and its state.
@@ -240,7 +251,7 @@ extension Ledger {
             return MetricSeries(metric: metric, interval: interval, environment: environment, points: [])
         }
         let catalog = catalog
-        var series = try await snapshotRead { session -> MetricSeries in
+        return try await snapshotRead { session -> MetricSeries in
             let fromDay = MetricRules.day(first.start), toDay = MetricRules.day(last.end)
             var points = buckets.map { MetricSeries.Point(start: Millis.date($0.start), end: Millis.date($0.end), values: []) }
             func bucket(_ day: Int64) -> Int? {
@@ -343,20 +354,21 @@ extension Ledger {
                                               value: value)
                 }
             }
+            // The interval holding now: the instant's own figure, judged as the overview judges it (in the same snapshot
+            // as the days before it).
+            let nowMillis = Millis.of(now)
+            if [.activeSubscriptions, .activeTrials, .mrr].contains(metric),
+               let index = points.firstIndex(where: { Millis.of($0.start) <= nowMillis && nowMillis < Millis.of($0.end) }) {
+                let instant = try Self.instant(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: environment,
+                                               productId: productId, catalog: catalog)
+                points[index].values = switch metric {
+                case .mrr: instant.mrr.map { .init(name: "mrr", currency: $0.currency, value: $0.amount) }
+                case .activeTrials: [.init(name: metric.rawValue, currency: nil, value: Int64(instant.activeTrials))]
+                default: [.init(name: metric.rawValue, currency: nil, value: Int64(instant.activeSubscriptions))]
+                }
+            }
             return MetricSeries(metric: metric, interval: interval, environment: environment, points: points)
         }
-        // The interval holding now: the instant's own figure, judged as the overview judges it.
-        let nowMillis = Millis.of(now)
-        if [.activeSubscriptions, .activeTrials, .mrr].contains(metric),
-           let index = series.points.firstIndex(where: { Millis.of($0.start) <= nowMillis && nowMillis < Millis.of($0.end) }) {
-            let overview = try await metricsOverview(now: now, from: now, to: now, environment: environment, productId: productId)
-            series.points[index].values = switch metric {
-            case .mrr: overview.mrr.map { .init(name: "mrr", currency: $0.currency, value: $0.amount) }
-            case .activeTrials: [.init(name: metric.rawValue, currency: nil, value: Int64(overview.activeTrials))]
-            default: [.init(name: metric.rawValue, currency: nil, value: Int64(overview.activeSubscriptions))]
-            }
-        }
-        return series
     }
 
     /// Series by the month their first period began, and how many were still running at the end of each month after.
