@@ -83,7 +83,9 @@ extension Ledger {
             if let record {
                 try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: orderId, catalog: catalog)
-                try session.apply(try SettleRules.settle(order, with: record, note: note, actor: actor, facts: facts, catalog: catalog, now: now).effects)
+                let decision = SettleRules.settle(order, with: record, note: note, actor: actor, facts: facts, catalog: catalog, now: now)
+                if case .rejected(let refusal) = decision.outcome { throw refusal }
+                try session.apply(decision.effects)
             } else {
                 try session.apply(SettleRules.settle(order, note: note, actor: actor, now: now))
             }

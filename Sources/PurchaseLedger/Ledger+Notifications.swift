@@ -60,7 +60,7 @@ extension Ledger {
             }
             try session.lockSeries(record.originalTransactionId)
             let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)
-            try SubmissionRules.sameEnvironment(record, facts)
+            if let refusal = SubmissionRules.environmentRefusal(record, facts) { throw refusal }
             try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
             // The series' own news, for its account's backend — when newer than what the ledger holds of the series.
             if let owner = facts.owner, let told = WebhookRules.subscriptionEvent(

@@ -102,13 +102,9 @@ extension Ledger {
                 try session.lockSeries(record.originalTransactionId)
                 let facts = try session.facts(for: record, namedOrderId: submission.orderId, catalog: catalog)
                 // A refusal of one line (another environment's id, an id alone) leaves the others to be granted.
-                let decision: SubmissionDecision
-                do {
-                    decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,
-                                                          source: submission.source, facts: facts, catalog: catalog, now: now)
-                } catch let refusal as LedgerError where refusal.code != .storage {
-                    return .failure(refusal)
-                }
+                let decision = SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,
+                                                      source: submission.source, facts: facts, catalog: catalog, now: now)
+                if case .rejected(let refusal) = decision.outcome { return .failure(refusal) }
                 try session.apply(decision.effects)
                 if let signals = submission.deviceSignals {
                     try session.apply(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,
@@ -121,6 +117,8 @@ extension Ledger {
                 case .deliveredToOwner: outcome = .deliveredToOwner
                 case .refused:
                     return .failure(LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account"))
+                case .rejected(let refusal):
+                    return .failure(refusal)
                 }
                 let entitlements = try session.entitlements(accountId: submission.accountId, catalog: catalog, now: now)
                 return .success(SubmissionResult(outcome: outcome, transactionId: record.signedTransactionId,
@@ -155,8 +153,9 @@ extension Ledger {
                         facts.entriesRead = true
                     }
                 }
-                let decision = try SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId, source: submission.source,
-                                                          facts: facts, catalog: catalog, now: now)
+                let decision = SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId, source: submission.source,
+                                                      facts: facts, catalog: catalog, now: now)
+                if case .rejected(let refusal) = decision.outcome { return .failure(refusal) }
                 var effects = decision.effects
                 if let signals = submission.deviceSignals {
                     effects.append(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,

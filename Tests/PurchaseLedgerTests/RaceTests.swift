@@ -22,26 +22,24 @@ struct RaceTests {
         }
         let account = uniqueId("spender-")
         _ = try await first.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
-        let results = await withTaskGroup(of: Result<Int64, any Error>.self) { group in
-            for index in 0..<30 {
-                let ledger = index.isMultiple(of: 2) ? first : second
-                group.addTask { await attempt { try await ledger.spend(accountId: account, currency: "coins", amount: 10, idempotencyKey: "k\(index)") } }
+        // `count` spends at once, alternately through each replica; `key` names each spend's idempotency key.
+        func race(_ count: Int, amount: Int64, key: @escaping @Sendable (Int) -> String) async -> [Result<Int64, any Error>] {
+            await withTaskGroup(of: Result<Int64, any Error>.self) { group in
+                for index in 0..<count {
+                    let ledger = index.isMultiple(of: 2) ? first : second
+                    group.addTask { await attempt { try await ledger.spend(accountId: account, currency: "coins", amount: amount, idempotencyKey: key(index)) } }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
             }
-            return await group.reduce(into: []) { $0.append($1) }
         }
+        let results = await race(30, amount: 10) { "k\($0)" }
         let done = results.filter { if case .success = $0 { true } else { false } }.count
         let short = results.filter { if case .failure(let error) = $0 { (error as? LedgerError)?.code == .insufficientBalance } else { false } }.count
         #expect(done == 10 && short == 20, "\(results)")
         #expect(try await first.entitlements(accountId: account).balances["coins"] == 0)
 
         _ = try await second.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
-        let repeats = await withTaskGroup(of: Result<Int64, any Error>.self) { group in
-            for index in 0..<10 {
-                let ledger = index.isMultiple(of: 2) ? first : second
-                group.addTask { await attempt { try await ledger.spend(accountId: account, currency: "coins", amount: 25, idempotencyKey: "same") } }
-            }
-            return await group.reduce(into: []) { $0.append($1) }
-        }
+        let repeats = await race(10, amount: 25) { _ in "same" }
         #expect(repeats.allSatisfy { if case .success = $0 { true } else { false } }, "\(repeats)")
         #expect(try await first.entitlements(accountId: account).balances["coins"] == 75, "one key, one movement")
     }
@@ -84,8 +82,8 @@ struct RaceTests {
         // Both decided on facts read before either is applied.
         let f1 = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(t1, namedOrderId: nil))))
         let f2 = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(t2, namedOrderId: nil))))
-        let d1 = try SubmissionRules.submit(t1, uploader: a, orderId: nil, source: .signedTransaction, facts: f1, catalog: ledger.catalog, now: now)
-        let d2 = try SubmissionRules.submit(t2, uploader: b, orderId: nil, source: .signedTransaction, facts: f2, catalog: ledger.catalog, now: now)
+        let d1 = SubmissionRules.submit(t1, uploader: a, orderId: nil, source: .signedTransaction, facts: f1, catalog: ledger.catalog, now: now)
+        let d2 = SubmissionRules.submit(t2, uploader: b, orderId: nil, source: .signedTransaction, facts: f2, catalog: ledger.catalog, now: now)
         _ = try await fast.apply(d1.effects, owner: a, events: true)
         await #expect(throws: LedgerRace.self) { try await fast.apply(d2.effects, owner: b, events: true) }
         #expect(try await ledger.purchases(accountId: b).isEmpty)
@@ -110,7 +108,7 @@ struct RaceTests {
         let first = try PurchaseRecord(migrated)
         let facts = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(first, namedOrderId: nil))))
         #expect(facts.previousSeriesOwner == nil)
-        let decision = try SubmissionRules.submit(first, uploader: b, orderId: nil, source: .signedTransaction, facts: facts, catalog: ledger.catalog, now: now)
+        let decision = SubmissionRules.submit(first, uploader: b, orderId: nil, source: .signedTransaction, facts: facts, catalog: ledger.catalog, now: now)
         #expect(decision.outcome == .granted)
         // Meanwhile A presents the old series' period: that series is A's, and so is what continues it.
         #expect(try await ledger.submit(.init(accountId: a, transaction: oldPeriod)).outcome == .granted)
@@ -127,7 +125,7 @@ struct RaceTests {
         let now = Date()
         func decide(_ record: PurchaseRecord, uploader: String) async throws -> [LedgerEffect] {
             let facts = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(record, namedOrderId: nil))))
-            let decision = try SubmissionRules.submit(record, uploader: uploader, orderId: nil, source: .signedTransaction, facts: facts,
+            let decision = SubmissionRules.submit(record, uploader: uploader, orderId: nil, source: .signedTransaction, facts: facts,
                                                       catalog: ledger.catalog, now: now)
             #expect(decision.outcome == .granted)
             return decision.effects

@@ -118,7 +118,7 @@ struct SubmissionRulesTests {
     func deliveredToOwner() throws {
         let alice = order("alice")
         let record = try PurchaseRecord(transaction(Demo.premium, id: "42", type: .nonConsumable, token: alice.appAccountToken))
-        let decision = try SubmissionRules.submit(record, uploader: "bob", orderId: nil, source: .signedTransaction, facts: TransactionFacts(tokenOrder: alice),
+        let decision = SubmissionRules.submit(record, uploader: "bob", orderId: nil, source: .signedTransaction, facts: TransactionFacts(tokenOrder: alice),
                                                   catalog: .demo, now: now)
         #expect(decision.outcome == .deliveredToOwner("alice"))
         var bound = record
@@ -138,7 +138,7 @@ struct SubmissionRulesTests {
     func refusedElsewhere() throws {
         var stored = try PurchaseRecord(transaction(Demo.coins, id: "43", type: .consumable))
         stored.accountId = "alice"
-        let decision = try SubmissionRules.submit(stored, uploader: "mallory", orderId: nil, source: .signedTransaction, facts: TransactionFacts(stored: stored),
+        let decision = SubmissionRules.submit(stored, uploader: "mallory", orderId: nil, source: .signedTransaction, facts: TransactionFacts(stored: stored),
                                                   catalog: .demo, now: now)
         #expect(decision.outcome == .refused(owner: "alice"))
         #expect(decision.effects.dropFirst() == [.recordConflict(transactionId: "43", claimedBy: "mallory", owner: "alice", at: now)])
@@ -147,47 +147,50 @@ struct SubmissionRulesTests {
     @Test("A transaction id alone binds only what is already the uploader's: nobody's transaction is refused (possession_required), the uploader's order's or series' is granted, another's is refused as another's")
     func idIsNoProofOfPossession() throws {
         let record = try PurchaseRecord(transaction(Demo.premium, id: "45", type: .nonConsumable))
-        func decide(_ facts: TransactionFacts, orderId: String? = nil, source: PurchaseSource = .serverAPI) throws -> SubmissionDecision {
-            try SubmissionRules.submit(record, uploader: "bob", orderId: orderId, source: source, facts: facts, catalog: .demo, now: now)
+        func decide(_ facts: TransactionFacts, orderId: String? = nil, source: PurchaseSource = .serverAPI) -> SubmissionDecision {
+            SubmissionRules.submit(record, uploader: "bob", orderId: orderId, source: source, facts: facts, catalog: .demo, now: now)
         }
-        #expect(throws: LedgerError(.possessionRequired, "")) { try decide(TransactionFacts()) }
-        #expect(throws: LedgerError(.possessionRequired, ""), "an order of the uploader's named beside the id is no proof either") {
-            try decide(TransactionFacts(namedOrder: order("bob")), orderId: "order-bob")
-        }
-        #expect(try decide(TransactionFacts(), source: .signedTransaction).outcome == .granted, "what Apple signed, from the device, is")
-        #expect(try decide(TransactionFacts(tokenOrder: order("bob"))).outcome == .granted, "paid through the uploader's own order")
+        let byIdAlone = decide(TransactionFacts())
+        #expect(byIdAlone.outcome == .rejected(LedgerError(.possessionRequired, "")) && byIdAlone.effects.isEmpty)
+        #expect(decide(TransactionFacts(namedOrder: order("bob")), orderId: "order-bob").outcome == .rejected(LedgerError(.possessionRequired, "")),
+                "an order of the uploader's named beside the id is no proof either")
+        #expect(decide(TransactionFacts(), source: .signedTransaction).outcome == .granted, "what Apple signed, from the device, is")
+        #expect(decide(TransactionFacts(tokenOrder: order("bob"))).outcome == .granted, "paid through the uploader's own order")
         var owned = record
         owned.accountId = "bob"
-        #expect(try decide(TransactionFacts(stored: owned)).outcome == .alreadyGranted)
+        #expect(decide(TransactionFacts(stored: owned)).outcome == .alreadyGranted)
         owned.accountId = "alice"
-        #expect(try decide(TransactionFacts(stored: owned)).outcome == .refused(owner: "alice"))
+        #expect(decide(TransactionFacts(stored: owned)).outcome == .refused(owner: "alice"))
     }
 
-    @Test("A named order must be the uploader's and for the transaction's product")
+    @Test("A named order must be the uploader's and for the transaction's product: otherwise rejected, as a value, with nothing to apply")
     func namedOrderChecks() throws {
         let record = try PurchaseRecord(transaction(Demo.premium, id: "44", type: .nonConsumable))
-        #expect(throws: LedgerError(.orderNotFound, "")) {
-            try SubmissionRules.submit(record, uploader: "bob", orderId: "missing", source: .signedTransaction, facts: TransactionFacts(), catalog: .demo, now: now)
+        func decide(_ orderId: String, _ facts: TransactionFacts) -> SubmissionDecision {
+            SubmissionRules.submit(record, uploader: "bob", orderId: orderId, source: .signedTransaction, facts: facts, catalog: .demo, now: now)
         }
-        #expect(throws: LedgerError(.orderAccountMismatch, "")) {
-            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-alice", source: .signedTransaction,
-                                       facts: TransactionFacts(namedOrder: order("alice")), catalog: .demo, now: now)
+        for (decision, code) in [(decide("missing", TransactionFacts()), LedgerError.Code.orderNotFound),
+                                 (decide("order-alice", TransactionFacts(namedOrder: order("alice"))), .orderAccountMismatch),
+                                 (decide("order-bob", TransactionFacts(namedOrder: order("bob", Demo.coins))), .orderProductMismatch)] {
+            guard case .rejected(let refusal) = decision.outcome else { Issue.record("\(code.rawValue): \(decision.outcome)"); continue }
+            #expect(refusal.code == code && decision.effects.isEmpty)
         }
-        #expect(throws: LedgerError(.orderProductMismatch, "")) {
-            try SubmissionRules.submit(record, uploader: "bob", orderId: "order-bob", source: .signedTransaction,
-                                       facts: TransactionFacts(namedOrder: order("bob", Demo.coins)), catalog: .demo, now: now)
-        }
+        // Another environment's payload under a stored id is rejected the same way.
+        var stored = record
+        stored.environment = .production
+        #expect(SubmissionRules.submit(record, uploader: "bob", orderId: nil, source: .signedTransaction, facts: TransactionFacts(stored: stored),
+                                       catalog: .demo, now: now).outcome == .rejected(LedgerError(.invalidInput, "")))
     }
 
     @Test("A renewal follows its series' account; a stored bound transaction grants nothing more")
     func seriesAndRepeat() throws {
         let renewal = try PurchaseRecord(transaction(Demo.monthly, id: "51", original: "50", type: .autoRenewableSubscription, expires: now + 3600))
-        let decision = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: .signedTransaction,
+        let decision = SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: .signedTransaction,
                                                   facts: TransactionFacts(seriesOwner: "alice"), catalog: .demo, now: now)
         #expect(decision.outcome == .granted)
         var stored = renewal
         stored.accountId = "alice"
-        let again = try SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: .signedTransaction, facts: TransactionFacts(stored: stored),
+        let again = SubmissionRules.submit(renewal, uploader: "alice", orderId: nil, source: .signedTransaction, facts: TransactionFacts(stored: stored),
                                                catalog: .demo, now: now)
         #expect(again.outcome == .alreadyGranted)
         #expect(again.effects.dropFirst() == [.refreshPurchase(renewal), .updateSeriesPeriod(
@@ -356,7 +359,7 @@ struct SpendAndSettleRulesTests {
     func settleWithTransaction() throws {
         let record = try PurchaseRecord(transaction(Demo.premium, id: "70", type: .nonConsumable))
         let open = order()
-        let decision = try SettleRules.settle(open, with: record, note: "paid, app crashed", actor: "ops", facts: TransactionFacts(namedOrder: open),
+        let decision = SettleRules.settle(open, with: record, note: "paid, app crashed", actor: "ops", facts: TransactionFacts(namedOrder: open),
                                               catalog: .demo, now: now)
         #expect(decision.outcome == .granted)
         let events = decision.effects.compactMap { if case .emitEvent(let event) = $0 { event } else { nil } }
@@ -366,15 +369,15 @@ struct SpendAndSettleRulesTests {
                                                 detail: "transaction 70: granted; paid, app crashed", at: now))
         var stored = record
         stored.accountId = "zoe"
-        let again = try SettleRules.settle(open, with: record, note: "again", actor: "ops", facts: TransactionFacts(namedOrder: open, stored: stored),
+        let again = SettleRules.settle(open, with: record, note: "again", actor: "ops", facts: TransactionFacts(namedOrder: open, stored: stored),
                                            catalog: .demo, now: now)
         #expect(again.outcome == .alreadyGranted)
         #expect(!again.effects.contains { if case .emitEvent(let event) = $0 { event.type == .transfer } else { false } })
         stored.accountId = "mallory"
-        #expect(throws: LedgerError(.transactionBoundElsewhere, "")) {
-            try SettleRules.settle(open, with: record, note: "", actor: "ops", facts: TransactionFacts(namedOrder: open, stored: stored),
-                                   catalog: .demo, now: now)
-        }
+        let elsewhere = SettleRules.settle(open, with: record, note: "", actor: "ops", facts: TransactionFacts(namedOrder: open, stored: stored),
+                                           catalog: .demo, now: now)
+        #expect(elsewhere.outcome == .rejected(LedgerError(.transactionBoundElsewhere, "")) && elsewhere.effects.isEmpty,
+                "no conflict recorded, no audit: an operator's mistake is answered, not written")
     }
 
     @Test("Settled without a transaction: an open order is closed and audited; one granted or settled before is left as it is, audited as such")

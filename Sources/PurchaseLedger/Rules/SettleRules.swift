@@ -5,15 +5,18 @@ import PurchaseAPI
 /// An operator's settle of a lost order (``Ledger/settle(orderId:transaction:note:actor:now:)``). Pure: the order and
 /// the transaction's facts read before it in; effects out — the settle and its audit entry, applied together.
 public enum SettleRules {
-    /// Settling `order` with a verified transaction: the submission's own decision for the order's account (refused
-    /// when the transaction is another account's), then — when this settle bound it to that account — the transfer
-    /// the app's backend hears of besides the grant's own event, then the audit entry of what happened.
+    /// Settling `order` with a verified transaction: the submission's own decision for the order's account (rejected,
+    /// with no effects, when it is another account's or does not fit the order), then — when this settle bound it to
+    /// that account — the transfer the app's backend hears of besides the grant's own event, then the audit entry.
     public static func settle(_ order: Order, with record: PurchaseRecord, note: String, actor: String, facts: TransactionFacts,
-                              catalog: LedgerCatalog, now: Date) throws -> SubmissionDecision {
-        var decision = try SubmissionRules.submit(record, uploader: order.accountId, orderId: order.orderId, source: .admin, facts: facts,
-                                                  catalog: catalog, now: now)
-        if case .refused = decision.outcome {
-            throw LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account")
+                              catalog: LedgerCatalog, now: Date) -> SubmissionDecision {
+        var decision = SubmissionRules.submit(record, uploader: order.accountId, orderId: order.orderId, source: .admin, facts: facts,
+                                              catalog: catalog, now: now)
+        switch decision.outcome {
+        case .rejected: return decision
+        case .refused:
+            return SubmissionRules.rejected(LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account"))
+        default: break
         }
         let grantedHere = decision.effects.contains {
             if case .emitEvent(let grant) = $0 { return grant.accountId == order.accountId && grant.transactionId == record.transactionId }

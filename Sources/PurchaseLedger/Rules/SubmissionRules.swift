@@ -94,6 +94,9 @@ public struct SubmissionDecision: Sendable, Hashable {
         case deliveredToOwner(String)
         /// Another account's, and no order of the uploader's says otherwise: refused, the attempt recorded.
         case refused(owner: String)
+        /// Not for binding at all: the named order is missing, another account's or for another product; the
+        /// transaction is held from another environment; or an id alone names a purchase nobody holds. No effects.
+        case rejected(LedgerError)
     }
 
     public var outcome: Outcome
@@ -107,21 +110,21 @@ public struct SubmissionDecision: Sendable, Hashable {
 public enum SubmissionRules {
     /// Decides on a transaction `uploader` presents, naming `orderId` or not.
     public static func submit(_ record: PurchaseRecord, uploader: String, orderId: String?, source: PurchaseSource, facts: TransactionFacts,
-                              catalog: LedgerCatalog, now: Date) throws -> SubmissionDecision {
+                              catalog: LedgerCatalog, now: Date) -> SubmissionDecision {
         if let orderId {
-            guard let named = facts.namedOrder else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
-            guard named.accountId == uploader else { throw LedgerError(.orderAccountMismatch, "order \(orderId) belongs to another account") }
+            guard let named = facts.namedOrder else { return rejected(LedgerError(.orderNotFound, "no order \(orderId)")) }
+            guard named.accountId == uploader else { return rejected(LedgerError(.orderAccountMismatch, "order \(orderId) belongs to another account")) }
             guard named.productId == record.productId else {
-                throw LedgerError(.orderProductMismatch, "order \(orderId) is for \(named.productId), the transaction for \(record.productId)")
+                return rejected(LedgerError(.orderProductMismatch, "order \(orderId) is for \(named.productId), the transaction for \(record.productId)"))
             }
         }
-        try sameEnvironment(record, facts)
+        if let refusal = environmentRefusal(record, facts) { return rejected(refusal) }
         // "First to present" is a rule for proofs of possession: anyone can send a transaction id (they leak in
         // support threads and screenshots), so by an id alone an account gets only what an order of its own or an
         // earlier proof already ties to it.
         if source == .serverAPI, facts.owner == nil {
-            throw LedgerError(.possessionRequired, "transaction \(record.transactionId) is nobody's yet, and an id alone does not show who paid for it: "
-                                + "send the signed transaction or the app receipt from the device")
+            return rejected(LedgerError(.possessionRequired, "transaction \(record.transactionId) is nobody's yet, and an id alone does not show who paid for it: "
+                                          + "send the signed transaction or the app receipt from the device"))
         }
         let owner = facts.owner ?? uploader
         if owner != uploader {
@@ -147,15 +150,21 @@ public enum SubmissionRules {
         return decision
     }
 
+    static func rejected(_ refusal: LedgerError) -> SubmissionDecision {
+        SubmissionDecision(outcome: .rejected(refusal), effects: [], orderId: nil)
+    }
+
     /// A transaction id names one purchase in one environment: a payload from another environment that carries it (an
-    /// Xcode payload anyone can sign, reusing a real id) is not news of that purchase, and must not rewrite it.
-    public static func sameEnvironment(_ record: PurchaseRecord, _ facts: TransactionFacts) throws {
+    /// Xcode payload anyone can sign, reusing a real id) is not news of that purchase, and must not rewrite it. The
+    /// refusal, or nil when the environments agree.
+    public static func environmentRefusal(_ record: PurchaseRecord, _ facts: TransactionFacts) -> LedgerError? {
         if let stored = facts.stored, stored.environment != record.environment {
-            throw LedgerError(.invalidInput, "transaction \(record.transactionId) is held from \(stored.environment.rawValue); this one says \(record.environment.rawValue)")
+            return LedgerError(.invalidInput, "transaction \(record.transactionId) is held from \(stored.environment.rawValue); this one says \(record.environment.rawValue)")
         }
         if let series = facts.seriesEnvironment, series != record.environment {
-            throw LedgerError(.invalidInput, "series \(record.originalTransactionId) is held from \(series.rawValue); this period says \(record.environment.rawValue)")
+            return LedgerError(.invalidInput, "series \(record.originalTransactionId) is held from \(series.rawValue); this period says \(record.environment.rawValue)")
         }
+        return nil
     }
 
     /// A subscription period moves its series on when it is the latest (whoever holds it, however it came).
