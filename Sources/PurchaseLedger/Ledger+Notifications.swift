@@ -62,39 +62,12 @@ extension Ledger {
             let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)
             if let refusal = SubmissionRules.environmentRefusal(record, facts) { throw refusal }
             try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
-            // The series' own news, for its account's backend — when newer than what the ledger holds of the series.
-            if let owner = facts.owner, let told = WebhookRules.subscriptionEvent(
-                type: event.type, subtype: event.subtype, status: event.status, notificationUUID: event.notificationUUID, record: record,
-                accountId: owner, newProductId: event.renewal?.autoRenewProductId, now: now) {
-                let series = try session.series(record.originalTransactionId)
-                // A reconciled state is news only when the status changed, or the stored one is about an earlier period
-                // (signed before the latest period began): Apple's own notification of it came first otherwise.
-                let aboutEarlier = (series?.signedDate ?? .distantPast) < (series?.periodPurchaseDate ?? .distantPast)
-                if (event.renewal?.signedDate ?? event.signedDate) > (series?.signedDate ?? .distantPast),
-                   event.type != .reconciled || series?.status != event.status || aboutEarlier {
-                    try session.apply(.emitEvent(told))
-                }
-            }
-            // News of one transaction that says nothing of the series (no status, no renewal info) leaves the series'
-            // status as it was: unknown is not "none", and a later signedDate must not erase a grace period.
-            if record.productType == .autoRenewableSubscription, event.status != nil || event.renewal != nil {
-                let renewal = event.renewal
-                try session.apply(.updateSeriesStatus(SubscriptionRecord(
-                    originalTransactionId: record.originalTransactionId, status: event.status,
-                    gracePeriodExpiresDate: renewal?.gracePeriodExpiresDate, autoRenew: renewal?.autoRenewStatus.map { $0 == .on },
-                    autoRenewProductId: renewal?.autoRenewProductId, signedDate: renewal?.signedDate ?? event.signedDate,
-                    expirationIntent: renewal?.expirationIntent, isInBillingRetryPeriod: renewal?.isInBillingRetryPeriod,
-                    priceIncreaseStatus: renewal?.priceIncreaseStatus)))
-            }
-            // A subscription migrated to the Advanced Commerce API goes on under a new original transaction id: the
-            // series it continues ended at the migration, whatever its last period's nominal expiry says (a refund of
-            // the migrated period must not leave the old period granting). Told by the migrated series' first period,
-            // dated at the migration: a later resubscription of the old series is news after it. A series the ledger
-            // has never seen is left alone, so that its first upload still grants until the migrated period is bound.
-            if let previous = SubmissionRules.migratedFrom(record), try session.knowsSeries(previous) {
-                try session.apply(.updateSeriesStatus(SubscriptionRecord(originalTransactionId: previous, status: .expired, autoRenew: false,
-                                                                         signedDate: record.purchaseDate)))
-            }
+            // The series' news, decided on the series as the transaction's effects left it (read only when there is
+            // an event to judge).
+            let told = NotificationRules.candidateEvent(event, record: record, owner: facts.owner, now: now)
+            let series = try told.flatMap { _ in try session.series(record.originalTransactionId) }
+            let previousSeriesKnown = try SubmissionRules.migratedFrom(record).map { try session.knowsSeries($0) } ?? false
+            try session.apply(NotificationRules.seriesNews(event, record: record, told: told, series: series, previousSeriesKnown: previousSeriesKnown))
             return .applied
         }
     }

@@ -392,3 +392,71 @@ struct SpendAndSettleRulesTests {
         }
     }
 }
+
+@Suite("Notification rules: a series' news judged against what the ledger holds of it")
+struct NotificationRulesTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func event(_ type: NotificationTypeV2, _ subtype: NotificationSubtype? = nil, signed: Date, status: SubscriptionStatus? = nil,
+               renewal: Bool = false) -> NotificationEvent {
+        var info: JWSRenewalInfoDecodedPayload?
+        if renewal {
+            var payload = JWSRenewalInfoDecodedPayload()
+            payload.autoRenewStatus = .off
+            payload.signedDate = signed
+            info = payload
+        }
+        return NotificationEvent(notificationUUID: "n-\(type.rawValue)", type: type, subtype: subtype, signedDate: signed, signedPayload: "x",
+                                 renewal: info, status: status)
+    }
+
+    func period(_ signed: Date) throws -> PurchaseRecord {
+        try PurchaseRecord(transaction(Demo.monthly, id: "80", type: .autoRenewableSubscription, purchased: now - 86_400, expires: now + 86_400,
+                                       signed: signed))
+    }
+
+    @Test("Auto-renew turned off, newer than the series: the account hears it and the status is kept; older news makes no event; nobody's series, no event")
+    func cancellationNews() throws {
+        let record = try period(now - 86_400)
+        let off = event(.didChangeRenewalStatus, .autoRenewDisabled, signed: now, status: .active, renewal: true)
+        let told = try #require(NotificationRules.candidateEvent(off, record: record, owner: "zoe", now: now))
+        #expect(told.type == .cancellation && told.accountId == "zoe")
+        let stored = SubscriptionRecord(originalTransactionId: "80", status: .active, signedDate: now - 3_600, periodPurchaseDate: now - 86_400)
+        let news = NotificationRules.seriesNews(off, record: record, told: told, series: stored, previousSeriesKnown: false)
+        #expect(news.first == .emitEvent(told))
+        guard case .updateSeriesStatus(let status)? = news.last else { Issue.record("\(news)"); return }
+        #expect(status.autoRenew == false && status.signedDate == now && news.count == 2)
+        // The ledger holds something newer of the series: history, no event; the status effect still goes (the store
+        // keeps the newer one by its date).
+        let newer = SubscriptionRecord(originalTransactionId: "80", status: .active, signedDate: now + 60, periodPurchaseDate: now - 86_400)
+        #expect(NotificationRules.seriesNews(off, record: record, told: told, series: newer, previousSeriesKnown: false).count == 1)
+        #expect(NotificationRules.candidateEvent(off, record: record, owner: nil, now: now) == nil)
+    }
+
+    @Test("A reconciled status is news only when it changed or the stored one is about an earlier period; news without status or renewal info changes no status")
+    func reconciledAndSilentNews() throws {
+        let record = try period(now - 86_400)
+        let expired = event(.reconciled, signed: now, status: .expired)
+        let told = try #require(NotificationRules.candidateEvent(expired, record: record, owner: "zoe", now: now))
+        let same = SubscriptionRecord(originalTransactionId: "80", status: .expired, signedDate: now - 60, periodPurchaseDate: now - 86_400)
+        #expect(!NotificationRules.seriesNews(expired, record: record, told: told, series: same, previousSeriesKnown: false).contains(.emitEvent(told)))
+        let aboutEarlier = SubscriptionRecord(originalTransactionId: "80", status: .expired, signedDate: now - 2 * 86_400, periodPurchaseDate: now - 86_400)
+        #expect(NotificationRules.seriesNews(expired, record: record, told: told, series: aboutEarlier, previousSeriesKnown: false).contains(.emitEvent(told)))
+        let changed = SubscriptionRecord(originalTransactionId: "80", status: .active, signedDate: now - 60, periodPurchaseDate: now - 86_400)
+        #expect(NotificationRules.seriesNews(expired, record: record, told: told, series: changed, previousSeriesKnown: false).contains(.emitEvent(told)))
+        // A refund's news carries the transaction alone: nothing about the series' status.
+        #expect(NotificationRules.seriesNews(event(.refund, signed: now), record: record, told: nil, series: nil, previousSeriesKnown: false).isEmpty)
+    }
+
+    @Test("A migrated subscription's first period ends the series it continues, dated at the migration — only a series the ledger holds")
+    func migratedSeries() throws {
+        var payload = transaction(Demo.monthly, id: "90", type: .autoRenewableSubscription, purchased: now, expires: now + 30 * 86_400)
+        payload.previousOriginalTransactionId = "70"
+        let record = try PurchaseRecord(payload)
+        let previous = try #require(SubmissionRules.migratedFrom(record))
+        let news = event(.subscribed, .initialBuy, signed: now)
+        #expect(NotificationRules.seriesNews(news, record: record, told: nil, series: nil, previousSeriesKnown: true) == [
+            .updateSeriesStatus(SubscriptionRecord(originalTransactionId: previous, status: .expired, autoRenew: false, signedDate: now))])
+        #expect(NotificationRules.seriesNews(news, record: record, told: nil, series: nil, previousSeriesKnown: false).isEmpty)
+    }
+}
