@@ -40,13 +40,14 @@ extension Ledger {
         let request = SpendRules.Request(accountId: accountId, currency: currency, amount: amount, idempotencyKey: idempotencyKey)
         if let refusal = SpendRules.check(request) { throw refusal }
         return try await write { session in
-            let earlier = try session.balanceEntry(key: SpendRules.key(request))
-            switch SpendRules.decide(request, earlier: earlier, balance: try session.balance(accountId: accountId, currency: currency), now: now) {
+            let facts = try session.spendFacts(key: SpendRules.key(request), accountId: accountId, currency: currency)
+            switch SpendRules.decide(request, earlier: facts.earlier, balance: facts.balance, now: now) {
             case .refused(let refusal): throw refusal
-            case .repeated: break
-            case .spend(let effects): try session.apply(effects)
+            case .repeated: return facts.balance
+            case .spend(let effects):
+                try session.apply(effects)
+                return try session.balance(accountId: accountId, currency: currency)
             }
-            return try session.balance(accountId: accountId, currency: currency)
         }
     }
 }

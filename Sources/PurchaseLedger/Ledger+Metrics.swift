@@ -217,7 +217,7 @@ extension Ledger {
     static func decodeSeriesPeriod(_ row: SQLRow) throws -> PurchaseRecord {
         let transactionId = try row.text(0), productId = try row.text(2)
         guard !transactionId.isEmpty, !productId.isEmpty else {
-            throw LedgerError(.invalidInput, "the transaction lacks its id, product id, purchase date or type")
+            throw LedgerError(.invalidInput, "a stored period lacks its transaction id or product id")
         }
         return PurchaseRecord(period: transactionId, originalTransactionId: try row.text(1), productId: productId,
                               productType: ProductType(rawValue: try row.text(3)), environment: AppStoreEnvironment(rawValue: try row.text(4)),

@@ -242,9 +242,14 @@ struct LedgerSession {
             """, [.text(accountId)]).map(Self.decodeEntry)
     }
 
-    func balanceEntry(key: String) throws -> BalanceEntry? {
-        try sql.first("SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE entry_key = $1",
-                      [.text(key)]).map(Self.decodeEntry)
+    /// A spend's facts in one read: the movement stored under its key (nil when none) and the balance now.
+    func spendFacts(key: String, accountId: String, currency: String) throws -> (earlier: BalanceEntry?, balance: Int64) {
+        guard let row = try sql.first("""
+            SELECT e.entry_key, e.account_id, e.currency, e.delta, e.transaction_id, e.created_at,
+                (SELECT amount FROM balances WHERE account_id = $2 AND currency = $3)
+            FROM (SELECT 1 AS one) o LEFT JOIN balance_entries e ON e.entry_key = $1
+            """, [.text(key), .text(accountId), .text(currency)]) else { return (nil, 0) }
+        return (row.optionalText(0) == nil ? nil : try Self.decodeEntry(row), row.optionalInt(6) ?? 0)
     }
 
     static func decodeEntry(_ row: SQLRow) throws -> BalanceEntry {
