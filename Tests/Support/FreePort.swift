@@ -7,12 +7,18 @@ import Glibc
 /// It is taken below Linux's ephemeral range (32768–60999): a port from the ephemeral range, free when checked, can be
 /// handed out again before the process binds it — to another test's server on port 0, or as the source port of any
 /// outgoing connection — and the process then serves nothing or the test talks to the wrong server. Below the range
-/// only another pick can take it, and picks are random.
+/// only another pick can take it — and no pick hands out a port twice in one test process: two tests picking at once
+/// (the suite's tests start together) once got the same one, and the second process to bind it exited ("Address
+/// already in use", CI: `iap dev`'s simulator).
 public enum FreePort {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var given: Set<Int> = []
+
     public static func pick() throws -> Int {
         for _ in 0..<200 {
             let port = Int.random(in: 20_000..<32_000)
-            if try isFree(port) { return port }
+            let fresh = lock.withLock { given.insert(port).inserted }
+            if fresh, try isFree(port) { return port }
         }
         throw CocoaError(.fileWriteUnknown)
     }
