@@ -146,14 +146,37 @@ extension Ledger {
         // A status can keep a series only within Apple's 60-day billing retry after its last period ended.
         let atMillis = Millis.of(at), since = Millis.of(at) - 61 * MetricRules.dayMillis, until = Millis.of(at.addingTimeInterval(allowance))
         let binds: [SQLValue] = [.int(atMillis - 1), .int(until), .text(environment?.rawValue ?? ""), .int(since)]
-        // Each series' latest period begun by `at` (the rule's own choice, made row by row), as an index into `periods`:
-        // a series is held once, whatever number of its periods is read.
+        var read = LatestPeriods(at: at, allowance: allowance)
+        // One access to `read` per row: a closure's captures are checked for exclusive access at each use, and every row
+        // touched three of them.
+        try session.sql.forEachRow(Self.runningPeriodsQuery(anyEnvironment: environment == nil), binds) { try read.take($0) }
+        try session.sql.forEachRow(Self.troubledSeriesQuery(anyEnvironment: environment == nil), binds) { try read.take($0) }
+        // In the order read, each handed over where it lies (no copy of a record per series): a caller that sums money
+        // sums it in an order of its own (``metricsOverview``).
+        for index in read.periods.indices where productId == nil || read.periods[index].productId == productId {
+            guard let state = MetricRules.seriesState(latest: read.periods[index], status: read.statuses[index], catalog: catalog, at: at,
+                                                      clockLagAllowance: allowance) else { continue }
+            try visit(read.periods[index], state)
+        }
+    }
+
+    /// Each series' latest period begun by `at` (the rule's own choice, made row by row) with its status, as rows come:
+    /// a series is held once, whatever number of its periods is read, and no row is kept but a series' latest period.
+    struct LatestPeriods {
+        let at: Date
+        let allowance: TimeInterval
         var periods: [PurchaseRecord] = []
         var statuses: [SubscriptionRecord?] = []
+        /// A series' index into `periods`.
         var latest: [String: Int] = [:]
-        // Each row as it comes (none is kept but a series' latest period).
-        func take(_ row: SQLRow) throws {
-            let period = try Self.decodeSeriesPeriod(row)
+
+        init(at: Date, allowance: TimeInterval) {
+            self.at = at
+            self.allowance = allowance
+        }
+
+        mutating func take(_ row: SQLRow) throws {
+            let period = try Ledger.decodeSeriesPeriod(row)
             guard MetricRules.hasBegun(period, at: at, clockLagAllowance: allowance) else { return }
             if let index = latest[period.originalTransactionId] {
                 guard MetricRules.isLater(period, than: periods[index]) else { return }
@@ -161,17 +184,8 @@ extension Ledger {
             } else {
                 latest[period.originalTransactionId] = periods.count
                 periods.append(period)
-                statuses.append(try Self.decodeSeriesStatus(row, of: period.originalTransactionId))
+                statuses.append(try Ledger.decodeSeriesStatus(row, of: period.originalTransactionId))
             }
-        }
-        try session.sql.forEachRow(Self.runningPeriodsQuery(anyEnvironment: environment == nil), binds, take)
-        try session.sql.forEachRow(Self.troubledSeriesQuery(anyEnvironment: environment == nil), binds, take)
-        // In the order read, each handed over where it lies (no copy of a record per series): a caller that sums money
-        // sums it in an order of its own (``metricsOverview``).
-        for index in periods.indices where productId == nil || periods[index].productId == productId {
-            guard let state = MetricRules.seriesState(latest: periods[index], status: statuses[index], catalog: catalog, at: at,
-                                                      clockLagAllowance: allowance) else { continue }
-            try visit(periods[index], state)
         }
     }
 

@@ -364,7 +364,10 @@ struct PostgresExecutor: SQLExecutor {
     /// row in binary, but applies to these the row description of the preparation, which says text: decoding as the
     /// cells claim reads an 8-byte integer as digits. The bytes are read as the binary they are.
     static func convertBinary(_ row: PostgresRow) throws -> SQLRow {
-        SQLRow(try row.map(binaryValue))
+        var values: [SQLValue] = []
+        values.reserveCapacity(row.count)
+        for cell in row { values.append(try binaryValue(cell)) }
+        return SQLRow(values)
     }
 
     /// A cell's binary bytes as the value they are: read in place, not through PostgresNIO's generic decoding (which
@@ -419,19 +422,31 @@ struct PostgresExecutor: SQLExecutor {
         return bindings
     }
 
-    private static let readInPlace: Set<PostgresDataType> = [.int8, .int4, .int2, .bool, .text, .varchar, .name, .bpchar]
+    /// Whether a binary cell of this type is read in place (``binaryValue(_:)``). A switch, not a set: a set hashed
+    /// every cell of every row read.
+    private static func readsInPlace(_ type: PostgresDataType) -> Bool {
+        switch type {
+        case .int8, .int4, .int2, .bool, .text, .varchar, .name, .bpchar: true
+        default: false
+        }
+    }
 
+    /// A row's cells as values, walked once by the row's own iterator (the collection's `map` read each cell's length
+    /// twice, by index and by subscript).
     static func convert(_ row: PostgresRow) throws -> SQLRow {
-        SQLRow(try row.map { cell -> SQLValue in
-            guard cell.bytes != nil else { return .null }
+        var values: [SQLValue] = []
+        values.reserveCapacity(row.count)
+        for cell in row {
+            guard cell.bytes != nil else { values.append(.null); continue }
             // PostgresNIO asks for binary rows: integers and text are read in place, anything else decoded as it says.
-            if cell.format == .binary, Self.readInPlace.contains(cell.dataType) { return try binaryValue(cell) }
+            if cell.format == .binary, readsInPlace(cell.dataType) { values.append(try binaryValue(cell)); continue }
             switch cell.dataType {
-            case .int8, .int4, .int2: return .int(try cell.decode(Int64.self))
-            case .bool: return .int(try cell.decode(Bool.self) ? 1 : 0)
-            default: return .text(try cell.decode(String.self))
+            case .int8, .int4, .int2: values.append(.int(try cell.decode(Int64.self)))
+            case .bool: values.append(.int(try cell.decode(Bool.self) ? 1 : 0))
+            default: values.append(.text(try cell.decode(String.self)))
             }
-        })
+        }
+        return SQLRow(values)
     }
 }
 
