@@ -149,8 +149,9 @@ extension Ledger {
         var read = LatestPeriods(at: at, allowance: allowance)
         // One access to `read` per row: a closure's captures are checked for exclusive access at each use, and every row
         // touched three of them.
-        try session.sql.forEachRow(Self.runningPeriodsQuery(anyEnvironment: environment == nil), binds) { try read.take($0) }
-        try session.sql.forEachRow(Self.troubledSeriesQuery(anyEnvironment: environment == nil), binds) { try read.take($0) }
+        let select = session.sql.selectList(Self.seriesColumnList)
+        try session.sql.forEachRow(Self.runningPeriodsQuery(anyEnvironment: environment == nil, select: select), binds) { try read.take($0) }
+        try session.sql.forEachRow(Self.troubledSeriesQuery(anyEnvironment: environment == nil, select: select), binds) { try read.take($0) }
         // In the order read, each handed over where it lies (no copy of a record per series): a caller that sums money
         // sums it in an order of its own (``metricsOverview``).
         for index in read.periods.indices where productId == nil || read.periods[index].productId == productId {
@@ -197,9 +198,9 @@ extension Ledger {
     /// A period that is its series' latest (the series row's `period_purchase_date`, which every stored period moves
     /// on: ``SubmissionRules/seriesPeriod(_:)``, migration 24) has no later one: the check, an index seek per live
     /// series and a fifth of the overview at a million purchases (BENCHMARKS.md, run 8), runs only for the others.
-    static func runningPeriodsQuery(anyEnvironment: Bool) -> String {
+    static func runningPeriodsQuery(anyEnvironment: Bool, select: String = seriesColumns) -> String {
         """
-        SELECT \(seriesColumns) FROM purchases p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
+        SELECT \(select) FROM purchases p LEFT JOIN subscriptions s ON s.original_transaction_id = p.original_transaction_id
         WHERE p.expires_date > $1 AND p.purchase_date <= $2 AND \(anyEnvironment ? "$3 = $3" : "p.environment = $3")
           AND p.product_type = 'Auto-Renewable Subscription' AND $4 = $4
           AND (s.period_purchase_date = p.purchase_date
@@ -209,16 +210,16 @@ extension Ledger {
     }
 
     /// The instant's second read (the same binds): the recent periods of series in a grace period or billing retry.
-    static func troubledSeriesQuery(anyEnvironment: Bool) -> String {
+    static func troubledSeriesQuery(anyEnvironment: Bool, select: String = seriesColumns) -> String {
         """
-        SELECT \(seriesColumns) FROM subscriptions s JOIN purchases p ON p.original_transaction_id = s.original_transaction_id
+        SELECT \(select) FROM subscriptions s JOIN purchases p ON p.original_transaction_id = s.original_transaction_id
         WHERE s.status IN (\(SubscriptionStatus.billingRetry.rawValue), \(SubscriptionStatus.billingGracePeriod.rawValue))
           AND p.expires_date > $4 AND p.purchase_date <= $2 AND \(anyEnvironment ? "$3 = $3" : "p.environment = $3") AND $1 = $1
         """
     }
 
-    static let seriesColumns = seriesPeriodColumns.map { "p." + $0 }.joined(separator: ", ") + ", "
-        + seriesStatusColumns.map { "s." + $0 }.joined(separator: ", ")
+    static let seriesColumnList = seriesPeriodColumns.map { "p." + $0 } + seriesStatusColumns.map { "s." + $0 }
+    static let seriesColumns = seriesColumnList.joined(separator: ", ")
 
     /// What the rules read of a period to judge its series (a stored transaction's other columns are not needed).
     static let seriesPeriodColumns = ["transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "purchase_date",

@@ -44,6 +44,9 @@ final class FailingStore: LedgerStore, @unchecked Sendable {
             if count == failAt { throw Injected() }
             return try inner.rows(sql, binds)
         }
+
+        /// The store's own select list: its rows are read as the store reads them.
+        func selectList(_ columns: [String]) -> String { inner.selectList(columns) }
     }
 }
 

@@ -53,6 +53,33 @@ struct SchemaTests {
         }
     }
 
+    @Test("A read through the store's select list gives what its columns give: integers of each width, a boolean, NULLs, text of any script and empty (PostgreSQL packs them in one record a row); a record field of a type the store does not read is a clear error", arguments: StoreKind.allCases)
+    func packedRows(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let numbers = kind == .postgres ? "SELECT generate_series(1, 300) AS n"
+            : "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 300) SELECT n FROM s"
+        let columns = ["n", "CAST(n * 1000000000000 AS BIGINT)", "CAST(-n AS INTEGER)", "CAST(n % 3 AS SMALLINT)", "n % 2 = 0",
+                       "CASE WHEN n % 2 = 0 THEN NULL ELSE 'héllo ✓ ' || CAST(n AS TEXT) END", "CAST('' AS TEXT)", "CAST(NULL AS BIGINT)"]
+        let (plain, packed, list) = try await ledger.read { session in
+            func all(_ select: String) throws -> [[SQLValue]] {
+                var rows: [[SQLValue]] = []
+                try session.sql.forEachRow("SELECT \(select) FROM (\(numbers)) t ORDER BY n", []) { rows.append($0.values) }
+                return rows
+            }
+            let list = session.sql.selectList(columns)
+            return (try all(columns.joined(separator: ", ")), try all(list), list)
+        }
+        #expect(plain.count == 300 && plain[1] == [.int(2), .int(2_000_000_000_000), .int(-2), .int(2), .int(1), .null, .text(""), .null])
+        #expect(plain[2][5] == .text("héllo ✓ 3"))
+        #expect(packed == plain)
+        #expect(list.hasPrefix("ROW(") == (kind == .postgres))
+        guard kind == .postgres else { return }
+        let refused = await #expect(throws: LedgerError.self) {
+            try await ledger.read { session in try session.sql.forEachRow("SELECT ROW(1, CAST(1.5 AS DOUBLE PRECISION))", []) { _ in } }
+        }
+        #expect(refused?.code == .storage && refused?.message.contains("does not read") == true, "\(String(describing: refused))")
+    }
+
     @Test("SQLite's reads of many rows: one kept reader with a 16 MB page cache, the same connection each time; a second such read meanwhile takes an ordinary reader; both see what was committed")
     func readManyReader() async throws {
         let store = try sqliteStore()

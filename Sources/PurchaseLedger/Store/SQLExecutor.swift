@@ -49,6 +49,11 @@ public protocol SQLExecutor {
     /// `body` may run on the driver's thread while the caller's waits (PostgreSQL): it reads the row and runs no
     /// statement.
     func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws
+
+    /// The select list of a read of many rows of `columns`, whose rows come as those columns in that order: SQLite's
+    /// are the columns; PostgreSQL packs them into one record, a cell per row where the columns were a cell each, and
+    /// reads the record back as its fields (BENCHMARKS.md, business view run 10).
+    func selectList(_ columns: [String]) -> String
 }
 
 extension SQLExecutor {
@@ -56,6 +61,8 @@ extension SQLExecutor {
     public func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
         for row in try rows(sql, binds) { try body(row) }
     }
+
+    public func selectList(_ columns: [String]) -> String { columns.joined(separator: ", ") }
 
     func execute(_ sql: String, _ binds: [SQLValue] = []) throws {
         _ = try rows(sql, binds)
