@@ -203,7 +203,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PurchaseLedgerTests",
-            dependencies: ["PurchaseLedger", "PurchaseAPI", "AppStoreFormats", "IAPTestSupport"]
+            dependencies: ["PurchaseLedger", "PurchaseAPI", "AppStoreFormats", "IAPTestSupport", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(
             name: "PurchaseServerTests",

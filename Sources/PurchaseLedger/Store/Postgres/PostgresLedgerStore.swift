@@ -428,10 +428,12 @@ struct PostgresExecutor: SQLExecutor {
     func selectList(_ columns: [String]) -> String { "ROW(" + columns.joined(separator: ", ") + ")" }
 
     /// The fields of a binary record cell (PostgreSQL's `record_send`: the number of fields, then each field's type,
-    /// its length or -1 for NULL, and its bytes), as the values a row of those columns would give.
-    static func recordFields(_ cell: PostgresCell) throws -> [SQLValue] {
-        func malformed(_ what: String) -> LedgerError { LedgerError(.storage, "PostgreSQL: a record of column \(cell.columnName) \(what)") }
-        guard var bytes = cell.bytes, let count = bytes.readInteger(as: Int32.self), count >= 0, Int(count) <= bytes.readableBytes / 8 else {
+    /// its length or -1 for NULL, and its bytes), as the values a row of those columns would give; bytes that are not such
+    /// a record are a storage error, never a trap.
+    static func recordFields(_ record: ByteBuffer, column: String) throws -> [SQLValue] {
+        func malformed(_ what: String) -> LedgerError { LedgerError(.storage, "PostgreSQL: a record of column \(column) \(what)") }
+        var bytes = record
+        guard let count = bytes.readInteger(as: Int32.self), count >= 0, Int(count) <= bytes.readableBytes / 8 else {
             throw malformed("has no field count")
         }
         var values: [SQLValue] = []
@@ -440,15 +442,16 @@ struct PostgresExecutor: SQLExecutor {
             guard let oid = bytes.readInteger(as: UInt32.self), let length = bytes.readInteger(as: Int32.self) else { throw malformed("ends early") }
             guard length >= 0 else { values.append(.null); continue }
             guard Int(length) <= bytes.readableBytes else { throw malformed("ends inside a field") }
-            let value: SQLValue? = switch PostgresDataType(oid) {
+            let type = PostgresDataType(oid)
+            let value: SQLValue? = switch type {
             case .int8: length == 8 ? bytes.readInteger(as: Int64.self).map { .int($0) } : nil
             case .int4: length == 4 ? bytes.readInteger(as: Int32.self).map { .int(Int64($0)) } : nil
             case .int2: length == 2 ? bytes.readInteger(as: Int16.self).map { .int(Int64($0)) } : nil
             case .bool: length == 1 ? bytes.readInteger(as: UInt8.self).map { .int($0 == 0 ? 0 : 1) } : nil
             case .text, .varchar, .name, .bpchar: bytes.readString(length: Int(length)).map { .text($0) }
-            default: nil
+            default: throw malformed("holds a field of type \(type) this store does not read")
             }
-            guard let value else { throw malformed("holds a field of type \(PostgresDataType(oid)) this store does not read") }
+            guard let value else { throw malformed("holds a \(type) field of \(length) bytes") }
             values.append(value)
         }
         guard bytes.readableBytes == 0 else { throw malformed("has bytes after its fields") }
@@ -467,8 +470,8 @@ struct PostgresExecutor: SQLExecutor {
     /// A row's cells as values, walked once by the row's own iterator (the collection's `map` read each cell's length
     /// twice, by index and by subscript).
     static func convert(_ row: PostgresRow) throws -> SQLRow {
-        if row.count == 1, let cell = row.first, cell.dataType == .record, cell.format == .binary, cell.bytes != nil {
-            return SQLRow(try recordFields(cell))
+        if row.count == 1, let cell = row.first, cell.dataType == .record, cell.format == .binary, let bytes = cell.bytes {
+            return SQLRow(try recordFields(bytes, column: cell.columnName))
         }
         var values: [SQLValue] = []
         values.reserveCapacity(row.count)
