@@ -144,6 +144,11 @@ struct CrashMatrixTests {
         try await world.createStoreAccount("store-fault")
         let failed = try await world.app("buy", "store-fault", ["--product", Self.coins, "--outcome", "failed"])
         #expect(failed.line.outcome == "failed:store_failed")
+        #expect(failed.line.message?.isEmpty == false, "the failure's message is printed: \(failed.line)")
+        // An Apple ID the simulator does not have is a device with no account signed in: said so, not only by its code.
+        let nobody = try await world.app("buy", "store-fault", storeAccount: "never-created", ["--product", Self.coins])
+        #expect(nobody.line.outcome == "failed:store_unavailable")
+        #expect(nobody.line.message?.contains("never-created") == true, "\(nobody.line)")
         #expect(try await world.app("resume", "store-fault").line.balances?.isEmpty == true, "nothing granted")
         #expect(try await world.app("buy", "store-fault", ["--product", Self.coins, "--crash-at", "afterJournal"]).status == 137)
         try await IAPServeProcessTests.stop(world.simulator)

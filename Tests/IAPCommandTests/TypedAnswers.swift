@@ -27,12 +27,14 @@ struct AppLine: Decodable, CustomStringConvertible {
     var entitlements: [String]?
     /// Paid transactions still in the device's journal, as `transactionId:accountId`.
     var journaled: [String]?
+    /// A failure's message.
+    var message: String?
     /// Not printed by the app: the test adds the tail of its stderr when it failed.
     var stderr: String?
     /// The line as printed.
     var text = ""
 
-    private enum CodingKeys: String, CodingKey { case outcome, balances, entitlements, journaled }
+    private enum CodingKeys: String, CodingKey { case outcome, balances, entitlements, journaled, message }
 
     init() {}
 
@@ -42,6 +44,7 @@ struct AppLine: Decodable, CustomStringConvertible {
         balances = try container.decodeIfPresent([String: Int64].self, forKey: .balances)
         entitlements = try container.decodeIfPresent([String].self, forKey: .entitlements)
         journaled = try container.decodeIfPresent([String].self, forKey: .journaled)
+        message = try container.decodeIfPresent(String.self, forKey: .message)
     }
 
     var description: String { text + (stderr.map { " stderr: \($0)" } ?? "") }

@@ -49,15 +49,18 @@ struct AppCommand: AsyncParsableCommand {
     }
 
     /// Prints one JSON line: what happened and what the account owns.
-    static func report(_ outcome: String, _ entitlements: Entitlements?, journaled: [JournalEntry]? = nil) throws {
+    static func report(_ outcome: String, _ entitlements: Entitlements?, journaled: [JournalEntry]? = nil, message: String? = nil) throws {
         struct Line: Encodable {
             var outcome: String; var balances: [String: Int64]?; var entitlements: [String]?
             /// Paid transactions still in the device's journal, as `transactionId:accountId`.
             var journaled: [String]?
+            /// A failure's message, as the app would show it (the code alone told a newcomer "store_unavailable" for an
+            /// Apple ID the simulator does not have).
+            var message: String?
         }
         let waiting = journaled?.filter { $0.kind == .paid }.map { "\($0.transactionId ?? ""):\($0.accountId ?? "")" }
         let data = try JSONEncoder().encode(Line(outcome: outcome, balances: entitlements?.balances, entitlements: entitlements?.entitlements.map(\.name),
-                                                 journaled: waiting))
+                                                 journaled: waiting, message: message))
         Output.print(String(decoding: data, as: UTF8.self))
     }
 
@@ -81,7 +84,7 @@ struct AppCommand: AsyncParsableCommand {
             case .deliveredToOwner: try AppCommand.report("deliveredToOwner", nil)
             case .pendingApproval: try AppCommand.report("pendingApproval", nil)
             case .cancelled: try AppCommand.report("cancelled", nil)
-            case .failed(let failure): try AppCommand.report("failed:\(failure.code.rawValue)", nil)
+            case .failed(let failure): try AppCommand.report("failed:\(failure.code.rawValue)", nil, message: failure.message)
             }
         }
     }
