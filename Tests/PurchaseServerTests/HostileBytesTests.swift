@@ -89,13 +89,17 @@ struct HostileBytesTests {
         #expect(APIError(LedgerError(.insufficientBalance, "not enough coins")).message == "not enough coins")
     }
 
-    @Test("JSON carries a NUL only as a real escape: an escaped backslash before u0000 is text")
+    @Test("JSON carries a NUL only as a real escape: an escaped backslash before u0000 is text; the same answer from a request's buffer, a string and bytes not held in one piece")
     func jsonEscapes() {
-        #expect(StorableText.jsonCarriesNUL(Array(#"{"a": "x\u0000"}"#.utf8)))
-        #expect(StorableText.jsonCarriesNUL(Array(#"{"a": "\\\u0000"}"#.utf8)))
-        #expect(StorableText.jsonCarriesNUL([0x7B, 0x00, 0x7D]))
-        #expect(!StorableText.jsonCarriesNUL(Array(#"{"a": "\\u0000"}"#.utf8)))
-        #expect(StorableText.jsonCarriesNUL(Array(#"{"a": "\u0001\u00000"}"#.utf8)))
-        #expect(!StorableText.jsonCarriesNUL(Array(#"{"a": "\u0010 \u000a u0000"}"#.utf8)))
+        let cases: [(json: String, carries: Bool)] = [
+            (#"{"a": "x\u0000"}"#, true), (#"{"a": "\\\u0000"}"#, true), ("{\u{0}}", true), (#"{"a": "\\u0000"}"#, false),
+            (#"{"a": "\u0001\u00000"}"#, true), (#"{"a": "\u0010 \u000a u0000"}"#, false), (#"{"a": "\u000"}"#, false), ("", false),
+        ]
+        for (json, carries) in cases {
+            #expect(StorableText.jsonCarriesNUL(Array(json.utf8)) == carries, "\(json)")
+            #expect(StorableText.jsonCarriesNUL(ByteBuffer(string: json).readableBytesView) == carries, "\(json) in a buffer")
+            #expect(StorableText.jsonCarriesNUL(json.utf8) == carries, "\(json) as a string")
+            #expect(StorableText.jsonCarriesNUL(json.utf8.lazy.map { $0 }) == carries, "\(json) one byte at a time")
+        }
     }
 }

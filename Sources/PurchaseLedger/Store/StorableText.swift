@@ -10,7 +10,16 @@ public enum StorableText {
     /// Whether JSON text carries a NUL: as a raw byte (not JSON, but refused all the same) or as the escape `\u0000`,
     /// the only spelling a JSON string has for it. Outside strings a backslash is not JSON either, so following each
     /// escape from its backslash is enough.
+    ///
+    /// Bytes held in one piece (a request's buffer, a native string) are scanned in place: called generically across
+    /// modules, this walked a purchase's body one witness call a byte, a tenth of the server's time per purchase
+    /// (BENCHMARKS.md, issue 35's profile of 2026-11-29).
     public static func jsonCarriesNUL(_ bytes: some Sequence<UInt8>) -> Bool {
+        if let carries = bytes.withContiguousStorageIfAvailable({ jsonCarriesNUL(inPlace: $0) }) { return carries }
+        return Array(bytes).withUnsafeBufferPointer { jsonCarriesNUL(inPlace: $0) }
+    }
+
+    static func jsonCarriesNUL(inPlace bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         // 0: plain text; 1: after a backslash; 2…5: after `\u` and that many zeros minus two.
         var state = 0
         for byte in bytes {
