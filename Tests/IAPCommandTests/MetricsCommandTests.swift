@@ -40,19 +40,26 @@ struct MetricsCommandTests {
             guard up, let secret = try? String(contentsOf: serverData.appendingPathComponent("auth-hs256-secret"), encoding: .utf8),
                   let adminKey = try? String(contentsOf: serverData.appendingPathComponent("admin-key"), encoding: .utf8) else {
                 let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                let exited = !process.isRunning
                 try await IAPServeProcessTests.stop(process)
                 try? FileManager.default.removeItem(at: data)
-                throw DevDidNotStart(up: up, stderr: said)
+                throw DevDidNotStart(up: up, exited: exited, stderr: said)
             }
             return Dev(data: data, server: server, simulator: simulator, process: process, secret: secret, adminKey: adminKey, log: log)
         }
 
         struct DevDidNotStart: Error, CustomStringConvertible {
             var up: Bool
+            /// Whether `iap dev` had exited by the time the wait ended (it never answered, or it answered and then ended).
+            var exited: Bool
             var stderr: String
             var description: String {
-                (up ? "iap dev answered, but its server wrote no secret or admin key" : "iap dev did not answer /health within 2 minutes")
-                    + "; it said: " + stderr.suffix(2_000)
+                let what = switch (up, exited) {
+                case (true, _): "iap dev answered, but its server wrote no secret or admin key"
+                case (false, true): "iap dev exited before its server answered /health"
+                case (false, false): "iap dev did not answer /health within 2 minutes"
+                }
+                return what + "; it said: " + stderr.suffix(2_000)
             }
         }
 
