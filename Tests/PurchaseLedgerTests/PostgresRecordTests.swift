@@ -1,3 +1,4 @@
+import IAPTestSupport
 import NIOCore
 @testable import PurchaseLedger
 import Testing
@@ -40,14 +41,18 @@ struct PostgresRecordTests {
         trailing.writeInteger(UInt8(0))
         let after = #expect(throws: LedgerError.self) { try PostgresExecutor.recordFields(trailing, column: "row") }
         #expect(after?.code == .storage && after?.message.contains("after its fields") == true)
-        var generator = SystemRandomNumberGenerator()
-        for _ in 0..<5_000 {
+        // Seeded, so that a failing change can be made again from its message.
+        var generator = SeededGenerator(state: 2026_11_29)
+        for round in 0..<5_000 {
             var changed = bytes
-            changed[Int.random(in: 0..<changed.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            let (index, byte) = (Int.random(in: 0..<changed.count, using: &generator), UInt8.random(in: 0...255, using: &generator))
+            changed[index] = byte
             do {
                 _ = try PostgresExecutor.recordFields(ByteBuffer(bytes: changed), column: "row")
             } catch let error as LedgerError {
-                #expect(error.code == .storage)
+                #expect(error.code == .storage, "round \(round): byte \(index) set to \(byte)")
+            } catch {
+                Issue.record("round \(round): byte \(index) set to \(byte) threw \(error)")
             }
         }
     }
@@ -60,6 +65,13 @@ struct PostgresRecordTests {
         #expect(double?.message.contains("does not read") == true, "\(String(describing: double))")
         let short = #expect(throws: LedgerError.self) { try PostgresExecutor.recordFields(Self.record([(20, [0, 1])]), column: "row") }
         #expect(short?.message.contains("of 2 bytes") == true, "\(String(describing: short))")
+        // Only -1 is NULL: any other negative length is not a record (PostgreSQL's own reader refuses it too).
+        var negative = ByteBuffer()
+        negative.writeInteger(Int32(1))
+        negative.writeInteger(UInt32(20))
+        negative.writeInteger(Int32(-2))
+        let below = #expect(throws: LedgerError.self) { try PostgresExecutor.recordFields(negative, column: "row") }
+        #expect(below?.message.contains("length -2") == true, "\(String(describing: below))")
         let huge = #expect(throws: LedgerError.self) {
             var buffer = ByteBuffer()
             buffer.writeInteger(Int32.max)
@@ -68,3 +80,4 @@ struct PostgresRecordTests {
         #expect(huge?.code == .storage)
     }
 }
+

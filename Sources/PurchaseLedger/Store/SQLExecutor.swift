@@ -52,7 +52,8 @@ public protocol SQLExecutor {
 
     /// The select list of a read of many rows of `columns`, whose rows come as those columns in that order: SQLite's
     /// are the columns; PostgreSQL packs them into one record, a cell per row where the columns were a cell each, and
-    /// reads the record back as its fields (BENCHMARKS.md, business view run 10).
+    /// reads the record back as its fields (BENCHMARKS.md, business view run 10). Each column must be an integer, a
+    /// boolean or text (`CAST` a literal): PostgreSQL's record reader refuses any other type by name rather than guess.
     func selectList(_ columns: [String]) -> String
 }
 

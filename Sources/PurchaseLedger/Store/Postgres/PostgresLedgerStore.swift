@@ -364,6 +364,10 @@ struct PostgresExecutor: SQLExecutor {
     /// row in binary, but applies to these the row description of the preparation, which says text: decoding as the
     /// cells claim reads an 8-byte integer as digits. The bytes are read as the binary they are.
     static func convertBinary(_ row: PostgresRow) throws -> SQLRow {
+        // A packed row (``selectList(_:)``) is a record here too: its bytes are binary whatever the description says.
+        if row.count == 1, let cell = row.first, cell.dataType == .record, let bytes = cell.bytes {
+            return SQLRow(try recordFields(bytes, column: cell.columnName))
+        }
         var values: [SQLValue] = []
         values.reserveCapacity(row.count)
         for cell in row { values.append(try binaryValue(cell)) }
@@ -440,7 +444,8 @@ struct PostgresExecutor: SQLExecutor {
         values.reserveCapacity(Int(count))
         for _ in 0..<count {
             guard let oid = bytes.readInteger(as: UInt32.self), let length = bytes.readInteger(as: Int32.self) else { throw malformed("ends early") }
-            guard length >= 0 else { values.append(.null); continue }
+            if length == -1 { values.append(.null); continue }
+            guard length >= 0 else { throw malformed("has a field of length \(length)") }
             guard Int(length) <= bytes.readableBytes else { throw malformed("ends inside a field") }
             let type = PostgresDataType(oid)
             let value: SQLValue? = switch type {
