@@ -146,6 +146,10 @@ struct System {
             services.promotionalOffers = options.promotionalOffers
             services.retention = options.retention.map(RetentionSettings.init(rules:))
             services.webhooks = options.webhooks
+            // The test client keeps one connection to the server for the whole test; a test that spends longer than
+            // the 20 s idle timeout talking to the simulator alone (220 purchases under the suite's load, CI on eab494c)
+            // found it closed ("I/O on closed channel"). Idle closing is ConnectionLimitsTests' to judge, over processes.
+            services.connectionLimits.idleTimeoutSeconds = 600
             let secret = configuration.auth.hs256Secret!
             try await buildApplication(services, port: 0).test(.live) { [services, roots, configuration] server in
                 await delivery?.setURLs([URL(string: "http://127.0.0.1:\(server.port!)/v1/notifications/appstore")!])
