@@ -364,10 +364,8 @@ struct PostgresExecutor: SQLExecutor {
     /// row in binary, but applies to these the row description of the preparation, which says text: decoding as the
     /// cells claim reads an 8-byte integer as digits. The bytes are read as the binary they are.
     static func convertBinary(_ row: PostgresRow) throws -> SQLRow {
-        // A packed row (``selectList(_:)``) is a record here too: its bytes are binary whatever the description says.
-        if row.count == 1, let cell = row.first, cell.dataType == .record, let bytes = cell.bytes {
-            return SQLRow(try recordFields(bytes, column: cell.columnName))
-        }
+        // A packed row is a record here too: its bytes are binary whatever the description says.
+        if let packed = try packedRow(row, binary: true) { return packed }
         var values: [SQLValue] = []
         values.reserveCapacity(row.count)
         for cell in row { values.append(try binaryValue(cell)) }
@@ -428,8 +426,17 @@ struct PostgresExecutor: SQLExecutor {
 
     /// One record a row: PostgreSQL hands each column over as a cell of its own (its length, and in PostgresNIO a
     /// cell value with its column's name and a slice of the row), which was most of the server's time in a read of
-    /// 28,000 rows; a record's fields are read straight from its bytes (``recordFields(_:)``).
+    /// 28,000 rows; a record's fields are read straight from its bytes (``recordFields(_:column:)``).
     func selectList(_ columns: [String]) -> String { "ROW(" + columns.joined(separator: ", ") + ")" }
+
+    /// A row that is one record (``selectList(_:)``) as the row of its fields; nil for any other row. `binary`: the
+    /// cell's bytes are binary whatever its format says (a kept statement's rows, ``convertBinary(_:)``).
+    static func packedRow(_ row: PostgresRow, binary: Bool) throws -> SQLRow? {
+        guard row.count == 1, let cell = row.first, cell.dataType == .record, binary || cell.format == .binary, let bytes = cell.bytes else {
+            return nil
+        }
+        return SQLRow(try recordFields(bytes, column: cell.columnName))
+    }
 
     /// The fields of a binary record cell (PostgreSQL's `record_send`: the number of fields, then each field's type,
     /// its length or -1 for NULL, and its bytes), as the values a row of those columns would give; bytes that are not such
@@ -475,9 +482,7 @@ struct PostgresExecutor: SQLExecutor {
     /// A row's cells as values, walked once by the row's own iterator (the collection's `map` read each cell's length
     /// twice, by index and by subscript).
     static func convert(_ row: PostgresRow) throws -> SQLRow {
-        if row.count == 1, let cell = row.first, cell.dataType == .record, cell.format == .binary, let bytes = cell.bytes {
-            return SQLRow(try recordFields(bytes, column: cell.columnName))
-        }
+        if let packed = try packedRow(row, binary: false) { return packed }
         var values: [SQLValue] = []
         values.reserveCapacity(row.count)
         for cell in row {
