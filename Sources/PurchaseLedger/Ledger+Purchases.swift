@@ -92,7 +92,14 @@ extension Ledger {
                 }
             }
         }
-        let results = try await write { session in
+        return try await submitInTransaction(submissions, records: records, now: now)
+    }
+
+    /// Submissions in one held transaction, each decided from facts read in it.
+    func submitInTransaction(_ submissions: [PurchaseSubmission], records: [Result<PurchaseRecord, LedgerError>],
+                             now: Date) async throws -> [Result<SubmissionResult, LedgerError>] {
+        let catalog = catalog
+        return try await write { session in
             try zip(submissions, records).map { submission, checked -> Result<SubmissionResult, LedgerError> in
                 let record: PurchaseRecord
                 switch checked {
@@ -125,7 +132,6 @@ extension Ledger {
                                                  orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
             }
         }
-        return results
     }
 
     /// One submission as two statements in autocommit — the facts, then the effects with the answer — decided again
@@ -176,6 +182,10 @@ extension Ledger {
                                                  orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
             } catch is LedgerRace where guess != nil || attempt < 8 {
                 if guess != nil { guess = nil } else { attempt += 1 }
+            } catch is LedgerHandBack {
+                // An effect decided in Swift (a series' periods claimed, with their events): decided again, in a held
+                // transaction, from facts read there.
+                return try await submitInTransaction([submission], records: [.success(record)], now: now)[0]
             } catch {
                 throw Self.ledgerError(error)
             }

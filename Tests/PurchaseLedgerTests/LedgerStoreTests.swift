@@ -188,11 +188,23 @@ struct LedgerStoreTests {
         let signed = Date(timeIntervalSince1970: 12_345.678)
         let first = transaction(Demo.premium, type: .nonConsumable, purchased: signed, signed: signed)
         #expect(try await ledger.apply(notification(.oneTimeCharge, first, at: Date())) == .applied)
+        let (original, id) = (first.originalTransactionId!, first.transactionId!)
         let row = try await store.write { sql in
-            try sql.first(LedgerSession.preconditionsQuery, [.text(first.originalTransactionId!), .text(first.transactionId!), .text("")])
+            try sql.first(LedgerSession.factsQuery, [.null, .null, .text(id), .text(original), .null])
         }
-        #expect(row?.values[2] == .int(0))
-        #expect(row?.values[3] == .int(12_345_678))
+        // The stored transaction's columns follow the two orders' sixteen: its quantity and signing date.
+        #expect(row?.values[16 + 7] == .int(1))
+        #expect(row?.values[16 + 15] == .int(12_345_678))
+        // The kept preconditions: no movements and this signing date hold; another signing date does not.
+        let checks: @Sendable (String, String) -> [SQLValue] = { entries, signed in
+            [.text(original), .text(id), .null, .null, .null, .null, .null, .text(entries), .text(signed), .null]
+        }
+        let holds = try await store.write { sql in try sql.first(EffectStatements.preconditionsQuery, checks("0", "12345678")) }
+        #expect(holds?.values == [.int(1)])
+        let newer = try await store.write { sql in try sql.first(EffectStatements.preconditionsQuery, checks("0", "12345679")) }
+        #expect(newer == nil)
+        let moved = try await store.write { sql in try sql.first(EffectStatements.preconditionsQuery, checks("1", "12345678")) }
+        #expect(moved == nil)
         _ = try await store.write { sql in try sql.rows("DEALLOCATE ALL", []) }
         let second = transaction(Demo.premium, type: .nonConsumable)
         #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)

@@ -170,13 +170,6 @@ struct LedgerSession {
         return facts
     }
 
-    /// Closes an order that is still open as `settled`; false when it was not open any more (paid, or settled, since it
-    /// was read: on PostgreSQL the update waits for a payment's row lock and then finds the order granted).
-    func settleOpenOrder(orderId: String, note: String, at now: Date) throws -> Bool {
-        try !sql.rows("UPDATE orders SET state = 'settled', note = $1, updated_at = $2 WHERE order_id = $3 AND state = 'created' RETURNING order_id",
-                      [.text(note), .of(now), .text(orderId)]).isEmpty
-    }
-
     /// A stored consumable's credit is settled against its movements so far; nothing else needs them.
     static func needsEntries(_ facts: TransactionFacts, _ record: PurchaseRecord, _ catalog: LedgerCatalog) -> Bool {
         facts.stored != nil && catalog.rule(for: record.productId)?.type == .consumable
@@ -195,15 +188,6 @@ struct LedgerSession {
         ORDER BY s.purchase_date\(latest ? " DESC" : "") LIMIT 1
         """
     }
-
-    /// What a decision on PostgreSQL presumed, read again under the series' lock: the series' environment and owner
-    /// ($1), the transaction's balance movements and stored signing date ($2), the latest holder of the series it was
-    /// migrated from ($3). The decision says which of them it rests on.
-    static let preconditionsQuery = """
-        SELECT (\(seriesEnvironmentQuery("$1"))), (\(seriesHolderQuery("$1", latest: false))),
-            (SELECT COUNT(*) FROM balance_entries WHERE transaction_id = $2), (SELECT signed_date FROM purchases WHERE transaction_id = $2),
-            (\(seriesHolderQuery("$3", latest: true)))
-        """
 
     /// The named order, the token's order, the stored transaction, the series' owner and the holder of the latest
     /// period of the series it was migrated from (a resubscription paid through another account's order is that
@@ -357,179 +341,43 @@ struct LedgerSession {
         for effect in effects { try apply(effect) }
     }
 
+    /// Runs the effect's statements (``EffectStatements``), in order.
     func apply(_ effect: LedgerEffect) throws {
-        switch effect {
-        case .insertPurchase(let record, let source, let now):
-            let inserted = try sql.first("""
-                INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
-                    quantity, purchase_date, expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token,
-                    signed_date, source, recorded_at, revocation_type, revocation_percentage, app_transaction_id\(Self.moneyColumns))
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                    \(Ledger.recordedNoEarlierThan("CAST($18 AS BIGINT)", Ledger.purchasesWatermark)), $19, $20, $21, $22, $23, $24, $25, $26, $27)
-                ON CONFLICT (transaction_id) DO NOTHING RETURNING transaction_id
-                """, [.text(record.transactionId), .text(record.originalTransactionId), .of(record.accountId), .of(record.orderId),
-                      .text(record.productId), .text(record.productType.rawValue), .text(record.environment.rawValue), .int(Int64(record.quantity)),
-                      .of(record.purchaseDate), .of(record.expiresDate), .of(record.revocationDate),
-                      .of(record.revocationReason.map { Int64($0.rawValue) }), .of(record.isUpgraded), .of(record.ownership?.rawValue),
-                      .of(record.appAccountToken?.lowercasedString), .of(record.signedDate), .text(source.rawValue), .of(now),
-                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)]
-                      + Self.moneyBinds(record))
-            // The rules decided on a transaction that was not stored; a replica that stored it meanwhile changes the facts.
-            guard inserted != nil else { throw LedgerRace() }
-        case .claimPurchase(let transactionId, let accountId, let orderId):
-            let claimed = try sql.first("""
-                UPDATE purchases SET account_id = $1, order_id = $2 WHERE transaction_id = $3 AND account_id IS NULL RETURNING transaction_id
-                """, [.text(accountId), .of(orderId), .text(transactionId)])
-            guard claimed != nil else { throw LedgerRace() }
-        case .refreshPurchase(let record):
-            // The business view's rollup may have summed this row: when the news changes what it counted, its old
-            // facts are taken back and the row is summed again (``Ledger/rollUpMetrics(now:)``). On PostgreSQL a rollup
-            // moving the watermark meanwhile is waited for, so the choice below is made against the watermark it leaves.
-            if postgres { _ = try sql.rows("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 727274))", [.text(Ledger.metricRollupLock)]) }
-            let money = Self.moneyBinds(record)
-            try sql.execute("""
-                INSERT INTO metric_retractions (\(Ledger.retractionColumns))
-                SELECT \(Ledger.retractionColumns) FROM purchases
-                WHERE transaction_id = $1 AND signed_date < $2 AND recorded_at < \(Ledger.purchasesWatermark) AND \(Ledger.metricFactsChange)
-                """, [.text(record.transactionId), .of(record.signedDate), .of(record.expiresDate), money[0], money[1], money[3], money[4]])
-            try sql.execute("""
-                UPDATE purchases SET expires_date = $1, revocation_date = $2, revocation_reason = $3, is_upgraded = $4, signed_date = $5,
-                    revocation_type = $7, revocation_percentage = $8, app_transaction_id = COALESCE(app_transaction_id, $9),
-                    price = COALESCE(price, CAST($10 AS BIGINT)), currency = COALESCE(currency, $11),
-                    offer_type = COALESCE(offer_type, CAST($12 AS BIGINT)), offer_discount_type = COALESCE(offer_discount_type, $13),
-                    offer_period = COALESCE(offer_period, $14), storefront = COALESCE(storefront, $15),
-                    recorded_at = CASE WHEN \(Ledger.metricFactsChange(expires: "$1", price: "CAST($10 AS BIGINT)", currency: "CAST($11 AS TEXT)",
-                                                                      offerDiscountType: "CAST($13 AS TEXT)", offerPeriod: "CAST($14 AS TEXT)")) AND recorded_at < \(Ledger.purchasesWatermark)
-                                       THEN \(Ledger.purchasesWatermark) ELSE recorded_at END
-                WHERE transaction_id = $6 AND signed_date < $5
-                """, [.of(record.expiresDate), .of(record.revocationDate), .of(record.revocationReason.map { Int64($0.rawValue) }),
-                      .of(record.isUpgraded), .of(record.signedDate), .text(record.transactionId),
-                      .of(record.revocationType?.rawValue), .of(record.revocationPercentage.map(Int64.init)), .of(record.appTransactionId)]
-                      + Self.moneyBinds(record))
-        case .linkOrder(let transactionId, let orderId):
-            try sql.execute("UPDATE purchases SET order_id = $1 WHERE transaction_id = $2 AND order_id IS NULL", [.text(orderId), .text(transactionId)])
-        case .fulfilOrder(let orderId, let transactionId, let now):
-            // Each update decides under the row's lock: on PostgreSQL a settle that commits while this one waits for
-            // the row is seen by the second update (a separate read first would miss it, and the audit with it).
-            let fulfil = "UPDATE orders SET state = 'granted', transaction_id = $1, updated_at = $2 WHERE order_id = $3 AND transaction_id IS NULL"
-            let binds: [SQLValue] = [.text(transactionId), .of(now), .text(orderId)]
-            let open = try sql.first(fulfil + " AND state <> 'settled' RETURNING order_id", binds) != nil
-            let settled = try !open && sql.first(fulfil + " AND state = 'settled' RETURNING order_id", binds) != nil
-            // The payment is granted all the same (Apple was paid), but the operator settled the order without it,
-            // perhaps with a refund or credit of their own: that is now paid twice, and the audit log says so.
-            if settled { try apply(.audit(actor: "ledger", action: .settledOrderPaid, subject: orderId, detail: transactionId, at: now)) }
-        case .moveBalance(let move) where move.requiresCover:
-            // The debit first, guarded in the database: two replicas spending the last coins cannot both succeed.
-            guard try sql.first("""
-                UPDATE balances SET amount = amount + $1 WHERE account_id = $2 AND currency = $3 AND amount + $1 >= 0 RETURNING amount
-                """, [.int(move.delta), .text(move.accountId), .text(move.currency)]) != nil else { throw LedgerRace() }
-            // Its key's uniqueness refuses a racing replica's second spend of it (which then decides again and finds this one).
-            guard try sql.first("""
-                INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-                ON CONFLICT (entry_key) DO NOTHING RETURNING entry_key
-                """, [.text(move.key), .text(move.accountId), .text(move.currency), .int(move.delta), .of(move.transactionId), .of(move.at)]) != nil
-            else { throw LedgerRace() }
-        case .moveBalance(let move):
-            let made = try sql.first("""
-                INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-                ON CONFLICT (entry_key) DO NOTHING RETURNING entry_key
-                """, [.text(move.key), .text(move.accountId), .text(move.currency), .int(move.delta), .of(move.transactionId), .of(move.at)])
-            guard made != nil else { return }
-            try sql.execute("""
-                INSERT INTO balances (account_id, currency, amount) VALUES ($1, $2, $3)
-                ON CONFLICT (account_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount
-                """, [.text(move.accountId), .text(move.currency), .int(move.delta)])
-        case .recordConflict(let transactionId, let claimedBy, let owner, let now):
-            try sql.execute("""
-                INSERT INTO conflicts (transaction_id, claimed_by, owner, first_seen, attempts) VALUES ($1, $2, $3, $4, 1)
-                ON CONFLICT (transaction_id, claimed_by) DO UPDATE SET attempts = conflicts.attempts + 1
-                """, [.text(transactionId), .text(claimedBy), .text(owner), .of(now)])
-        case .updateSeriesStatus(let series):
-            // What the news leaves out stays as it was (unknown is not "none"): renewal info without a status, or a status
-            // without renewal info, must not erase a grace period. But a status (or grace date) is kept only while it is
-            // about the latest period, signed no earlier than that period began: the news' date becomes the series',
-            // and an EXPIRED of an earlier period would otherwise look newer than the resubscription after it.
-            // The rest of the renewal info is replaced together when renewal info came (auto_renew set): Apple leaves out
-            // an expiration intent, a billing retry or a price increase that no longer applies. Unless a device's renewal
-            // info signed later is held (`device_renewal_signed_date`): news signed before it, delivered after it, sets the
-            // status it carries and leaves the newer renewal info shown.
-            let kept = "(excluded.auto_renew IS NULL OR COALESCE(subscriptions.device_renewal_signed_date, 0) > excluded.signed_date)"
-            try sql.execute("""
-                INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, grace_period_expires_date, auto_renew,
-                    auto_renew_product_id, signed_date, expiration_intent, billing_retry, price_increase_status)
-                VALUES ($1, NULL, $2, NULL, $3, $4, $5, $6, $7, $8, $9)
-                ON CONFLICT (original_transaction_id) DO UPDATE SET
-                    status = COALESCE(excluded.status, CASE WHEN subscriptions.signed_date >= COALESCE(subscriptions.period_purchase_date, 0)
-                        THEN subscriptions.status END),
-                    grace_period_expires_date = COALESCE(excluded.grace_period_expires_date,
-                        CASE WHEN subscriptions.signed_date >= COALESCE(subscriptions.period_purchase_date, 0) THEN subscriptions.grace_period_expires_date END),
-                    auto_renew = CASE WHEN \(kept) THEN subscriptions.auto_renew ELSE excluded.auto_renew END,
-                    auto_renew_product_id = CASE WHEN \(kept) THEN subscriptions.auto_renew_product_id
-                        ELSE COALESCE(excluded.auto_renew_product_id, subscriptions.auto_renew_product_id) END,
-                    expiration_intent = CASE WHEN \(kept) THEN subscriptions.expiration_intent ELSE excluded.expiration_intent END,
-                    billing_retry = CASE WHEN \(kept) THEN subscriptions.billing_retry ELSE excluded.billing_retry END,
-                    price_increase_status = CASE WHEN \(kept) THEN subscriptions.price_increase_status ELSE excluded.price_increase_status END,
-                    signed_date = excluded.signed_date
-                WHERE subscriptions.signed_date < excluded.signed_date
-                """, [.text(series.originalTransactionId), .of(series.status.map { Int64($0.rawValue) }), .of(series.gracePeriodExpiresDate),
-                      .of(series.autoRenew.map { $0 ? 1 : 0 }), .of(series.autoRenewProductId), .of(series.signedDate),
-                      .of(series.expirationIntent.map { Int64($0.rawValue) }), .of(series.isInBillingRetryPeriod.map { $0 ? 1 : 0 }),
-                      .of(series.priceIncreaseStatus.map { Int64($0.rawValue) })])
-        case .updateSeriesPeriod(let original, let productId, let purchaseDate, let expiresDate):
-            try sql.execute("""
-                INSERT INTO subscriptions (original_transaction_id, product_id, status, expires_date, signed_date, period_purchase_date)
-                VALUES ($1, $2, NULL, $3, 0, $4)
-                ON CONFLICT (original_transaction_id) DO UPDATE SET product_id = excluded.product_id, expires_date = excluded.expires_date,
-                    period_purchase_date = excluded.period_purchase_date
-                WHERE subscriptions.period_purchase_date IS NULL OR subscriptions.period_purchase_date < excluded.period_purchase_date
-                    OR (subscriptions.period_purchase_date = excluded.period_purchase_date
-                        AND COALESCE(excluded.expires_date, 0) >= COALESCE(subscriptions.expires_date, 0))
-                """, [.text(original), .text(productId), .of(expiresDate), .of(purchaseDate)])
-        case .recordDeviceReport(let transactionId, let accountId, let signals, let now):
-            try sql.execute("""
-                INSERT INTO device_reports (report_id, transaction_id, account_id, signals, reported_at) VALUES ($1, $2, $3, $4, $5)
-                """, [.text(UUID().lowercasedString), .text(transactionId), .text(accountId), .text(signals.joined(separator: ",")), .of(now)])
-        case .claimSeries(let original, let accountId, let token, let now):
-            let claimed = try sql.rows("""
-                UPDATE purchases SET account_id = $1
-                WHERE original_transaction_id = $2 AND account_id IS NULL AND (app_account_token IS NULL OR app_account_token = $3)
-                RETURNING \(Self.purchaseColumns)
-                """, [.text(accountId), .text(original), .of(token?.lowercasedString)]).map(Self.decodePurchase)
-            for period in claimed where events {
-                if let event = WebhookRules.grantEvent(period, account: accountId, now: now) { try apply(.emitEvent(event)) }
+        guard let (op, binds) = try EffectStatements.binds(effect, events: events) else { return }
+        for step in op.steps {
+            switch step {
+            case .run(let statement):
+                if statement.postgresOnly && !postgres { continue }
+                let read = statement.binds.map { binds[$0 - 1] }
+                if case .next = statement.then {
+                    try sql.execute(statement.sql, read)
+                    continue
+                }
+                let found = try sql.first(statement.sql, read) != nil
+                switch statement.then {
+                case .next: break
+                case .raceUnlessRow: if !found { throw LedgerRace() }
+                case .doneUnlessRow: if !found { return }
+                case .doneIfRow: if found { return }
+                }
+            case .lockSeries(let bind):
+                if case .text(let series) = binds[bind - 1] { try lockSeries(series) }
+            case .inSwift:
+                try claimSeriesInSwift(effect)
             }
-        case .requireFacts(let facts):
-            // SQLite has one writer and every operation reads its facts inside its own transaction: they hold by
-            // construction. PostgreSQL's held transactions took the series' lock before reading them; checked anyway.
-            guard postgres else { return }
-            try lockSeries(facts.originalTransactionId)
-            let previous = facts.previousSeriesOwner == nil ? nil : facts.previousOriginalTransactionId
-            if let previous { try lockSeries(previous) }
-            // Every check in one statement (prepared once per connection), read after the locks were taken: a statement
-            // that took them itself would read from a snapshot older than what it waited for.
-            let row = try sql.first(Self.preconditionsQuery, [.text(facts.originalTransactionId), .text(facts.transactionId), .text(previous ?? "")])
-            var checks: [(column: Int, expected: SQLValue)] = []
-            if case .some(let expected) = facts.seriesEnvironment { checks.append((0, .of(expected?.rawValue))) }
-            if case .some(let expected) = facts.seriesOwner { checks.append((1, .of(expected))) }
-            if let count = facts.entryCount { checks.append((2, .int(Int64(count)))) }
-            if let signed = facts.storedSignedDate { checks.append((3, .of(signed))) }
-            if previous != nil, case .some(let expected) = facts.previousSeriesOwner { checks.append((4, .of(expected))) }
-            for check in checks where row?.values[check.column] != check.expected { throw LedgerRace() }
-        case .emitEvent(let event):
-            guard events else { return }
-            // Due from now by the wall clock, which the senders' claims read too (the event's own time is the server's
-            // clock, which may be a simulated one): a claim takes events in the order they fell due.
-            try sql.execute("""
-                INSERT INTO webhook_events (event_id, type, account_id, body, state, attempts, next_attempt_at, created_at)
-                VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5) ON CONFLICT (event_id) DO NOTHING
-                """, [.text(event.id), .text(event.type.rawValue), .of(event.accountId), .text(try event.body()), .of(event.occurredAt), .int(Millis.now)])
-        case .settleOrder(let orderId, let note, let now):
-            guard try settleOpenOrder(orderId: orderId, note: note, at: now) else { throw LedgerRace() }
-        case .audit(let actor, let action, let subject, let detail, let now):
-            try sql.execute("""
-                INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-                """, [.text(UUID().lowercasedString), .text(String(actor.prefix(200))), .text(action.rawValue), .text(String(subject.prefix(200))),
-                      .text(String(detail.prefix(4000))), .of(now)])
+        }
+    }
+
+    /// Binds the series' claimable periods and writes the grant event of each (``EffectStatements/claimSeries``).
+    func claimSeriesInSwift(_ effect: LedgerEffect) throws {
+        guard case .claimSeries(let original, let accountId, let token, let now) = effect else {
+            throw LedgerError(.storage, "no effect of Swift's own: \(effect)")
+        }
+        let claimed = try sql.rows("""
+            UPDATE purchases SET account_id = $3 WHERE \(EffectStatements.claimable) RETURNING \(Self.purchaseColumns)
+            """, [.text(original), .of(token?.lowercasedString), .text(accountId)]).map(Self.decodePurchase)
+        for period in claimed {
+            if let event = WebhookRules.grantEvent(period, account: accountId, now: now) { try apply(.emitEvent(event)) }
         }
     }
 }

@@ -269,7 +269,7 @@ final class PostgresWorkers: @unchecked Sendable {
 /// the facts' joins cost PostgreSQL more than running them (460 µs against 50 µs a notification, BENCHMARKS.md). Their
 /// parameters are all text compared with text columns, so the types PostgreSQL infers are the ones declared elsewhere.
 final class PreparedStatements {
-    static let kept = [LedgerSession.factsQuery, LedgerSession.preconditionsQuery]
+    static let kept = [LedgerSession.factsQuery, EffectStatements.preconditionsQuery]
     private var statements: [Int: PreparedQuery] = [:]
 
     func statement(for sql: String, binds: [SQLValue], on connection: PostgresConnection) throws -> PreparedQuery? {
@@ -407,7 +407,9 @@ struct PostgresExecutor: SQLExecutor {
     }
 
     static func ledgerError(_ error: any Error) -> any Error {
-        if PostgresFunctions.retriedStates.contains(sqlState(error) ?? "") { return LedgerRace() }
+        let state = sqlState(error) ?? ""
+        if PostgresFunctions.retriedStates.contains(state) { return LedgerRace() }
+        if state == PostgresFunctions.handBackState { return LedgerHandBack() }
         if let error = error as? LedgerError { return error }
         return LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
     }
