@@ -6,7 +6,7 @@ extension Ledger {
     public func entitlements(accountId: String, now: Date = Date()) async throws -> AccountEntitlements {
         try Self.checkAccountId(accountId)
         let catalog = catalog
-        if let fast = store.fastPath {
+        if let fast = sqlStore.fastPath {
             do {
                 return try LedgerSession.owned(try await fast.owned(accountId: accountId), accountId: accountId,
                                                catalog: catalog, now: now)

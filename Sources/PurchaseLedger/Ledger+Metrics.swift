@@ -53,7 +53,7 @@ extension Ledger {
     func snapshotRead<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) throws -> R) async throws -> R {
         guard store.kind == .postgres else {
             do {
-                return try await store.readMany { try body(LedgerSession($0)) }
+                return try await sqlStore.readMany { try body(LedgerSession($0)) }
             } catch {
                 throw Self.ledgerError(error)
             }

@@ -80,7 +80,7 @@ extension Ledger {
                 return record
             }.mapError { $0 as? LedgerError ?? LedgerError(.invalidInput, "\($0)") }
         }
-        if let fast = store.fastPath, submissions.count == 1 {
+        if let fast = sqlStore.fastPath, submissions.count == 1 {
             // A refusal is the line's answer here too, as in a transaction of several; only storage failures throw.
             switch records[0] {
             case .failure(let refusal): return [.failure(refusal)]

@@ -10,6 +10,8 @@ import Foundation
 /// `spend:<idempotencyKey>`…), so a repeated or concurrent request finds the first one's rows and grants nothing more.
 public struct Ledger: Sendable {
     public let store: any LedgerStore
+    /// The same store, as the ledger runs its operations through it.
+    let sqlStore: any SQLLedgerStore
     public let catalog: LedgerCatalog
     /// How long an unpaid order stays open.
     public var orderLifetime: TimeInterval = 24 * 3600
@@ -23,9 +25,16 @@ public struct Ledger: Sendable {
 
     let healthProbe: HealthProbe
 
+    /// - Precondition: `store` is one of IAPKit's stores (``SQLiteLedgerStore``, ``PostgresLedgerStore``): the ledger's
+    ///   SQL is theirs.
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
+        guard let sqlStore = store as? any SQLLedgerStore else {
+            preconditionFailure("a Ledger runs on SQLiteLedgerStore or PostgresLedgerStore, not \(type(of: store))")
+        }
         self.store = store
+        self.sqlStore = sqlStore
         self.catalog = catalog
+        let store = sqlStore
         let read: @Sendable () async throws -> Void = { _ = try await store.read { try $0.rows(Ledger.healthQuery, []) } }
         // On PostgreSQL purchases reach the database through the client pool, transactions through worker connections:
         // either can hang while the other answers, so checks read through both in turn.
@@ -49,7 +58,7 @@ public struct Ledger: Sendable {
 
     /// Creates or upgrades the schema.
     public func migrate() async throws {
-        try await Schema.migrate(store)
+        try await Schema.migrate(sqlStore)
     }
 
     /// Runs `body` as one write transaction. An operation that lost a race to another replica runs again from fresh
@@ -59,7 +68,7 @@ public struct Ledger: Sendable {
         while true {
             do {
                 let postgres = store.kind == .postgres, events = recordsWebhookEvents
-                return try await store.write { try body(LedgerSession($0, postgres: postgres, events: events)) }
+                return try await sqlStore.write { try body(LedgerSession($0, postgres: postgres, events: events)) }
             } catch is LedgerRace where attempt < 8 {
                 attempt += 1
             } catch {
@@ -71,7 +80,7 @@ public struct Ledger: Sendable {
     /// Runs `body` as a read.
     func read<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) throws -> R) async throws -> R {
         do {
-            return try await store.read { try body(LedgerSession($0)) }
+            return try await sqlStore.read { try body(LedgerSession($0)) }
         } catch {
             throw Self.ledgerError(error)
         }

@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 @Suite("A token for purchases made outside the app's flow: one per account and series, never for a series another account holds now")

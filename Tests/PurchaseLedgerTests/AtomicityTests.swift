@@ -1,18 +1,18 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 /// A store that fails the `failAt`-th statement of every write: the database's own rollback must leave nothing. Its
 /// fast path (PostgreSQL's purchase in autocommit), when `fastFailure` is given, fails that round trip instead.
-final class FailingStore: LedgerStore, @unchecked Sendable {
-    let inner: any LedgerStore
+final class FailingStore: SQLLedgerStore, @unchecked Sendable {
+    let inner: any SQLLedgerStore
     let failAt: Int
     let fastPath: (any LedgerFastPath)?
     var kind: LedgerStoreKind { inner.kind }
 
-    init(_ inner: any LedgerStore, failAt: Int, fastFailure: FailingFastPath.Failure? = nil) {
+    init(_ inner: any SQLLedgerStore, failAt: Int, fastFailure: FailingFastPath.Failure? = nil) {
         self.inner = inner
         self.failAt = failAt
         // Without a failure of its own the fast path is left out: operations take `write`, whose statements fail.
@@ -98,7 +98,7 @@ struct AtomicityTests {
                          "device_reports", "conflicts", "metric_retractions", "notifications", "pending_proofs"]
 
     static func counts(_ ledger: Ledger) async throws -> [String: Int64] {
-        try await ledger.store.read { sql in
+        try await ledger.sqlStore.read { sql in
             var counts: [String: Int64] = [:]
             for table in Self.tables {
                     guard case .int(let count) = try sql.rows("SELECT COUNT(*) FROM \(table)", []).first?.values.first else { continue }
@@ -113,8 +113,8 @@ struct AtomicityTests {
         try await withOwnPostgresDatabase("atomic") { url in
             let ledger = Ledger(store: try await PostgresLedgerStore(url: url), catalog: .demo)
             try await ledger.migrate()
-            _ = try #require(ledger.store.fastPath, "purchases on PostgreSQL take the fast path")
-            _ = try await ledger.store.write { sql in
+            _ = try #require(ledger.sqlStore.fastPath, "purchases on PostgreSQL take the fast path")
+            _ = try await ledger.sqlStore.write { sql in
                 try sql.rows("""
                     CREATE FUNCTION iapkit_injected_failure() RETURNS trigger LANGUAGE plpgsql AS $$
                     BEGIN RAISE EXCEPTION 'injected failure writing %', TG_TABLE_NAME; END $$
@@ -133,7 +133,7 @@ struct AtomicityTests {
                  ["purchases", "webhook_events", "subscriptions"]),
             ]
             func trigger(_ tables: [String], on: Bool) async throws {
-                _ = try await ledger.store.write { sql in
+                _ = try await ledger.sqlStore.write { sql in
                     for table in tables {
                         _ = try sql.rows(on ? "CREATE TRIGGER injected BEFORE INSERT OR UPDATE ON \(table) FOR EACH ROW EXECUTE FUNCTION iapkit_injected_failure()"
                                             : "DROP TRIGGER injected ON \(table)", [])
@@ -172,7 +172,7 @@ struct AtomicityTests {
         var failedTrips: Set<String> = []
         for orderMadeHere in [true, false] {
             for at in 1...4 {
-                let failing = FailingStore(ledger.store, failAt: .max, fastFailure: .init(at: at, afterTheDatabase: afterTheDatabase))
+                let failing = FailingStore(ledger.sqlStore, failAt: .max, fastFailure: .init(at: at, afterTheDatabase: afterTheDatabase))
                 let fast = try #require(failing.fastPath as? FailingFastPath)
                 let app = Ledger(store: failing, catalog: ledger.catalog)
                 let account = uniqueId("trip-")
@@ -216,7 +216,7 @@ struct AtomicityTests {
         let paid = transaction(Demo.coins, type: .consumable, token: order.appAccountToken)
         var failures = 0
         for failAt in 1...30 {
-            let failing = Ledger(store: FailingStore(ledger.store, failAt: failAt), catalog: ledger.catalog)
+            let failing = Ledger(store: FailingStore(ledger.sqlStore, failAt: failAt), catalog: ledger.catalog)
             do {
                 _ = try await failing.submit(.init(accountId: account, orderId: order.orderId, transaction: paid))
                 break
@@ -238,7 +238,7 @@ struct AtomicityTests {
         for failAt in 1...30 {
             do {
                 // Applied (not "duplicate") at the first run that gets through: no failed run kept the notification's row.
-                let outcome = try await Ledger(store: FailingStore(ledger.store, failAt: failAt), catalog: ledger.catalog).apply(event)
+                let outcome = try await Ledger(store: FailingStore(ledger.sqlStore, failAt: failAt), catalog: ledger.catalog).apply(event)
                 #expect(outcome == .applied, "statement \(failAt): an earlier failed run left the notification stored")
                 break
             } catch {
@@ -252,7 +252,7 @@ struct AtomicityTests {
         _ = try await ledger.submit(.init(accountId: account, transaction: transaction(Demo.coins, type: .consumable)))
         for failAt in 1...10 {
             do {
-                _ = try await Ledger(store: FailingStore(ledger.store, failAt: failAt), catalog: ledger.catalog)
+                _ = try await Ledger(store: FailingStore(ledger.sqlStore, failAt: failAt), catalog: ledger.catalog)
                     .spend(accountId: account, currency: "coins", amount: 40, idempotencyKey: "atomic")
                 break
             } catch {

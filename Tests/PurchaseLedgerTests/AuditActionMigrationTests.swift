@@ -7,7 +7,7 @@ import Testing
 struct AuditActionMigrationTests {
     @Test("Migration 16 respells the ledger's snake_case audit actions in kebab-case and leaves every other entry as it was", arguments: StoreKind.allCases)
     func respelledOnUpgrade(_ kind: StoreKind) async throws {
-        func check(_ store: any LedgerStore) async throws {
+        func check(_ store: any SQLLedgerStore) async throws {
             let respelling = try #require(Schema.migrations.firstIndex { $0.contains { $0.contains("UPDATE audit_log SET action") } })
             let subject = "audit-\(UUID().uuidString)"
             let stored = ["app_account_token_assigned", "consumption_consent_given", "consumption_request_answered", "sign-out", "settle-with-transaction",

@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 /// The answer to a CONSUMPTION_REQUEST on its own: facts in, Send Consumption Information's body out, no database.

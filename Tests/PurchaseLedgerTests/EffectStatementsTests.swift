@@ -109,7 +109,7 @@ struct EffectStatementsTests {
     func claimHandedBack() async throws {
         _ = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
         let ledger = try await makeLedger(.postgres)
-        let fast = try #require(ledger.store.fastPath)
+        let fast = try #require(ledger.sqlStore.fastPath)
         let now = Date()
         let unbound = try PurchaseRecord(transaction(Demo.monthly, type: .autoRenewableSubscription, expires: now.addingTimeInterval(3_600)))
         #expect(unbound.accountId == nil)
@@ -119,7 +119,7 @@ struct EffectStatementsTests {
                                      owner: "ada", events: true)
         }
         // Nothing applied: the series is still nobody's.
-        let stored = try await ledger.store.read { sql in
+        let stored = try await ledger.sqlStore.read { sql in
             try sql.first("SELECT account_id FROM purchases WHERE transaction_id = $1", [.text(unbound.transactionId)])
         }
         #expect(stored?.values == [.null])

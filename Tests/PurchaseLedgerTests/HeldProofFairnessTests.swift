@@ -1,6 +1,6 @@
 import Foundation
 import PurchaseAPI
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 @Suite("Held proofs: each account holds only so many, and the reconciler's claims take accounts in turn")

@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 @Suite("Ledger conformance: the same rules on SQLite and on PostgreSQL")

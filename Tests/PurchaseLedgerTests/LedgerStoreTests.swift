@@ -94,7 +94,7 @@ struct LedgerStoreTests {
         let second = Task { try await ledger.spend(accountId: account, currency: "coins", amount: 100, idempotencyKey: "second") }
         try await queued(2)
         // Stands in for SQLite rolling the whole transaction back by itself (a full disk, an I/O error).
-        let breaking = Task { try await ledger.store.write { sql in _ = try sql.rows("ROLLBACK", []) } }
+        let breaking = Task { try await ledger.sqlStore.write { sql in _ = try sql.rows("ROLLBACK", []) } }
         try await queued(3)
         release.signal()
         try await held.value
@@ -121,7 +121,7 @@ struct LedgerStoreTests {
         let submissions = purchases.map { PurchaseSubmission(accountId: account, transaction: $0, source: .receipt, deviceSignals: ["jailbroken"]) }
         for failAt in [2, 9, 16] {
             await #expect(throws: (any Error).self) {
-                _ = try await Ledger(store: FailingStore(ledger.store, failAt: failAt), catalog: ledger.catalog).submitAll(submissions)
+                _ = try await Ledger(store: FailingStore(ledger.sqlStore, failAt: failAt), catalog: ledger.catalog).submitAll(submissions)
             }
             #expect(try await ledger.purchases(accountId: account).isEmpty, "statement \(failAt)")
             #expect(try await ledger.deviceReports(transactionId: purchases[0].transactionId!).isEmpty, "statement \(failAt)")
@@ -139,7 +139,7 @@ struct LedgerStoreTests {
         let note = "refunded by support \(uniqueId())"
         for failAt in 1...2 {
             await #expect(throws: (any Error).self) {
-                _ = try await Ledger(store: FailingStore(ledger.store, failAt: failAt + 1), catalog: ledger.catalog)
+                _ = try await Ledger(store: FailingStore(ledger.sqlStore, failAt: failAt + 1), catalog: ledger.catalog)
                     .settle(orderId: order.orderId, transaction: nil, note: note, actor: "ops")
             }
             #expect(try await ledger.order(order.orderId)?.state == .created)
@@ -237,7 +237,7 @@ struct LedgerStoreTests {
         let settled = Signal()
         // Another replica's settle, holding the order's row uncommitted while the payment arrives.
         let settling = Task {
-            try await ledger.store.write { sql in
+            try await ledger.sqlStore.write { sql in
                 _ = try sql.rows("UPDATE orders SET state = 'settled' WHERE order_id = $1", [.text(order.orderId)])
                 settled.raise()
                 Thread.sleep(forTimeInterval: 1.5)
@@ -422,7 +422,7 @@ struct LedgerStoreTests {
                                           transaction: transaction(Demo.coins, type: .consumable, token: order.appAccountToken)))
         _ = try await ledger.spend(accountId: account, currency: "coins", amount: 30, idempotencyKey: "k1")
         #expect(try await ledger.inconsistencies().allSatisfy { !$0.detail.contains(account) })
-        _ = try await ledger.store.write { sql in
+        _ = try await ledger.sqlStore.write { sql in
             try sql.rows("UPDATE balances SET amount = amount + 5 WHERE account_id = $1", [.text(account)])
         }
         let found = try await ledger.inconsistencies(limit: 10_000).filter { $0.detail.contains(account) }

@@ -299,7 +299,7 @@ struct MetricsAdversarialTests {
             let recorded = Millis.of(now) - 3_600_000
             let purchased = Millis.of(now) - 86_400_000
             func bulk(_ prefix: String, count: Int, at: Int64) async throws {
-                try await ledger.store.write { sql in
+                try await ledger.sqlStore.write { sql in
                     try sql.execute("""
                         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(count))
                         INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
@@ -330,7 +330,7 @@ struct MetricsAdversarialTests {
             _ = try await ledger.metricsOverview(now: now, environment: .sandbox)
             let mark = Millis.of(now) - Ledger.metricsSettle
             let rows = 3 * Ledger.metricsChunk
-            try await ledger.store.write { sql in
+            try await ledger.sqlStore.write { sql in
                 // A long history already rolled up (in another currency, worth nothing): reading the rollup takes a while.
                 try sql.execute("""
                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000)
@@ -415,16 +415,16 @@ struct MetricsAdversarialTests {
             // A series row behind its periods (a ledger from before migration 9, then the long period arriving last):
             // its date names the running period, and the instant would take it for the latest — migration 24 mends it.
             let long = Millis.of(now - 10 * Self.day), later = Millis.of(now - 5 * Self.day)
-            _ = try await ledger.store.write { sql in
+            _ = try await ledger.sqlStore.write { sql in
                 try sql.rows("UPDATE subscriptions SET period_purchase_date = $1 WHERE original_transaction_id IN ($2, $3)",
                              [.int(long), .text(series[0].original), .text(series[1].original)])
             }
             #expect(try await counted().overview == 2, "the stale row is what the migration is for")
-            _ = try await ledger.store.write { sql in try sql.rows("DELETE FROM ledger_migrations WHERE version = 24", []) }
+            _ = try await ledger.sqlStore.write { sql in try sql.rows("DELETE FROM ledger_migrations WHERE version = 24", []) }
             try await ledger.migrate()
             let mended = try await counted()
             #expect(mended.overview == 0 && mended.accounts == 0, "\(mended)")
-            let dates = try await ledger.store.read { sql in
+            let dates = try await ledger.sqlStore.read { sql in
                 try sql.rows("SELECT period_purchase_date FROM subscriptions WHERE original_transaction_id IN ($1, $2)",
                              [.text(series[0].original), .text(series[1].original)]).map { try $0.int(0) }
             }

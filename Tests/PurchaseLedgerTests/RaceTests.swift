@@ -72,7 +72,7 @@ struct RaceTests {
     @Test("Two periods of one series decided at once for two accounts: the second is decided again and refused (PostgreSQL)")
     func seriesSplitInterleaved() async throws {
         let ledger = try await makeLedger(.postgres)
-        let fast = try #require(ledger.store.fastPath)
+        let fast = try #require(ledger.sqlStore.fastPath)
         let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
         let now = Date()
         let original = uniqueId()
@@ -96,7 +96,7 @@ struct RaceTests {
     @Test("A migrated subscription decided while nobody held the series it continues, applied after an account took that series: decided again and refused (PostgreSQL)")
     func migratedSeriesTakenMeanwhile() async throws {
         let ledger = try await makeLedger(.postgres)
-        let fast = try #require(ledger.store.fastPath)
+        let fast = try #require(ledger.sqlStore.fastPath)
         let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
         let now = Date()
         // The old series' period, told by a notification only: stored, nobody's.
@@ -121,7 +121,7 @@ struct RaceTests {
     @Test("A held PostgreSQL transaction reads again, under the series' locks, what a decision presumed: a series or a migrated series taken meanwhile is a lost race")
     func heldTransactionChecksPreconditions() async throws {
         let ledger = try await makeLedger(.postgres)
-        let fast = try #require(ledger.store.fastPath)
+        let fast = try #require(ledger.sqlStore.fastPath)
         let now = Date()
         func decide(_ record: PurchaseRecord, uploader: String) async throws -> [LedgerEffect] {
             let facts = try LedgerSession.decodeFacts(try #require(try await fast.facts(LedgerSession.factsBinds(record, namedOrderId: nil))))
@@ -131,7 +131,7 @@ struct RaceTests {
             return decision.effects
         }
         func held(_ effects: [LedgerEffect]) async throws {
-            try await ledger.store.write { sql in try LedgerSession(sql, postgres: true).apply(effects) }
+            try await ledger.sqlStore.write { sql in try LedgerSession(sql, postgres: true).apply(effects) }
         }
         // A renewal decided for B while the series was nobody's; A's first period claims it meanwhile.
         let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
@@ -194,7 +194,7 @@ struct RaceTests {
     @Test("A refund decided on stale facts while its reversal commits is decided again: the credit stands (PostgreSQL, autocommit)")
     func refundRacesReversal() async throws {
         let ledger = try await makeLedger(.postgres)
-        let fast = try #require(ledger.store.fastPath)
+        let fast = try #require(ledger.sqlStore.fastPath)
         let account = uniqueId("acct-")
         let now = Date()
         let paid = transaction(Demo.coins, type: .consumable, purchased: now - 600, signed: now - 600)
@@ -273,8 +273,8 @@ struct RaceTests {
         }
         // The store alone: one of the two is refused as a lost race, not as a storage failure.
         let storeWrites = Rendezvous(), ledgerWrites = Rendezvous()
-        async let one = attempt { try await ledger.store.write { try cross(a, b, storeWrites, $0) } }
-        async let two = attempt { try await ledger.store.write { try cross(b, a, storeWrites, $0) } }
+        async let one = attempt { try await ledger.sqlStore.write { try cross(a, b, storeWrites, $0) } }
+        async let two = attempt { try await ledger.sqlStore.write { try cross(b, a, storeWrites, $0) } }
         let raw = await [one, two]
         let refused = raw.compactMap { if case .failure(let error) = $0 { error } else { nil } }
         #expect(refused.count == 1 && refused.allSatisfy { $0 is LedgerRace }, "\(refused)")
@@ -303,14 +303,14 @@ struct RaceTests {
         // machine a sleep was outrun, and a prune that comes first rightly deletes the row), chooses it and waits.
         let updated = DispatchSemaphore(value: 0)
         async let replay = attempt {
-            try await ledger.store.write { sql in
+            try await ledger.sqlStore.write { sql in
                 try sql.execute("UPDATE webhook_events SET state = 'pending', attempts = 0 WHERE event_id = $1", [.text(id)])
                 updated.signal()
                 _ = try sql.rows("SELECT 1 FROM pg_sleep(1)", [])
             }
         }
         await withCheckedContinuation { continuation in Thread.detachNewThread { updated.wait(); continuation.resume() } }
-        let pruned = try await ledger.store.write { sql in try sql.rows(Ledger.pruneWebhookEventsQuery, [.int(2000), .int(1000)]).count }
+        let pruned = try await ledger.sqlStore.write { sql in try sql.rows(Ledger.pruneWebhookEventsQuery, [.int(2000), .int(1000)]).count }
         let replayed = await replay
         #expect(throws: Never.self) { try replayed.get() }
         #expect(pruned == 0)

@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 /// The ledger's rules on their own: value types in, decisions out, no database.

@@ -9,7 +9,7 @@ struct SchemaTests {
     }
 
     /// The ledger as a server of an older version left it: the first `count` migrations applied.
-    func applyFirst(_ count: Int, to store: any LedgerStore) async throws {
+    func applyFirst(_ count: Int, to store: any SQLLedgerStore) async throws {
         try await store.write { sql in
             _ = try sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
             for (index, statements) in Schema.migrations.prefix(count).enumerated() {
@@ -264,7 +264,7 @@ struct SchemaTests {
     @Test("On PostgreSQL a notification's signed payload is stored as it is: never put through a compression it cannot pass")
     func postgresStoresSignedPayloadUncompressed() async throws {
         let ledger = try await makeLedger(.postgres)
-        let storage = try await ledger.store.read { sql in
+        let storage = try await ledger.sqlStore.read { sql in
             try sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
                 .first?.text(0)
         }
@@ -273,7 +273,7 @@ struct SchemaTests {
         let payload = (0..<800).map { _ in UUID().uuidString }.joined().data(using: .utf8)!.base64EncodedString()
         let uuid = UUID().uuidString
         #expect(try await ledger.apply(NotificationEvent(notificationUUID: uuid, type: .test, subtype: nil, signedDate: Date(), signedPayload: payload)) == .applied)
-        let stored = try await ledger.store.read { sql in
+        let stored = try await ledger.sqlStore.read { sql in
             try sql.rows("SELECT signed_payload FROM notifications WHERE notification_uuid = $1", [.text(uuid)]).first?.text(0)
         }
         #expect(stored == payload)
@@ -314,7 +314,7 @@ struct SchemaTests {
         }
     }
 
-    func indexes(of table: String, in store: any LedgerStore) async throws -> [(name: String, valid: Bool, definition: String)] {
+    func indexes(of table: String, in store: any SQLLedgerStore) async throws -> [(name: String, valid: Bool, definition: String)] {
         try await store.read { sql in
             try sql.rows("""
                 SELECT c.relname, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -400,7 +400,7 @@ struct SchemaTests {
         let ledger = try await makeLedger(.postgres)
         let (account, prefix) = (uniqueId("coins-"), uniqueId("bulk-"))
         do {
-            _ = try await ledger.store.write { sql -> Int in
+            _ = try await ledger.sqlStore.write { sql -> Int in
                 // The account's 2,000 coin purchases and 60 monthly periods beside 1,500 other accounts' 12 periods each
                 // (which the entitling index holds), and statistics that know it.
                 _ = try sql.rows("""

@@ -73,7 +73,7 @@ struct TransactionKeyTests {
     }
 
     /// The ledger as the version before migration 14 left it, with rows written as that version wrote them.
-    func olderLedger(_ store: any LedgerStore, account: String, ids: (xcode: String, forgedKey: String, sandbox: String, order: String)) async throws {
+    func olderLedger(_ store: any SQLLedgerStore, account: String, ids: (xcode: String, forgedKey: String, sandbox: String, order: String)) async throws {
         let before = try #require(Schema.migrations.firstIndex { $0.contains { $0.contains("test_transactions_14") } })
         try await store.write { sql in
             _ = try sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
@@ -111,7 +111,7 @@ struct TransactionKeyTests {
 
     @Test("Migration 14 moves the Xcode transactions an older version stored to their keys: uploaded again they are granted once, not twice", arguments: StoreKind.allCases)
     func storedXcodeTransactionsKeyedOnUpgrade(_ kind: StoreKind) async throws {
-        func check(_ store: any LedgerStore) async throws {
+        func check(_ store: any SQLLedgerStore) async throws {
             let account = uniqueId("dev-")
             let xcodeId = uniqueId()
             let ids = (xcode: xcodeId, forgedKey: "Xcode:\(xcodeId)", sandbox: uniqueId(), order: uniqueId("order-"))

@@ -1,6 +1,6 @@
 import AppStoreFormats
 import Foundation
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 /// Issue 33, "Keep the money": every transaction from a signed payload keeps Apple's price, currency, offer and

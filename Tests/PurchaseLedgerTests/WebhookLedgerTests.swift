@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 import PurchaseAPI
-import PurchaseLedger
+@testable import PurchaseLedger
 import Testing
 
 /// Which outbox events a history writes, on both stores: each change its event, once, to the account that got it.

@@ -4,7 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
-import PurchaseLedger
+@testable import PurchaseLedger
 import PurchaseServer
 import StoreSimulator
 import Testing
@@ -40,12 +40,12 @@ struct HostMountingTests {
     }
 
     /// A store that fails every operation once told to, as a database that went away does.
-    final class FailingStore: LedgerStore, @unchecked Sendable {
-        let inner: any LedgerStore
+    final class FailingStore: SQLLedgerStore, @unchecked Sendable {
+        let inner: any SQLLedgerStore
         private let lock = NSLock()
         private var broken = false
 
-        init(_ inner: any LedgerStore) { self.inner = inner }
+        init(_ inner: any SQLLedgerStore) { self.inner = inner }
 
         func fail() { lock.withLock { broken = true } }
 
@@ -158,7 +158,7 @@ struct HostMountingTests {
     @Test("A storage failure is 503 storage on every group: the app API, the admin API, the dashboard signed in, Apple's notification endpoint, /health")
     func failingStoreOnEveryGroup() async throws {
         let engine = try Self.engine()
-        let store = FailingStore(try await Ledger.openStore(url: try LedgerKind.sqlite.databaseURL()))
+        let store = FailingStore(try #require(try await Ledger.openStore(url: try LedgerKind.sqlite.databaseURL()) as? any SQLLedgerStore))
         let services = try await Self.services(store, engine: engine)
         try await engine.createAccount("store-bob")
         _ = try await engine.purchase(account: "store-bob", device: "phone", productId: Self.premium)

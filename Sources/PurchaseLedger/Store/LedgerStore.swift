@@ -1,14 +1,23 @@
 import Foundation
 
-/// Where the ledger keeps its records.
+/// Where the ledger keeps its records: ``SQLiteLedgerStore`` (embedded, the default) or ``PostgresLedgerStore`` (for
+/// many replicas). The ledger is their only user: SQL, its values and its rows never leave `PurchaseLedger`, and this
+/// protocol says only what a store is and how it is closed. A ``Ledger`` takes one of those two, or a type of this
+/// module's own tests that forwards to one.
+public protocol LedgerStore: Sendable {
+    var kind: LedgerStoreKind { get }
+
+    /// Releases connections and threads. The store is unusable afterwards: its operations fail as `storage` errors.
+    func close() async throws
+}
+
+/// What the ledger runs its operations through.
 ///
 /// A store runs a whole ledger operation synchronously on a thread that owns a connection: `write` as one database
 /// transaction (all its writes commit together, or none), `read` against a consistent view that never waits for the
 /// write lock. Exactly-once does not rest on this process: unique keys and guarded updates make it hold in the
 /// database itself, so several servers sharing one PostgreSQL stay correct.
-public protocol LedgerStore: Sendable {
-    var kind: LedgerStoreKind { get }
-
+protocol SQLLedgerStore: LedgerStore {
     /// Runs `body` as one write transaction; answers only once it is durable.
     func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
 
@@ -19,25 +28,22 @@ public protocol LedgerStore: Sendable {
     /// holds such a read's pages. Otherwise as ``read(_:)``.
     func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
 
-    /// Releases connections and threads. The store is unusable afterwards.
-    func close() async throws
-
     /// Set when the store reads and applies a submission without holding a transaction open (PostgreSQL: one round
     /// trip for the facts, one for the effects and the answer). Nil: submissions run through ``write(_:)``.
     var fastPath: (any LedgerFastPath)? { get }
 }
 
-extension LedgerStore {
-    public var fastPath: (any LedgerFastPath)? { nil }
+extension SQLLedgerStore {
+    var fastPath: (any LedgerFastPath)? { nil }
 
-    public func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         try await read(body)
     }
 }
 
 /// The statements of a submission and of an entitlements read, each its own round trip in autocommit, for stores
 /// where a held transaction costs a round trip per statement.
-public protocol LedgerFastPath: Sendable {
+protocol LedgerFastPath: Sendable {
     /// The row of `LedgerSession.factsQuery` for these binds.
     func facts(_ binds: [SQLValue]) async throws -> SQLRow?
     /// A transaction's balance movements (rows of `LedgerSession.entriesQuery`).

@@ -2,7 +2,7 @@ import Foundation
 
 /// A value bound to, or read from, a SQL statement. The ledger stores only these three kinds: dates are milliseconds
 /// since 1970 and booleans 0/1, so one schema serves SQLite and PostgreSQL alike.
-public enum SQLValue: Sendable, Hashable {
+enum SQLValue: Sendable, Hashable {
     case null
     case int(Int64)
     case text(String)
@@ -12,10 +12,10 @@ public enum SQLValue: Sendable, Hashable {
 }
 
 /// One result row, columns in the order the statement names them.
-public struct SQLRow: Sendable {
-    public var values: [SQLValue]
+struct SQLRow: Sendable {
+    var values: [SQLValue]
 
-    public init(_ values: [SQLValue]) { self.values = values }
+    init(_ values: [SQLValue]) { self.values = values }
 
     func text(_ index: Int) throws -> String {
         guard index < values.count, case .text(let value) = values[index] else { throw SQLRow.typeError(index, "text") }
@@ -41,7 +41,7 @@ public struct SQLRow: Sendable {
 /// Statements are written once, in the SQL that SQLite and PostgreSQL share, with `$1`, `$2`… placeholders. Being
 /// synchronous is the point: a whole ledger operation runs on the thread that owns the connection, with no hop per
 /// statement.
-public protocol SQLExecutor {
+protocol SQLExecutor {
     /// Runs `sql` with `binds` and returns every row it produces.
     func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow]
 
@@ -59,11 +59,11 @@ public protocol SQLExecutor {
 
 extension SQLExecutor {
     /// A store whose driver hands over a statement's rows at once: each in turn.
-    public func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
+    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
         for row in try rows(sql, binds) { try body(row) }
     }
 
-    public func selectList(_ columns: [String]) -> String { columns.joined(separator: ", ") }
+    func selectList(_ columns: [String]) -> String { columns.joined(separator: ", ") }
 
     func execute(_ sql: String, _ binds: [SQLValue] = []) throws {
         _ = try rows(sql, binds)

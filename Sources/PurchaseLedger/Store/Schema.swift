@@ -351,7 +351,7 @@ enum Schema {
     /// Applies the migrations not yet applied, all in one transaction: a start that fails half-way leaves the schema as
     /// it was, and a start over an up-to-date ledger is one write. On PostgreSQL an advisory lock keeps two replicas
     /// starting together from racing.
-    static func migrate(_ store: any LedgerStore) async throws {
+    static func migrate(_ store: any SQLLedgerStore) async throws {
         let postgres = store.kind == .postgres
         try await store.write { sql in
             if postgres {

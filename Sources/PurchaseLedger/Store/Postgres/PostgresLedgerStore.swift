@@ -9,11 +9,11 @@ import PostgresNIO
 /// worker thread. A ledger operation runs synchronously on its worker as one PostgreSQL transaction; unique keys,
 /// guarded updates and `ON CONFLICT` make racing replicas agree (a replica that loses a race re-runs the operation
 /// from fresh facts), and PostgreSQL groups concurrent commits itself.
-public final class PostgresLedgerStore: LedgerStore, @unchecked Sendable {
+public final class PostgresLedgerStore: SQLLedgerStore, @unchecked Sendable {
     public let kind = LedgerStoreKind.postgres
     private let workers: PostgresWorkers
     private let autocommit: PostgresAutocommit
-    public var fastPath: (any LedgerFastPath)? { autocommit }
+    var fastPath: (any LedgerFastPath)? { autocommit }
 
     /// Connects to `postgres://user:password@host:port/database` (TLS when the server offers it; `?sslmode=disable`
     /// turns it off, `?sslmode=require` insists).
@@ -56,13 +56,13 @@ public final class PostgresLedgerStore: LedgerStore, @unchecked Sendable {
         autocommit.stop()
     }
 
-    public func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
             workers.enqueue(PostgresJob(transactional: true, body: body, answer: PendingAnswer(continuation)))
         }
     }
 
-    public func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
             workers.enqueue(PostgresJob(transactional: false, body: body, answer: PendingAnswer(continuation)))
         }

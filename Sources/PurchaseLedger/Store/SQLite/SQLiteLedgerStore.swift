@@ -6,7 +6,7 @@ import Foundation
 /// takes everything queued (up to `maximumGroup`), runs it as one transaction with a savepoint per operation (a
 /// failing operation rolls back alone), commits once — one fsync for the group — and only then answers each caller.
 /// Reads run on WAL reader connections in the caller's own thread and never take the write lock.
-public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
+public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
     public let kind = LedgerStoreKind.sqlite
     public let path: String
 
@@ -46,7 +46,7 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
         writer.stop()
     }
 
-    public func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
             writer.enqueue(SQLiteWriteJob(body: body, answer: PendingAnswer(continuation)))
         }
@@ -55,7 +55,7 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
     /// Writes waiting for the writer's next group (tests: operations queued behind a held writer run as one group).
     var queuedWrites: Int { writer.queued }
 
-    public func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         // An in-memory database has no second connection to read from.
         if inMemory { return try await write(body) }
         let reader = try checkOutReader()
@@ -66,7 +66,7 @@ public final class SQLiteLedgerStore: LedgerStore, @unchecked Sendable {
     /// million purchases touches more index pages than SQLite's default 2 MB cache holds, and read them again from the
     /// file at each request (a fifth of its time in the kernel copying them; BENCHMARKS.md, run 6). One such reader, so
     /// the memory is bounded: a second read of many rows meanwhile takes an ordinary reader.
-    public func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
         if inMemory { return try await write(body) }
         let take: ManyReader = readersLock.withLock {
             if let reader = idleManyReader { idleManyReader = nil; return .kept(reader) }
