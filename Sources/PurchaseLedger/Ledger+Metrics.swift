@@ -43,9 +43,6 @@ extension Ledger {
         """
     }
 
-    /// ``metricFactsChange(expires:price:currency:offerDiscountType:offerPeriod:)`` with the retraction's binds ($3–$7).
-    static let metricFactsChange = metricFactsChange(expires: "$3", price: "CAST($4 AS BIGINT)", currency: "CAST($5 AS TEXT)",
-                                                     offerDiscountType: "CAST($6 AS TEXT)", offerPeriod: "CAST($7 AS TEXT)")
 
     /// Runs `body` on one snapshot of the ledger: the rollup, its watermarks, the retractions and the rows after them
     /// must be read as of one instant, or a rollup committing between two reads would count rows twice or not at all.

@@ -105,6 +105,26 @@ struct EffectStatementsTests {
         #expect(try EffectStatements.binds(effects.first { if case .emitEvent = $0 { true } else { false } }!, events: false) == nil)
     }
 
+    @Test("PostgreSQL: every effect's branch of the function runs — applied, or a lost race, or handed back; never a storage error (a type PL/pgSQL checks only when a branch first runs)")
+    func everyBranchRuns() async throws {
+        _ = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+        let ledger = try await makeLedger(.postgres)
+        let fast = try #require(ledger.sqlStore.fastPath)
+        for effect in try Self.everyEffect() {
+            // Twice: the second meets what the first wrote (a conflict, a guard).
+            for _ in 0..<2 {
+                do {
+                    _ = try await fast.apply([effect], owner: "ada", events: true)
+                } catch is LedgerRace {
+                } catch is LedgerHandBack {
+                } catch {
+                    Issue.record("\((try? EffectStatements.binds(effect, events: true))?.map { $0.op.rawValue } ?? "?"): \(error)")
+                }
+            }
+        }
+        try await ledger.store.close()
+    }
+
     @Test("PostgreSQL: a claim of a series with periods nobody holds is handed back to a held transaction; of one without, applied in the function")
     func claimHandedBack() async throws {
         _ = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
