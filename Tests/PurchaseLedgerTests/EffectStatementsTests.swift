@@ -149,3 +149,27 @@ struct EffectStatementsTests {
         try await ledger.store.close()
     }
 }
+
+@Suite("Rows read by column name: each record type's columns are cases, its select list written from them")
+struct SelectedColumnsTests {
+    @Test("A case's name is its column's name in the schema; the lists name every column of orders and purchases, in order")
+    func namesAndLists() {
+        #expect(PurchaseColumn.originalTransactionId.name == "original_transaction_id")
+        #expect(PurchaseColumn.isUpgraded.name == "is_upgraded")
+        #expect(OrderColumn.list("n", [.orderId, .abandonReason]) == "n.order_id, n.abandon_reason")
+        #expect(LedgerSession.entitlingColumns.hasSuffix("app_account_token, signed_date"))
+        #expect(LedgerSession.moneyColumns == ", price, currency, offer_type, offer_discount_type, offer_period, storefront")
+        #expect(LedgerSession.FactsLayout.seriesEnvironment == 2 * OrderColumn.count + PurchaseColumn.count + 2)
+    }
+
+    @Test("Every column a record type names exists in the schema as its migrations leave it, on both stores", arguments: StoreKind.allCases)
+    func columnsExist(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        // A select of every column of each list: an unknown column is an error, not an empty answer.
+        _ = try await ledger.sqlStore.read { sql in
+            _ = try sql.rows("SELECT \(OrderColumn.list()) FROM orders LIMIT 1", [])
+            _ = try sql.rows("SELECT \(PurchaseColumn.list()) FROM purchases LIMIT 1", [])
+        }
+        try await ledger.store.close()
+    }
+}

@@ -192,9 +192,10 @@ struct LedgerStoreTests {
         let row = try await store.write { sql in
             try sql.first(LedgerSession.factsQuery, [.null, .null, .text(id), .text(original), .null])
         }
-        // The stored transaction's columns follow the two orders' sixteen: its quantity and signing date.
-        #expect(row?.values[16 + 7] == .int(1))
-        #expect(row?.values[16 + 15] == .int(12_345_678))
+        // The stored transaction's quantity and signing date, where the facts' layout puts them.
+        let stored = try #require(row?.slice(PurchaseColumn.self, from: LedgerSession.FactsLayout.stored))
+        #expect(try stored.int(PurchaseColumn.quantity) == 1)
+        #expect(try stored.int(PurchaseColumn.signedDate) == 12_345_678)
         // The kept preconditions: no movements and this signing date hold; another signing date does not.
         let checks: @Sendable (String, String) -> [SQLValue] = { entries, signed in
             [.text(original), .text(id), .null, .null, .null, .null, .null, .text(entries), .text(signed), .null]

@@ -34,7 +34,7 @@ struct LedgerSession {
 
     // MARK: Orders
 
-    static let orderColumns = "order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, abandoned_at, abandon_reason"
+    static let orderColumns = OrderColumn.list()
 
     func insertOrder(_ order: Order, at now: Date) throws {
         try sql.execute("""
@@ -59,26 +59,23 @@ struct LedgerSession {
     }
 
     static func decodeOrder(_ row: SQLRow) throws -> Order {
-        Order(orderId: try row.text(0), accountId: try row.text(1), productId: try row.text(2),
-              appAccountToken: UUID(uuidString: try row.text(3)) ?? UUID(), state: Order.State(rawValue: try row.text(4)) ?? .created,
-              transactionId: row.optionalText(5), createdAt: Millis.date(try row.int(6)), expiresAt: Millis.date(try row.int(7)),
-              abandonedAt: row.optionalInt(8).map(Millis.date), abandonReason: row.optionalText(9))
+        typealias C = OrderColumn
+        return Order(orderId: try row.text(C.orderId), accountId: try row.text(C.accountId), productId: try row.text(C.productId),
+                     appAccountToken: UUID(uuidString: try row.text(C.appAccountToken)) ?? UUID(),
+                     state: Order.State(rawValue: try row.text(C.state)) ?? .created, transactionId: row.optionalText(C.transactionId),
+                     createdAt: Millis.date(try row.int(C.createdAt)), expiresAt: Millis.date(try row.int(C.expiresAt)),
+                     abandonedAt: row.optionalInt(C.abandonedAt).map(Millis.date), abandonReason: row.optionalText(C.abandonReason))
     }
 
     // MARK: Transactions
 
     /// The columns entitlements are judged by (the shape of ``ownedQuery``'s rows and `iapkit_apply`'s answer).
 
-    static let entitlingColumns = """
-        transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment, quantity, purchase_date, \
-        expires_date, revocation_date, revocation_reason, is_upgraded, ownership, app_account_token, signed_date
-        """
-    /// Every column of a stored transaction: the entitling ones, then how much of it Apple refunded, then its money.
-    static let purchaseColumns = entitlingColumns + ", revocation_type, revocation_percentage, app_transaction_id" + moneyColumns
-    /// What the customer paid and under which offer (``PurchaseRecord/price`` and after): NULL where unknown.
-    static let moneyColumns = ", price, currency, offer_type, offer_discount_type, offer_period, storefront"
-    /// How many columns ``purchaseColumns`` names (the facts row's slice of the stored transaction).
-    static let purchaseColumnCount = purchaseColumns.split(separator: ",").count
+    static let entitlingColumns = PurchaseColumn.list(nil, PurchaseColumn.entitling)
+    /// Every column of a stored transaction.
+    static let purchaseColumns = PurchaseColumn.list()
+    /// What the customer paid and under which offer (``PurchaseRecord/price`` and after), after a comma.
+    static let moneyColumns = ", " + PurchaseColumn.list(nil, PurchaseColumn.money)
 
     func purchase(_ transactionId: String) throws -> PurchaseRecord? {
         try sql.first("SELECT \(Self.purchaseColumns) FROM purchases WHERE transaction_id = $1", [.text(transactionId)]).map(Self.decodePurchase)
@@ -107,33 +104,34 @@ struct LedgerSession {
     }
 
     static func decodePurchase(_ row: SQLRow) throws -> PurchaseRecord {
+        typealias C = PurchaseColumn
         var payload = JWSTransactionDecodedPayload()
-        payload.transactionId = try row.text(0)
-        payload.originalTransactionId = try row.text(1)
-        payload.productId = try row.text(4)
-        payload.type = ProductType(rawValue: try row.text(5))
-        payload.environment = AppStoreEnvironment(rawValue: try row.text(6))
-        payload.quantity = Int(try row.int(7))
-        payload.purchaseDate = Millis.date(try row.int(8))
-        payload.expiresDate = row.optionalInt(9).map(Millis.date)
-        payload.revocationDate = row.optionalInt(10).map(Millis.date)
-        payload.revocationReason = row.optionalInt(11).map { RevocationReason(rawValue: Int($0)) }
-        payload.isUpgraded = try row.int(12) != 0
-        payload.inAppOwnershipType = row.optionalText(13).map(InAppOwnershipType.init(rawValue:))
-        payload.appAccountToken = row.optionalText(14).flatMap(UUID.init(uuidString:))
-        payload.signedDate = Millis.date(try row.int(15))
-        payload.revocationType = row.optionalText(16).map(RevocationType.init(rawValue:))
-        payload.revocationPercentage = row.optionalInt(17).map { Int(clamping: $0) }
-        payload.appTransactionId = row.optionalText(18)
-        payload.price = row.optionalInt(19)
-        payload.currency = row.optionalText(20)
-        payload.offerType = row.optionalInt(21).map { OfferType(rawValue: Int($0)) }
-        payload.offerDiscountType = row.optionalText(22).map(OfferDiscountType.init(rawValue:))
-        payload.offerPeriod = row.optionalText(23)
-        payload.storefront = row.optionalText(24)
+        payload.transactionId = try row.text(C.transactionId)
+        payload.originalTransactionId = try row.text(C.originalTransactionId)
+        payload.productId = try row.text(C.productId)
+        payload.type = ProductType(rawValue: try row.text(C.productType))
+        payload.environment = AppStoreEnvironment(rawValue: try row.text(C.environment))
+        payload.quantity = Int(try row.int(C.quantity))
+        payload.purchaseDate = Millis.date(try row.int(C.purchaseDate))
+        payload.expiresDate = row.optionalInt(C.expiresDate).map(Millis.date)
+        payload.revocationDate = row.optionalInt(C.revocationDate).map(Millis.date)
+        payload.revocationReason = row.optionalInt(C.revocationReason).map { RevocationReason(rawValue: Int($0)) }
+        payload.isUpgraded = try row.int(C.isUpgraded) != 0
+        payload.inAppOwnershipType = row.optionalText(C.ownership).map(InAppOwnershipType.init(rawValue:))
+        payload.appAccountToken = row.optionalText(C.appAccountToken).flatMap(UUID.init(uuidString:))
+        payload.signedDate = Millis.date(try row.int(C.signedDate))
+        payload.revocationType = row.optionalText(C.revocationType).map(RevocationType.init(rawValue:))
+        payload.revocationPercentage = row.optionalInt(C.revocationPercentage).map { Int(clamping: $0) }
+        payload.appTransactionId = row.optionalText(C.appTransactionId)
+        payload.price = row.optionalInt(C.price)
+        payload.currency = row.optionalText(C.currency)
+        payload.offerType = row.optionalInt(C.offerType).map { OfferType(rawValue: Int($0)) }
+        payload.offerDiscountType = row.optionalText(C.offerDiscountType).map(OfferDiscountType.init(rawValue:))
+        payload.offerPeriod = row.optionalText(C.offerPeriod)
+        payload.storefront = row.optionalText(C.storefront)
         var record = try PurchaseRecord(keyed: payload)
-        record.accountId = row.optionalText(2)
-        record.orderId = row.optionalText(3)
+        record.accountId = row.optionalText(C.accountId)
+        record.orderId = row.optionalText(C.orderId)
         return record
     }
 
@@ -156,17 +154,27 @@ struct LedgerSession {
          .of(record.previousOriginalTransactionId)]
     }
 
+    /// Where each part of ``factsQuery``'s row begins: the named order's columns, the token order's, the stored
+    /// transaction's, then the series' owner, the previous series' holder and the series' environment.
+    enum FactsLayout {
+        static let namedOrder = 0
+        static let tokenOrder = namedOrder + OrderColumn.count
+        static let stored = tokenOrder + OrderColumn.count
+        static let seriesOwner = stored + PurchaseColumn.count
+        static let previousSeriesOwner = seriesOwner + 1
+        static let seriesEnvironment = previousSeriesOwner + 1
+    }
+
     static func decodeFacts(_ row: SQLRow) throws -> TransactionFacts {
         var facts = TransactionFacts()
-        facts.namedOrder = try slice(row, from: 0, count: 8).map(decodeOrder)
-        facts.tokenOrder = try slice(row, from: 8, count: 8).map(decodeOrder)
-        let after = 16 + purchaseColumnCount
-        facts.stored = try slice(row, from: 16, count: purchaseColumnCount).map(decodePurchase)
+        facts.namedOrder = try row.slice(OrderColumn.self, from: FactsLayout.namedOrder).map(decodeOrder)
+        facts.tokenOrder = try row.slice(OrderColumn.self, from: FactsLayout.tokenOrder).map(decodeOrder)
+        facts.stored = try row.slice(PurchaseColumn.self, from: FactsLayout.stored).map(decodePurchase)
         if facts.stored?.accountId == nil {
-            facts.seriesOwner = row.optionalText(after)
-            facts.previousSeriesOwner = row.optionalText(after + 1)
+            facts.seriesOwner = row.optionalText(FactsLayout.seriesOwner)
+            facts.previousSeriesOwner = row.optionalText(FactsLayout.previousSeriesOwner)
         }
-        facts.seriesEnvironment = row.optionalText(after + 2).map(AppStoreEnvironment.init(rawValue:))
+        facts.seriesEnvironment = row.optionalText(FactsLayout.seriesEnvironment).map(AppStoreEnvironment.init(rawValue:))
         return facts
     }
 
@@ -193,9 +201,7 @@ struct LedgerSession {
     /// period of the series it was migrated from (a resubscription paid through another account's order is that
     /// account's), each NULL when absent.
     static let factsQuery = """
-        SELECT n.order_id, n.account_id, n.product_id, n.app_account_token, n.state, n.transaction_id, n.created_at, n.expires_at,
-            t.order_id, t.account_id, t.product_id, t.app_account_token, t.state, t.transaction_id, t.created_at, t.expires_at,
-            \(purchaseColumns.split(separator: ",").map { "p." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
+        SELECT \(OrderColumn.list("n")), \(OrderColumn.list("t")), \(PurchaseColumn.list("p")),
             (\(seriesHolderQuery("$4", latest: false))),
             (\(seriesHolderQuery("$5", latest: true))),
             (\(seriesEnvironmentQuery("$4")))
@@ -205,11 +211,6 @@ struct LedgerSession {
         LEFT JOIN purchases p ON p.transaction_id = $3
         """
 
-    /// Columns `from..<from+count` of `row` as a row of their own, or nil when the join found nothing (its key is NULL).
-    static func slice(_ row: SQLRow, from: Int, count: Int) -> SQLRow? {
-        guard from < row.values.count, row.values[from] != .null else { return nil }
-        return SQLRow(Array(row.values[from..<min(row.values.count, from + count)]))
-    }
 
     // MARK: Balances
 
