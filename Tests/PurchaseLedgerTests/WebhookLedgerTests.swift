@@ -103,6 +103,29 @@ struct WebhookLedgerTests {
         #expect(try await events(ledger, cy) == ["INITIAL_PURCHASE.\(first.transactionId!)", "RENEWAL.\(second.transactionId!)"].sorted())
     }
 
+    @Test("Twenty uploads at once of a renewal whose series nobody held: every one answered, the series the uploader's, each period's event once (on PostgreSQL each claim is handed back to a held transaction)", arguments: StoreKind.allCases)
+    func claimedSeriesAtOnce(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let dot = uniqueId("dot-")
+        let start = Date().addingTimeInterval(-7_200)
+        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
+        let second = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: start.addingTimeInterval(3_600),
+                                 expires: start.addingTimeInterval(7_200 + 3_600))
+        try await notify(ledger, .subscribed, .initialBuy, first, signed: start)
+        try await notify(ledger, .didRenew, nil, second, signed: start.addingTimeInterval(3_600))
+        let outcomes = try await withThrowingTaskGroup(of: SubmissionResult.Outcome.self) { group in
+            for _ in 0..<20 {
+                group.addTask { try await ledger.submit(PurchaseSubmission(accountId: dot, transaction: second, source: .signedTransaction)).outcome }
+            }
+            return try await group.reduce(into: [SubmissionResult.Outcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.count == 20)
+        #expect(outcomes.allSatisfy { $0 == .granted || $0 == .alreadyGranted }, "\(outcomes)")
+        #expect(try await ledger.transaction(first.transactionId!)?.accountId == dot)
+        #expect(try await events(ledger, dot) == ["INITIAL_PURCHASE.\(first.transactionId!)", "RENEWAL.\(second.transactionId!)"].sorted())
+        try await ledger.store.close()
+    }
+
     @Test("A subscription event comes from news newer than the series': a late notification tells nothing; a family copy's revocation is an expiration", arguments: StoreKind.allCases)
     func staleAndFamily(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)

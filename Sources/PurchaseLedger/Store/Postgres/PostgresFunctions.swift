@@ -9,8 +9,10 @@ import Foundation
 /// in Swift, and the function's body is generated from the statements a session runs (``EffectStatements``), so each
 /// effect's SQL is written once. When an effect's precondition no longer holds (another replica stored or claimed the
 /// transaction, or changed the series, since the facts were read) it undoes what it applied and answers one row of
-/// kind `r`; the ledger then decides again from fresh facts. An effect decided in Swift (``EffectStep/inSwift``) fails
-/// the statement with ``handBackState``, and the ledger runs the operation in a held transaction.
+/// kind `r`; the ledger then decides again from fresh facts. An effect decided in Swift (``EffectStep/inSwift``) undoes
+/// them the same way and answers one row of kind `h`, and the ledger runs the operation in a held transaction. Both are
+/// rows, not errors: statements raising errors through PostgresNIO's pool under load were seen to leave requests
+/// waiting forever (docs/LEDGER.md).
 enum PostgresFunctions {
     static let raceState = "P0R01"
     static let handBackState = "P0H01"
@@ -63,6 +65,12 @@ enum PostgresFunctions {
         }
     }
 
+    /// The rest of a one-row answer of kind `r` (a lost race) or `h` (handed back).
+    private static let answerNulls = """
+        NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::bigint, \
+        NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::bigint
+        """
+
     private static let applyBody = """
         (effects jsonb, p_owner text)
         RETURNS TABLE(o_kind text, o0 text, o1 text, o2 text, o3 text, o4 text, o5 text, o6 text, o7 bigint, o8 bigint, o9 bigint,
@@ -86,10 +94,13 @@ enum PostgresFunctions {
               RAISE EXCEPTION 'iapkit_apply: no effect %', e->>0;
             END CASE;
           END LOOP;
-          EXCEPTION WHEN SQLSTATE '\(raceState)' THEN
-            RETURN QUERY SELECT 'r'::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::bigint,
-                NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::bigint;
-            RETURN;
+          EXCEPTION
+            WHEN SQLSTATE '\(raceState)' THEN
+              RETURN QUERY SELECT 'r'::text, \(answerNulls);
+              RETURN;
+            WHEN SQLSTATE '\(handBackState)' THEN
+              RETURN QUERY SELECT 'h'::text, \(answerNulls);
+              RETURN;
           END;
           IF p_owner IS NOT NULL THEN
             RETURN QUERY \(LedgerSession.ownedQuery.replacingOccurrences(of: "$1", with: "p_owner"));

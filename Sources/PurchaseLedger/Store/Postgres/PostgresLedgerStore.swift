@@ -105,8 +105,11 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
 
     func apply(_ effects: [LedgerEffect], owner: String?, events: Bool) async throws -> [SQLRow] {
         let rows = try await run(Prepared<ApplyTag>(binds: [.text(try PostgresFunctions.json(effects, events: events)), .of(owner)]))
-        if rows.first?.values.first == .text("r") { throw LedgerRace() }
-        return rows
+        switch rows.first?.values.first {
+        case .text("r"): throw LedgerRace()
+        case .text("h"): throw LedgerHandBack()
+        default: return rows
+        }
     }
 
     func ping() async throws {
