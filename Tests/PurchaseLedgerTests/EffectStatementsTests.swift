@@ -134,15 +134,24 @@ struct EffectStatementsTests {
         let unbound = try PurchaseRecord(transaction(Demo.monthly, type: .autoRenewableSubscription, expires: now.addingTimeInterval(3_600)))
         #expect(unbound.accountId == nil)
         _ = try await fast.apply([.insertPurchase(unbound, source: .signedTransaction, at: now)], owner: nil, events: true)
+        // Applied before the claim in the same call: a purchase of another product, and a credit.
+        let earlier = try { var record = try PurchaseRecord(transaction(Demo.premium, type: .nonConsumable)); record.accountId = "ada"; return record }()
+        let credit = BalanceMove(key: "grant:\(earlier.transactionId)", accountId: "ada", currency: "coins", delta: 5, transactionId: earlier.transactionId, at: now)
         await #expect(throws: LedgerHandBack.self) {
-            _ = try await fast.apply([.claimSeries(originalTransactionId: unbound.originalTransactionId, accountId: "ada", appAccountToken: nil, at: now)],
+            _ = try await fast.apply([.insertPurchase(earlier, source: .signedTransaction, at: now), .moveBalance(credit),
+                                      .claimSeries(originalTransactionId: unbound.originalTransactionId, accountId: "ada", appAccountToken: nil, at: now)],
                                      owner: "ada", events: true)
         }
-        // Nothing applied: the series is still nobody's.
+        // Nothing applied: the series is still nobody's, and what came before the claim in the same call is undone.
         let stored = try await ledger.sqlStore.read { sql in
             try sql.first("SELECT account_id FROM purchases WHERE transaction_id = $1", [.text(unbound.transactionId)])
         }
         #expect(stored?.values == [.null])
+        #expect(try await ledger.transaction(earlier.transactionId) == nil)
+        let entries = try await ledger.sqlStore.read { sql in
+            try sql.rows("SELECT entry_key FROM balance_entries WHERE transaction_id = $1", [.text(earlier.transactionId)])
+        }
+        #expect(entries.isEmpty)
         let rows = try await fast.apply([.claimSeries(originalTransactionId: uniqueId(), accountId: "ada", appAccountToken: nil, at: now)],
                                         owner: nil, events: true)
         #expect(rows.isEmpty)

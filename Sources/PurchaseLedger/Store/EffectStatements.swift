@@ -368,6 +368,6 @@ enum EffectStatements {
         """
 }
 
-/// Thrown by PostgreSQL's purchase function when an effect is decided in Swift (``EffectStep/inSwift``): the
-/// operation is run again in a held transaction, where the session decides it.
+/// PostgreSQL's purchase function answered `h`: an effect is decided in Swift (``EffectStep/inSwift``), nothing was
+/// applied, and the operation is run again in a held transaction, where the session decides it.
 struct LedgerHandBack: Error {}

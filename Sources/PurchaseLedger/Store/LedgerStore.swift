@@ -51,7 +51,8 @@ protocol LedgerFastPath: Sendable {
     /// What an account owns (rows of `LedgerSession.ownedQuery`).
     func owned(accountId: String) async throws -> [SQLRow]
     /// Applies `effects` as one atomic statement and then, when `owner` is given, reads what that account owns.
-    /// Throws ``LedgerRace`` when an effect's precondition no longer held.
+    /// Throws ``LedgerRace`` when an effect's precondition no longer held, ``LedgerHandBack`` when an effect is
+    /// decided in Swift (the operation then runs in a held transaction); either way nothing was applied.
     func apply(_ effects: [LedgerEffect], owner: String?, events: Bool) async throws -> [SQLRow]
     /// One read of the schema's migrations, for health checks.
     func ping() async throws

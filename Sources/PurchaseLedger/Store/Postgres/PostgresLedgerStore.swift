@@ -128,40 +128,53 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
     }
 }
 
-/// Which statement a ``Prepared`` is: its SQL and the types of its binds.
+/// Which statement a ``Prepared`` is: its name on a connection, its SQL and the types of its binds.
 protocol StatementTag: Sendable {
+    static var name: String { get }
     static var sql: String { get }
     static var types: [PostgresDataType] { get }
 }
 
+extension StatementTag {
+    /// `iapkit_<label>_` and a hash of the SQL: a statement whose SQL changed between versions is another statement,
+    /// so no connection (behind a pooler that shares them between clients, say) runs a replica's statement under the
+    /// name of another's.
+    static func named(_ label: String) -> String { "iapkit_\(label)_" + PostgresFunctions.fnv1a(sql) }
+}
+
 enum FactsTag: StatementTag {
+    static let name = named("facts")
     static let sql = LedgerSession.factsQuery
     static let types: [PostgresDataType] = [.text, .text, .text, .text, .text]
 }
 
 enum EntriesTag: StatementTag {
+    static let name = named("entries")
     static let sql = LedgerSession.entriesQuery
     static let types: [PostgresDataType] = [.text]
 }
 
 enum OwnedTag: StatementTag {
+    static let name = named("owned")
     static let sql = LedgerSession.ownedQuery
     static let types: [PostgresDataType] = [.text]
 }
 
 enum PingTag: StatementTag {
+    static let name = named("ping")
     static let sql = Ledger.healthQuery
     static let types: [PostgresDataType] = []
 }
 
 enum ApplyTag: StatementTag {
+    static let name = named("apply")
     static let sql = "SELECT * FROM \(PostgresFunctions.applyFunction)($1::jsonb, $2)"
     static let types: [PostgresDataType] = [.text, .text]
 }
 
 struct Prepared<Tag: StatementTag>: PostgresPreparedStatement {
     typealias Row = SQLRow
-    static var name: String { "iapkit_\(String(describing: Tag.self))" }
+    static var name: String { Tag.name }
     static var sql: String { Tag.sql }
     static var bindingDataTypes: [PostgresDataType] { Tag.types }
     let binds: [SQLValue]
@@ -410,9 +423,7 @@ struct PostgresExecutor: SQLExecutor {
     }
 
     static func ledgerError(_ error: any Error) -> any Error {
-        let state = sqlState(error) ?? ""
-        if PostgresFunctions.retriedStates.contains(state) { return LedgerRace() }
-        if state == PostgresFunctions.handBackState { return LedgerHandBack() }
+        if PostgresFunctions.retriedStates.contains(sqlState(error) ?? "") { return LedgerRace() }
         if let error = error as? LedgerError { return error }
         return LedgerError(.storage, "PostgreSQL: \(String(reflecting: error))")
     }
