@@ -88,16 +88,22 @@ struct WebhookLedgerTests {
         #expect(try await events(ledger, dee).isEmpty)
     }
 
-    @Test("Periods stored before anyone held the series get their events when an account claims it", arguments: StoreKind.allCases)
-    func claimedSeriesTellsEveryPeriod(_ kind: StoreKind) async throws {
-        let ledger = try await makeLedger(kind)
-        let cy = uniqueId("cy-")
+    /// A monthly's first period and its renewal, each told by a notification before anyone held the series: stored unbound.
+    func seriesNobodyHeld(_ ledger: Ledger) async throws -> (first: JWSTransactionDecodedPayload, second: JWSTransactionDecodedPayload) {
         let start = Date().addingTimeInterval(-7_200)
         let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
         let second = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: start.addingTimeInterval(3_600),
                                  expires: start.addingTimeInterval(7_200 + 3_600))
         try await notify(ledger, .subscribed, .initialBuy, first, signed: start)
         try await notify(ledger, .didRenew, nil, second, signed: start.addingTimeInterval(3_600))
+        return (first, second)
+    }
+
+    @Test("Periods stored before anyone held the series get their events when an account claims it", arguments: StoreKind.allCases)
+    func claimedSeriesTellsEveryPeriod(_ kind: StoreKind) async throws {
+        let ledger = try await makeLedger(kind)
+        let cy = uniqueId("cy-")
+        let (first, second) = try await seriesNobodyHeld(ledger)
         #expect(try await ledger.webhookEvents(limit: 10_000).filter { $0.body.contains(first.transactionId!) }.isEmpty, "nobody to tell yet")
         _ = try await ledger.submit(PurchaseSubmission(accountId: cy, transaction: second, source: .signedTransaction))
         #expect(try await events(ledger, cy) == ["INITIAL_PURCHASE.\(first.transactionId!)", "RENEWAL.\(second.transactionId!)"].sorted())
@@ -107,12 +113,7 @@ struct WebhookLedgerTests {
     func claimedSeriesAtOnce(_ kind: StoreKind) async throws {
         let ledger = try await makeLedger(kind)
         let dot = uniqueId("dot-")
-        let start = Date().addingTimeInterval(-7_200)
-        let first = transaction(Demo.monthly, type: .autoRenewableSubscription, purchased: start, expires: start.addingTimeInterval(3_600))
-        let second = transaction(Demo.monthly, original: first.transactionId, type: .autoRenewableSubscription, purchased: start.addingTimeInterval(3_600),
-                                 expires: start.addingTimeInterval(7_200 + 3_600))
-        try await notify(ledger, .subscribed, .initialBuy, first, signed: start)
-        try await notify(ledger, .didRenew, nil, second, signed: start.addingTimeInterval(3_600))
+        let (first, second) = try await seriesNobodyHeld(ledger)
         let outcomes = try await withThrowingTaskGroup(of: SubmissionResult.Outcome.self) { group in
             for _ in 0..<20 {
                 group.addTask { try await ledger.submit(PurchaseSubmission(accountId: dot, transaction: second, source: .signedTransaction)).outcome }
