@@ -31,16 +31,16 @@ extension Ledger {
         try await read { session in
             switch filter {
             case .created, .granted, .settled:
-                return try session.orders(where: "o.state = $1", [.text(filter.rawValue)], limit: limit)
+                return try await session.orders(where: "o.state = $1", [.text(filter.rawValue)], limit: limit)
             case .paidUnfulfilled:
-                return try session.orders(where: Self.paidUnfulfilled, [], limit: limit)
+                return try await session.orders(where: Self.paidUnfulfilled, [], limit: limit)
             case .stuck:
-                return try session.orders(where: """
+                return try await session.orders(where: """
                     o.state = 'created' AND o.expires_at < $1 AND o.abandoned_at IS NULL
                     AND NOT EXISTS (SELECT 1 FROM purchases t WHERE t.app_account_token = o.app_account_token)
                     """, [.of(now)], limit: limit)
             case .abandoned:
-                return try session.orders(where: """
+                return try await session.orders(where: """
                     o.state = 'created' AND o.abandoned_at IS NOT NULL AND NOT (\(Self.paidUnfulfilled))
                     """, [], limit: limit)
             }
@@ -57,16 +57,16 @@ extension Ledger {
             throw LedgerError(.invalidInput, "the reason is one of \(OrderAbandonRequest.Reason.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return try await write { session in
-            guard let order = try session.order(id: orderId), order.accountId == accountId else {
+            guard let order = try await session.order(id: orderId), order.accountId == accountId else {
                 throw LedgerError(.orderNotFound, "no order \(orderId) of this account")
             }
-            let recorded = try !session.sql.rows("""
+            let recorded = try await !session.sql.rows("""
                 UPDATE orders SET abandoned_at = $1, abandon_reason = $2, updated_at = $1
                 WHERE order_id = $3 AND state = 'created' AND abandoned_at IS NULL
                 AND order_id IN (SELECT o.order_id FROM orders o WHERE o.order_id = $3 AND NOT (\(Self.paidUnfulfilled)))
                 RETURNING order_id
                 """, [.of(now), .text(reason), .text(orderId)]).isEmpty
-            return (try session.order(id: orderId) ?? order, recorded)
+            return (try await session.order(id: orderId) ?? order, recorded)
         }
     }
 
@@ -79,23 +79,23 @@ extension Ledger {
         if let record, catalog.rule(for: record.productId) == nil { throw LedgerError(.unknownProduct, "no product \(record.productId) is sold here") }
         let catalog = catalog
         return try await write { session in
-            guard let order = try session.order(id: orderId) else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
+            guard let order = try await session.order(id: orderId) else { throw LedgerError(.orderNotFound, "no order \(orderId)") }
             if let record {
-                try session.lockSeries(record.originalTransactionId)
-                let facts = try session.facts(for: record, namedOrderId: orderId, catalog: catalog)
+                try await session.lockSeries(record.originalTransactionId)
+                let facts = try await session.facts(for: record, namedOrderId: orderId, catalog: catalog)
                 let decision = SettleRules.settle(order, with: record, note: note, actor: actor, facts: facts, catalog: catalog, now: now)
                 if case .rejected(let refusal) = decision.outcome { throw refusal }
-                try session.apply(decision.effects)
+                try await session.apply(decision.effects)
             } else {
-                try session.apply(SettleRules.settle(order, note: note, actor: actor, now: now))
+                try await session.apply(SettleRules.settle(order, note: note, actor: actor, now: now))
             }
-            return try session.order(id: orderId) ?? order
+            return try await session.order(id: orderId) ?? order
         }
     }
 
     /// Records an operator's or the reconciliation job's action.
     public func audit(actor: String, action: AuditAction, subject: String, detail: String, now: Date = Date()) async throws {
-        try await write { try $0.apply(.audit(actor: actor, action: action, subject: subject, detail: detail, at: now)) }
+        try await write { try await $0.apply(.audit(actor: actor, action: action, subject: subject, detail: detail, at: now)) }
     }
 
     /// One audit entry.
@@ -103,7 +103,7 @@ extension Ledger {
 
     /// The audit log, newest first.
     public func auditLog(limit: Int = 200) async throws -> [AuditEntry] {
-        try await read { try $0.auditEntries(where: "1 = 1", [], limit: limit) }
+        try await read { try await $0.auditEntries(where: "1 = 1", [], limit: limit) }
     }
 
     /// Auto-renewable series whose latest known expiry fell between `since` and `before` with no newer period:
@@ -117,7 +117,7 @@ extension Ledger {
     /// series in billing retry stays stale all day) while older ones waited behind them until they left the window.
     public func staleSubscriptions(since: Date, before: Date, limit: Int = 100, dueBy: Date = .distantFuture) async throws -> [StaleSeries] {
         try await read { session in
-            try session.sql.rows(Self.staleSeriesQuery, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit)),
+            try await session.sql.rows(Self.staleSeriesQuery, [.text(ProductType.autoRenewableSubscription.rawValue), .of(before), .of(since), .int(Int64(limit)),
                       .int(Int64(SubscriptionStatus.expired.rawValue)), .int(Int64(SubscriptionStatus.revoked.rawValue)), .of(dueBy)])
                 .map { StaleSeries(originalTransactionId: try $0.text(0), accountId: try $0.text(1), expiresDate: Millis.date(try $0.int(2))) }
         }
@@ -144,14 +144,14 @@ extension Ledger {
     /// (their series have left the window ``staleSubscriptions(since:before:limit:dueBy:)`` looks in).
     public func recordSubscriptionCheck(_ series: StaleSeries, at: Date, forgettingBefore: Date) async throws {
         try await write { session in
-            try session.sql.execute("DELETE FROM subscription_checks WHERE checked_at < $1", [.of(forgettingBefore)])
-            let known = try session.sql.first("SELECT expires_date, asks, checked_at FROM subscription_checks WHERE original_transaction_id = $1",
+            try await session.sql.execute("DELETE FROM subscription_checks WHERE checked_at < $1", [.of(forgettingBefore)])
+            let known = try await session.sql.first("SELECT expires_date, asks, checked_at FROM subscription_checks WHERE original_transaction_id = $1",
                                               [.text(series.originalTransactionId)])
             let expires = Millis.of(series.expiresDate)
             // Another replica's later ask stands.
             if let known, try known.int(0) == expires, try known.int(2) > Millis.of(at) { return }
             let asks = try known.map { try $0.int(0) == expires ? $0.int(1) + 1 : 1 } ?? 1
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 INSERT INTO subscription_checks (original_transaction_id, expires_date, asks, checked_at, next_check_at) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT (original_transaction_id) DO UPDATE SET expires_date = excluded.expires_date, asks = excluded.asks,
                     checked_at = excluded.checked_at, next_check_at = excluded.next_check_at
@@ -177,14 +177,14 @@ extension Ledger {
     /// a recent payment may still be looking for.
     public func openOrders(createdBefore before: Date, after: Date = .distantPast, limit: Int = 100) async throws -> [Order] {
         try await read { session in
-            try session.sql.rows(Self.openOrdersQuery, [.of(before), .of(after), .int(Int64(max(1, min(limit, 10_000))))]).map(LedgerSession.decodeOrder)
+            try await session.sql.rows(Self.openOrdersQuery, [.of(before), .of(after), .int(Int64(max(1, min(limit, 10_000))))]).map(LedgerSession.decodeOrder)
         }
     }
 
     /// One transaction id bound to `accountId`, if any: a handle for asking Apple about the customer's history.
     public func anyTransactionId(accountId: String) async throws -> String? {
         try await read { session in
-            try session.sql.first("SELECT transaction_id FROM purchases WHERE account_id = $1 ORDER BY purchase_date DESC LIMIT 1",
+            try await session.sql.first("SELECT transaction_id FROM purchases WHERE account_id = $1 ORDER BY purchase_date DESC LIMIT 1",
                                   [.text(accountId)])?.optionalText(0)
         }
     }
@@ -193,7 +193,7 @@ extension Ledger {
     /// member's copy is theirs to use, not to be offered anything for).
     public func seriesAccount(originalTransactionId: String) async throws -> String? {
         try await read { session in
-            try session.sql.first("""
+            try await session.sql.first("""
                 SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL
                 AND (ownership IS NULL OR ownership <> 'FAMILY_SHARED')
                 ORDER BY purchase_date DESC, transaction_id DESC LIMIT 1
@@ -207,7 +207,7 @@ extension Ledger {
         let chunk = Array(uuids.prefix(100))
         let placeholders = chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
         let known = try await read { session in
-            try session.sql.rows("SELECT notification_uuid FROM notifications WHERE notification_uuid IN (\(placeholders))", chunk.map { .text($0) })
+            try await session.sql.rows("SELECT notification_uuid FROM notifications WHERE notification_uuid IN (\(placeholders))", chunk.map { .text($0) })
                 .map { try $0.text(0) }
         }
         return Set(known).union(try await knownNotifications(Array(uuids.dropFirst(100))))
@@ -217,14 +217,14 @@ extension Ledger {
     /// first pass.
     public func cursor(_ name: String) async throws -> Date? {
         try await read { session in
-            try session.sql.first("SELECT value FROM reconciler_cursors WHERE name = $1", [.text(name)])?.optionalInt(0).map(Millis.date)
+            try await session.sql.first("SELECT value FROM reconciler_cursors WHERE name = $1", [.text(name)])?.optionalInt(0).map(Millis.date)
         }
     }
 
     /// Moves the cursor `name` to `date`, never back: two replicas finishing passes out of order keep the later one.
     public func advanceCursor(_ name: String, to date: Date) async throws {
         try await write { session in
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 INSERT INTO reconciler_cursors (name, value) VALUES ($1, $2)
                 ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE reconciler_cursors.value < excluded.value
                 """, [.text(name), .of(date)])
@@ -262,12 +262,12 @@ extension Ledger {
     /// Stored transactions, newest first; `unboundOnly` lists those only notifications told of, which no account
     /// has claimed yet.
     public func transactions(unboundOnly: Bool = false, limit: Int = 200) async throws -> [PurchaseRecord] {
-        try await read { try $0.purchases(where: unboundOnly ? "account_id IS NULL" : "1 = 1", [], limit: limit) }
+        try await read { try await $0.purchases(where: unboundOnly ? "account_id IS NULL" : "1 = 1", [], limit: limit) }
     }
 
     /// The transaction with `transactionId`, bound or not.
     public func transaction(_ transactionId: String) async throws -> PurchaseRecord? {
-        try await read { try $0.purchase(transactionId) }
+        try await read { try await $0.purchase(transactionId) }
     }
 
     /// The stored transactions among `transactionIds`, by id: a receipt's purchases read in a few statements, not one each.
@@ -276,7 +276,7 @@ extension Ledger {
         for start in stride(from: 0, to: transactionIds.count, by: 100) {
             let chunk = Array(transactionIds[start..<min(start + 100, transactionIds.count)])
             let placeholders = chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
-            for record in try await read({ try $0.purchases(where: "transaction_id IN (\(placeholders))", chunk.map { .text($0) }, limit: 100) }) {
+            for record in try await read({ try await $0.purchases(where: "transaction_id IN (\(placeholders))", chunk.map { .text($0) }, limit: 100) }) {
                 found[record.transactionId] = record
             }
         }
@@ -286,12 +286,12 @@ extension Ledger {
     /// A subscription series by its `originalTransactionId`, or nil when the ledger knows nothing of it.
     public func series(originalTransactionId: String) async throws -> SeriesRecord? {
         try await read { session in
-            let transactions = try session.sql.rows("""
+            let transactions = try await session.sql.rows("""
                 SELECT \(LedgerSession.purchaseColumns) FROM purchases WHERE original_transaction_id = $1 ORDER BY purchase_date, transaction_id
                 """, [.text(originalTransactionId)]).map(LedgerSession.decodePurchase)
-            let status = try session.series(originalTransactionId)
+            let status = try await session.series(originalTransactionId)
             guard !transactions.isEmpty || status != nil else { return nil }
-            let notifications = try session.notifications(where: "original_transaction_id = $1", [.text(originalTransactionId)], limit: 500,
+            let notifications = try await session.notifications(where: "original_transaction_id = $1", [.text(originalTransactionId)], limit: 500,
                                                           withPayload: false)
             return SeriesRecord(originalTransactionId: originalTransactionId, status: status, transactions: transactions, notifications: notifications)
         }
@@ -301,9 +301,9 @@ extension Ledger {
     public func notifications(originalTransactionId: String? = nil, limit: Int = 200, withPayload: Bool = false) async throws -> [LoggedNotification] {
         try await read { session in
             if let originalTransactionId {
-                return try session.notifications(where: "original_transaction_id = $1", [.text(originalTransactionId)], limit: limit, withPayload: withPayload)
+                return try await session.notifications(where: "original_transaction_id = $1", [.text(originalTransactionId)], limit: limit, withPayload: withPayload)
             }
-            return try session.notifications(where: "1 = 1", [], limit: limit, withPayload: withPayload)
+            return try await session.notifications(where: "1 = 1", [], limit: limit, withPayload: withPayload)
         }
     }
 
@@ -312,12 +312,12 @@ extension Ledger {
     public func timeline(accountId: String, limit: Int = 1_000) async throws -> [TimelineEntry] {
         try await read { session in
             var entries: [TimelineEntry] = []
-            let orders = try session.orders(where: "o.account_id = $1", [.text(accountId)], limit: limit)
+            let orders = try await session.orders(where: "o.account_id = $1", [.text(accountId)], limit: limit)
             for order in orders {
                 entries.append(.init(at: order.createdAt, kind: .order, subject: order.orderId,
                                      detail: "\(order.productId): \(order.state.rawValue)\(order.transactionId.map { " by \($0)" } ?? "")"))
             }
-            let purchases = try session.purchases(accountId: accountId)
+            let purchases = try await session.purchases(accountId: accountId)
             for purchase in purchases {
                 entries.append(.init(at: purchase.purchaseDate, kind: .transaction, subject: purchase.transactionId,
                                      detail: "\(purchase.productId) (\(purchase.productType.rawValue))\(purchase.orderId.map { ", order \($0)" } ?? "")"
@@ -327,28 +327,28 @@ extension Ledger {
                                          detail: "revoked (reason \(purchase.revocationReason?.rawValue ?? -1))"))
                 }
             }
-            for entry in try session.balanceEntries(accountId: accountId, limit: limit) {
+            for entry in try await session.balanceEntries(accountId: accountId, limit: limit) {
                 entries.append(.init(at: entry.at, kind: .balance, subject: entry.key, detail: "\(entry.delta > 0 ? "+" : "")\(entry.delta) \(entry.currency)"))
             }
             for original in Set(purchases.map(\.originalTransactionId)) {
-                for notification in try session.notifications(where: "original_transaction_id = $1", [.text(original)], limit: limit, withPayload: false) {
+                for notification in try await session.notifications(where: "original_transaction_id = $1", [.text(original)], limit: limit, withPayload: false) {
                     entries.append(.init(at: notification.signedDate, kind: .notification, subject: notification.notificationUUID,
                                          detail: notification.notificationType + (notification.subtype.map { "/\($0)" } ?? "")
                                              + (notification.transactionId.map { " for \($0)" } ?? "")))
                 }
             }
-            for report in try session.deviceReports(where: "account_id = $1", [.text(accountId)]) {
+            for report in try await session.deviceReports(where: "account_id = $1", [.text(accountId)]) {
                 entries.append(.init(at: report.reportedAt, kind: .deviceReport, subject: report.transactionId,
                                      detail: report.signals.isEmpty ? "clean" : report.signals.joined(separator: ", ")))
             }
-            for row in try session.sql.rows("SELECT transaction_id, claimed_by, owner, first_seen, attempts FROM conflicts WHERE claimed_by = $1 OR owner = $1",
+            for row in try await session.sql.rows("SELECT transaction_id, claimed_by, owner, first_seen, attempts FROM conflicts WHERE claimed_by = $1 OR owner = $1",
                                             [.text(accountId)]) {
                 entries.append(.init(at: Millis.date(try row.int(3)), kind: .conflict, subject: try row.text(0),
                                      detail: "claimed by \(try row.text(1)), owned by \(try row.text(2)), \(try row.int(4)) attempt(s)"))
             }
             let subjects = [accountId] + orders.map(\.orderId)
             for subject in subjects {
-                for audit in try session.auditEntries(where: "subject = $1", [.text(subject)], limit: limit) {
+                for audit in try await session.auditEntries(where: "subject = $1", [.text(subject)], limit: limit) {
                     entries.append(.init(at: audit.at, kind: .audit, subject: audit.subject, detail: "\(audit.actor) \(audit.action): \(audit.detail)"))
                 }
             }

@@ -15,31 +15,31 @@ extension Ledger {
     public func appAccountToken(accountId: String, forTransaction transactionId: String, now: Date = Date()) async throws -> UUID? {
         try Self.checkAccountId(accountId)
         return try await write { session in
-            guard let record = try session.purchase(transactionId), record.accountId == accountId, record.ownership != .familyShared else { return nil }
+            guard let record = try await session.purchase(transactionId), record.accountId == accountId, record.ownership != .familyShared else { return nil }
             // One decision per series at a time across replicas (two uploads at once would make two orders).
-            try session.lockSeries(record.originalTransactionId)
-            let latestOwner = try session.sql.first("""
+            try await session.lockSeries(record.originalTransactionId)
+            let latestOwner = try await session.sql.first("""
                 SELECT account_id FROM purchases WHERE original_transaction_id = $1 AND account_id IS NOT NULL ORDER BY purchase_date DESC LIMIT 1
                 """, [.text(record.originalTransactionId)])?.optionalText(0)
             guard latestOwner == accountId else { return nil }
-            let namedElsewhere = try session.sql.first("""
+            let namedElsewhere = try await session.sql.first("""
                 SELECT 1 FROM purchases p JOIN orders o ON o.app_account_token = p.app_account_token
                 WHERE p.original_transaction_id = $1 AND o.account_id <> $2 LIMIT 1
                 """, [.text(record.originalTransactionId), .text(accountId)])
             guard namedElsewhere == nil else { return nil }
-            if let text = try session.sql.first("""
+            if let text = try await session.sql.first("""
                 SELECT o.app_account_token FROM orders o JOIN purchases p ON p.transaction_id = o.transaction_id
                 WHERE p.original_transaction_id = $1 AND o.account_id = $2 ORDER BY o.created_at LIMIT 1
                 """, [.text(record.originalTransactionId), .text(accountId)])?.text(0), let token = UUID(uuidString: text) {
                 return token
             }
             let token = UUID()
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7)
                 """, [.text("external-" + UUID().lowercasedString), .text(accountId), .text(record.productId), .text(token.lowercasedString),
                       .text(Order.State.granted.rawValue), .text(transactionId), .of(now)])
-            try session.apply(.audit(actor: "server", action: .appAccountTokenAssigned, subject: accountId,
+            try await session.apply(.audit(actor: "server", action: .appAccountTokenAssigned, subject: accountId,
                                      detail: "series \(record.originalTransactionId), bought outside the app's flow (transaction \(transactionId))", at: now))
             return token
         }

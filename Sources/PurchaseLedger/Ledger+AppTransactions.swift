@@ -23,7 +23,7 @@ extension Ledger {
             throw LedgerError(.invalidInput, "the app transaction lacks its id or bundle id")
         }
         try await write { session in
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 INSERT INTO app_transactions (app_transaction_id, account_id, bundle_id, environment, original_purchase_date,
                     original_application_version, first_seen, last_seen)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
@@ -36,7 +36,7 @@ extension Ledger {
     /// The app transactions `accountId` presented, first seen first.
     public func appTransactions(accountId: String) async throws -> [AppTransactionRecord] {
         try await read { session in
-            try session.sql.rows("""
+            try await session.sql.rows("""
                 SELECT app_transaction_id, account_id, bundle_id, environment, original_purchase_date, original_application_version, first_seen, last_seen
                 FROM app_transactions WHERE account_id = $1 ORDER BY first_seen
                 """, [.text(accountId)]).map {

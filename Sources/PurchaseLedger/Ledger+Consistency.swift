@@ -22,7 +22,7 @@ extension Ledger {
             let sql = session.sql
             // Balances against the sum of their movements (either side may be missing). Sums are cast back to BIGINT:
             // PostgreSQL sums BIGINT as NUMERIC.
-            for row in try sql.rows("""
+            for row in try await sql.rows("""
                 SELECT a, c, CAST(SUM(stored) AS BIGINT), CAST(SUM(moved) AS BIGINT) FROM (
                     SELECT account_id AS a, currency AS c, amount AS stored, 0 AS moved FROM balances
                     UNION ALL SELECT account_id, currency, 0, delta FROM balance_entries) AS both_sides
@@ -32,7 +32,7 @@ extension Ledger {
                                    detail: "\(try row.text(0)) \(try row.text(1)): balance \(row.optionalInt(2) ?? 0), movements \(row.optionalInt(3) ?? 0)"))
             }
             // Movements tied to a transaction: the transaction's own account.
-            for row in try sql.rows("""
+            for row in try await sql.rows("""
                 SELECT e.entry_key, e.account_id, p.account_id FROM balance_entries e LEFT JOIN purchases p ON p.transaction_id = e.transaction_id
                 WHERE e.transaction_id IS NOT NULL AND (p.transaction_id IS NULL OR p.account_id IS NULL OR p.account_id <> e.account_id) LIMIT $1
                 """, [.int(Int64(limit))]) {
@@ -40,7 +40,7 @@ extension Ledger {
                                    detail: "\(try row.text(0)) credits \(try row.text(1)); its transaction is \(row.optionalText(2).map { "bound to \($0)" } ?? "missing or unbound")"))
             }
             // Consumables: the net credit follows the transaction's state, and one grant entry at most.
-            for row in try sql.rows("""
+            for row in try await sql.rows("""
                 SELECT p.transaction_id, p.account_id, p.product_id, p.quantity, p.revocation_date,
                        CAST(COALESCE(SUM(e.delta), 0) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN e.entry_key LIKE 'grant:%' THEN 1 ELSE 0 END), 0) AS BIGINT),
                        p.revocation_type, p.revocation_percentage, p.environment
@@ -67,7 +67,7 @@ extension Ledger {
                 }
             }
             // Granted orders: their transaction exists and is the order's account's.
-            for row in try sql.rows("""
+            for row in try await sql.rows("""
                 SELECT o.order_id, o.account_id, o.transaction_id, p.account_id FROM orders o LEFT JOIN purchases p ON p.transaction_id = o.transaction_id
                 WHERE o.state = 'granted' AND (p.transaction_id IS NULL OR p.account_id IS NULL OR p.account_id <> o.account_id) LIMIT $1
                 """, [.int(Int64(limit))]) {

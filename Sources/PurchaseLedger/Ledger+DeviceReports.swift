@@ -8,11 +8,11 @@ extension Ledger {
     /// (``PurchaseSubmission/deviceSignals``).
     public func recordDeviceReport(transactionId: String, accountId: String, signals: [String], now: Date = Date()) async throws {
         let cleaned = Self.cleaned(signals)
-        try await write { try $0.apply(.recordDeviceReport(transactionId: transactionId, accountId: accountId, signals: cleaned, at: now)) }
+        try await write { try await $0.apply(.recordDeviceReport(transactionId: transactionId, accountId: accountId, signals: cleaned, at: now)) }
     }
 
     /// The signals reported with `transactionId`, oldest report first.
     public func deviceReports(transactionId: String) async throws -> [[String]] {
-        try await read { try $0.deviceReports(where: "transaction_id = $1", [.text(transactionId)]).map(\.signals) }
+        try await read { try await $0.deviceReports(where: "transaction_id = $1", [.text(transactionId)]).map(\.signals) }
     }
 }

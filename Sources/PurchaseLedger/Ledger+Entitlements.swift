@@ -14,18 +14,18 @@ extension Ledger {
                 throw Self.ledgerError(error)
             }
         }
-        return try await read { try $0.entitlements(accountId: accountId, catalog: catalog, now: now) }
+        return try await read { try await $0.entitlements(accountId: accountId, catalog: catalog, now: now) }
     }
 
     /// Every transaction bound to `accountId`, oldest first.
     public func purchases(accountId: String) async throws -> [PurchaseRecord] {
-        try await read { try $0.purchases(accountId: accountId) }
+        try await read { try await $0.purchases(accountId: accountId) }
     }
 
     /// The transactions bound to `accountId` that can carry an entitlement (consumables left out), oldest first: what
     /// offer and retention rules judge, read without the account's coin purchases.
     public func entitlingPurchases(accountId: String) async throws -> [PurchaseRecord] {
-        try await read { try $0.entitlingPurchases(accountId: accountId) }
+        try await read { try await $0.entitlingPurchases(accountId: accountId) }
     }
 }
 
@@ -40,13 +40,13 @@ extension Ledger {
         let request = SpendRules.Request(accountId: accountId, currency: currency, amount: amount, idempotencyKey: idempotencyKey)
         if let refusal = SpendRules.check(request) { throw refusal }
         return try await write { session in
-            let facts = try session.spendFacts(key: SpendRules.key(request), accountId: accountId, currency: currency)
+            let facts = try await session.spendFacts(key: SpendRules.key(request), accountId: accountId, currency: currency)
             switch SpendRules.decide(request, earlier: facts.earlier, balance: facts.balance, now: now) {
             case .refused(let refusal): throw refusal
             case .repeated: return facts.balance
             case .spend(let effects):
-                try session.apply(effects)
-                return try session.balance(accountId: accountId, currency: currency)
+                try await session.apply(effects)
+                return try await session.balance(accountId: accountId, currency: currency)
             }
         }
     }

@@ -47,17 +47,17 @@ extension Ledger {
     /// Runs `body` on one snapshot of the ledger: the rollup, its watermarks, the retractions and the rows after them
     /// must be read as of one instant, or a rollup committing between two reads would count rows twice or not at all.
     /// SQLite's reads are one transaction already; PostgreSQL's are statements apart, hence a repeatable-read one.
-    func snapshotRead<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) throws -> R) async throws -> R {
+    func snapshotRead<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) async throws -> R) async throws -> R {
         guard store.kind == .postgres else {
             do {
-                return try await sqlStore.readMany { try body(LedgerSession($0)) }
+                return try await sqlStore.readMany { try await body(LedgerSession($0)) }
             } catch {
                 throw Self.ledgerError(error)
             }
         }
         return try await write { session in
-            _ = try session.sql.rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", [])
-            return try body(session)
+            _ = try await session.sql.rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", [])
+            return try await body(session)
         }
     }
 
@@ -73,14 +73,14 @@ extension Ledger {
         let allowance = at == nil ? EntitlementRules.clockLagAllowance : 0
         let catalog = catalog
         return try await snapshotRead { session in
-            var overview = try Self.instant(session, at: instant, allowance: allowance, environment: environment, productId: productId,
+            var overview = try await Self.instant(session, at: instant, allowance: allowance, environment: environment, productId: productId,
                                             catalog: catalog)
             overview.from = from
             overview.to = to
             // Revenue by whole UTC days: a span is rounded out to the days it touches.
             let fromDay = from.map { MetricRules.day(Millis.of($0)) }
             let toDay = to.map { MetricRules.day(Millis.of($0) + MetricRules.dayMillis - 1) }
-            let days = try Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale, .unpriced],
+            let days = try await Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale, .unpriced],
                                            fromDay: fromDay, toDay: toDay, catalog: catalog)
             var revenue: [String: RevenueTotal] = [:]
             for item in days {
@@ -88,7 +88,7 @@ extension Ledger {
                 revenue[item.currency, default: RevenueTotal(currency: item.currency)].gross += item.amount
                 revenue[item.currency]!.transactions += Int(item.count)
             }
-            for refunds in try Self.refundTotals(session, environment: environment, productId: productId,
+            for refunds in try await Self.refundTotals(session, environment: environment, productId: productId,
                                                  from: fromDay.map { $0 * MetricRules.dayMillis }, to: toDay.map { $0 * MetricRules.dayMillis }) {
                 guard let currency = refunds.currency else { overview.unpricedRefunds += Int(refunds.count); continue }
                 revenue[currency, default: RevenueTotal(currency: currency)].refunded += refunds.amount
@@ -102,14 +102,14 @@ extension Ledger {
     /// The instant's figures at `at` — the series entitled, in a trial, in grace, in billing retry, and the MRR — with
     /// no revenue (the overview adds it; a series' point for today needs none).
     static func instant(_ session: LedgerSession, at: Date, allowance: TimeInterval, environment: AppStoreEnvironment, productId: String?,
-                        catalog: LedgerCatalog) throws -> MetricsOverview {
+                        catalog: LedgerCatalog) async throws -> MetricsOverview {
         var overview = MetricsOverview(at: at, environment: environment, activeSubscriptions: 0, activeTrials: 0, inGracePeriod: 0, inBillingRetry: 0,
                                        mrr: [], unpricedSubscriptions: 0, revenue: [], unpricedTransactions: 0, unpricedRefunds: 0, from: nil, to: nil,
                                        activeByProduct: [:])
         // Each series' monthly amount, summed per currency in ascending order: the same total at every read, whatever
         // order the store read the series in (sorting 28,000 amounts costs less than sorting their ids).
         var mrr: [String: [Double]] = [:]
-        try seriesStates(session, at: at, allowance: allowance, environment: environment, productId: productId, catalog: catalog) { latest, state in
+        try await seriesStates(session, at: at, allowance: allowance, environment: environment, productId: productId, catalog: catalog) { latest, state in
             switch state {
             case .paid:
                 overview.activeSubscriptions += 1
@@ -139,7 +139,7 @@ extension Ledger {
     /// Each with its status, in one statement per set; the rules then judge each series' latest period.
     static func seriesStates(_ session: LedgerSession, at: Date, allowance: TimeInterval, environment: AppStoreEnvironment?,
                              productId: String?, catalog: LedgerCatalog,
-                             _ visit: (PurchaseRecord, MetricRules.SeriesState) throws -> Void) throws {
+                             _ visit: (PurchaseRecord, MetricRules.SeriesState) throws -> Void) async throws {
         // A status can keep a series only within Apple's 60-day billing retry after its last period ended.
         let atMillis = Millis.of(at), since = Millis.of(at) - 61 * MetricRules.dayMillis, until = Millis.of(at.addingTimeInterval(allowance))
         let binds: [SQLValue] = [.int(atMillis - 1), .int(until), .text(environment?.rawValue ?? ""), .int(since)]
@@ -147,8 +147,8 @@ extension Ledger {
         // One access to `read` per row: a closure's captures are checked for exclusive access at each use, and every row
         // touched three of them.
         let select = session.sql.selectList(Self.seriesColumnList)
-        try session.sql.forEachRow(Self.runningPeriodsQuery(anyEnvironment: environment == nil, select: select), binds) { try read.take($0) }
-        try session.sql.forEachRow(Self.troubledSeriesQuery(anyEnvironment: environment == nil, select: select), binds) { try read.take($0) }
+        try await session.sql.forEachRow(Self.runningPeriodsQuery(anyEnvironment: environment == nil, select: select), binds) { try read.take($0) }
+        try await session.sql.forEachRow(Self.troubledSeriesQuery(anyEnvironment: environment == nil, select: select), binds) { try read.take($0) }
         // In the order read, each handed over where it lies (no copy of a record per series): a caller that sums money
         // sums it in an order of its own (``metricsOverview``).
         for index in read.periods.indices where productId == nil || read.periods[index].productId == productId {
@@ -284,7 +284,7 @@ extension Ledger {
                 func note(_ day: Int64, _ key: String, _ delta: Int64) {
                     if day < fromDay { level[key, default: 0] += delta } else if day < toDay { changes[day, default: [:]][key, default: 0] += delta }
                 }
-                for item in try Self.metricDays(session, environment: environment, productId: productId, kinds: [startKind, endKind],
+                for item in try await Self.metricDays(session, environment: environment, productId: productId, kinds: [startKind, endKind],
                                                 fromDay: nil, toDay: toDay, catalog: catalog) {
                     let key = metric == .mrr ? item.currency : "count"
                     guard metric != .mrr || !item.currency.isEmpty else { continue }
@@ -292,7 +292,7 @@ extension Ledger {
                     note(item.day, key, item.kind == startKind ? delta : -delta)
                 }
                 // A period refunded or upgraded away ended then, not at its signed expiry.
-                for cut in try Self.revokedPeriods(session, environment: environment, productId: productId, catalog: catalog)
+                for cut in try await Self.revokedPeriods(session, environment: environment, productId: productId, catalog: catalog)
                 where (metric == .activeTrials) == cut.trial {
                     let key = metric == .mrr ? cut.currency ?? "" : "count"
                     guard metric != .mrr || cut.currency != nil else { continue }
@@ -308,12 +308,12 @@ extension Ledger {
                     if totals[index].isEmpty && metric != .mrr { totals[index]["count"] = 0 }
                 }
             case .revenue, .refunds:
-                for item in try Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale], fromDay: fromDay,
+                for item in try await Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale], fromDay: fromDay,
                                                 toDay: toDay, catalog: catalog) where metric == .revenue {
                     add(&totals, bucket(item.day), "gross|" + item.currency, item.amount)
                     add(&totals, bucket(item.day), "transactions|" + item.currency, item.count)
                 }
-                for refund in try Self.refunds(session, environment: environment, productId: productId, from: first.start, to: last.end) {
+                for refund in try await Self.refunds(session, environment: environment, productId: productId, from: first.start, to: last.end) {
                     let index = bucket(MetricRules.day(refund.date))
                     guard let currency = refund.currency else {
                         // A receipt-only purchase refunded: a refund, with no money known.
@@ -333,13 +333,13 @@ extension Ledger {
                     }
                 }
             case .churn:
-                for item in try Self.metricDays(session, environment: environment, productId: productId,
+                for item in try await Self.metricDays(session, environment: environment, productId: productId,
                                                 kinds: [.churnVoluntary, .churnBilling, .churnOther], fromDay: fromDay, toDay: toDay, catalog: catalog) {
                     let name = item.kind == .churnVoluntary ? "voluntary" : item.kind == .churnBilling ? "billing" : "other"
                     add(&totals, bucket(item.day), name, item.count)
                 }
             case .trialConversions:
-                for day in try Self.trialConversions(session, environment: environment, productId: productId, from: first.start, to: last.end) {
+                for day in try await Self.trialConversions(session, environment: environment, productId: productId, from: first.start, to: last.end) {
                     add(&totals, bucket(day), "count", 1)
                 }
                 for index in totals.indices where totals[index].isEmpty { totals[index]["count"] = 0 }
@@ -351,7 +351,7 @@ extension Ledger {
                 case .billingIssues: .billingIssue
                 default: .oneTime
                 }
-                for item in try Self.metricDays(session, environment: environment, productId: productId, kinds: [kind], fromDay: fromDay,
+                for item in try await Self.metricDays(session, environment: environment, productId: productId, kinds: [kind], fromDay: fromDay,
                                                 toDay: toDay, catalog: catalog) {
                     add(&totals, bucket(item.day), "count", item.count)
                 }
@@ -371,7 +371,7 @@ extension Ledger {
             let nowMillis = Millis.of(now)
             if [.activeSubscriptions, .activeTrials, .mrr].contains(metric),
                let index = points.firstIndex(where: { Millis.of($0.start) <= nowMillis && nowMillis < Millis.of($0.end) }) {
-                let instant = try Self.instant(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: environment,
+                let instant = try await Self.instant(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: environment,
                                                productId: productId, catalog: catalog)
                 points[index].values = switch metric {
                 case .mrr: instant.mrr.map { .init(name: "mrr", currency: $0.currency, value: $0.amount) }
@@ -394,7 +394,7 @@ extension Ledger {
             var filter = ""
             if let productId { binds.append(.text(productId)); filter = " AND product_id = $2" }
             var cohorts: [Int64: (size: Int, ends: [Int64])] = [:]
-            for row in try session.sql.rows("""
+            for row in try await session.sql.rows("""
                 SELECT MIN(purchase_date),
                        MAX(CASE WHEN revocation_date IS NOT NULL AND revocation_date < expires_date THEN revocation_date ELSE expires_date END)
                 FROM purchases
@@ -429,9 +429,9 @@ extension Ledger {
     public func metricsEnvironment(_ asked: AppStoreEnvironment? = nil) async throws -> AppStoreEnvironment {
         if let asked { return asked }
         return try await snapshotRead { session in
-            let watermark = try Self.watermarks(session).purchases
-            var held = Set(try session.sql.rows("SELECT DISTINCT environment FROM metric_days", []).map { try $0.text(0) })
-            for row in try session.sql.rows("SELECT DISTINCT environment FROM purchases WHERE recorded_at >= $1", [.int(watermark)]) {
+            let watermark = try await Self.watermarks(session).purchases
+            var held = Set(try await session.sql.rows("SELECT DISTINCT environment FROM metric_days", []).map { try $0.text(0) })
+            for row in try await session.sql.rows("SELECT DISTINCT environment FROM purchases WHERE recorded_at >= $1", [.int(watermark)]) {
                 held.insert(try row.text(0))
             }
             for preferred in [AppStoreEnvironment.production, .sandbox, .xcode, .localTesting] where held.contains(preferred.rawValue) {
@@ -447,13 +447,13 @@ extension Ledger {
     /// watermark summed now.
     /// `environment` nil: every environment's.
     static func metricDays(_ session: LedgerSession, environment: AppStoreEnvironment?, productId: String?, kinds: Set<MetricRules.Kind>,
-                           fromDay: Int64?, toDay: Int64?, catalog: LedgerCatalog) throws -> [MetricRules.Contribution] {
+                           fromDay: Int64?, toDay: Int64?, catalog: LedgerCatalog) async throws -> [MetricRules.Contribution] {
         var binds: [SQLValue] = [.text(environment?.rawValue ?? "")]
         var conditions = [environment == nil ? "$1 = $1" : "environment = $1", "kind IN (\(kinds.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")))"]
         if let fromDay { binds.append(.int(fromDay)); conditions.append("day >= $\(binds.count)") }
         if let toDay { binds.append(.int(toDay)); conditions.append("day < $\(binds.count)") }
         if let productId { binds.append(.text(productId)); conditions.append("product_id = $\(binds.count)") }
-        var items = try session.sql.rows("""
+        var items = try await session.sql.rows("""
             SELECT day, product_id, currency, kind, CAST(SUM(count) AS BIGINT), CAST(SUM(amount) AS BIGINT) FROM metric_days WHERE \(conditions.joined(separator: " AND "))
             GROUP BY day, product_id, currency, kind
             """, binds).compactMap { row -> MetricRules.Contribution? in
@@ -461,8 +461,8 @@ extension Ledger {
             return MetricRules.Contribution(day: try row.int(0), productId: try row.text(1), currency: try row.text(2), kind: kind,
                                             count: try row.int(4), amount: try row.int(5))
         }
-        let watermarks = try Self.watermarks(session)
-        let tail = try Self.transactionContributions(session, recordedFrom: watermarks.purchases, before: nil, catalog: catalog)
+        let watermarks = try await Self.watermarks(session)
+        let tail = try await Self.transactionContributions(session, recordedFrom: watermarks.purchases, before: nil, catalog: catalog)
             + Self.notificationContributions(session, receivedFrom: watermarks.notifications, before: nil)
             + Self.retractedContributions(session, catalog: catalog)
         items += tail.filter { item in
@@ -483,17 +483,17 @@ extension Ledger {
     }
 
     static func transactionContributions(_ session: LedgerSession, recordedFrom: Int64, before: Int64?,
-                                         catalog: LedgerCatalog) throws -> [EnvironmentContribution] {
+                                         catalog: LedgerCatalog) async throws -> [EnvironmentContribution] {
         var binds: [SQLValue] = [.int(recordedFrom)]
         if let before { binds.append(.int(before)) }
-        return try session.sql.rows("""
+        return try await session.sql.rows("""
             SELECT \(retractionColumns) FROM purchases WHERE recorded_at >= $1\(before == nil ? "" : " AND recorded_at < $2")
             """, binds).flatMap { try contributions($0, catalog: catalog, sign: 1) }
     }
 
     /// What the retractions not yet applied take back: each contribution of a row's old facts, negated.
-    static func retractedContributions(_ session: LedgerSession, catalog: LedgerCatalog) throws -> [EnvironmentContribution] {
-        try session.sql.rows("SELECT \(retractionColumns) FROM metric_retractions", []).flatMap { try contributions($0, catalog: catalog, sign: -1) }
+    static func retractedContributions(_ session: LedgerSession, catalog: LedgerCatalog) async throws -> [EnvironmentContribution] {
+        try await session.sql.rows("SELECT \(retractionColumns) FROM metric_retractions", []).flatMap { try contributions($0, catalog: catalog, sign: -1) }
     }
 
     /// A row of ``retractionColumns``' contributions, times `sign`.
@@ -512,10 +512,10 @@ extension Ledger {
         }
     }
 
-    static func notificationContributions(_ session: LedgerSession, receivedFrom: Int64, before: Int64?) throws -> [EnvironmentContribution] {
+    static func notificationContributions(_ session: LedgerSession, receivedFrom: Int64, before: Int64?) async throws -> [EnvironmentContribution] {
         var binds: [SQLValue] = [.int(receivedFrom)]
         if let before { binds.append(.int(before)) }
-        return try session.sql.rows("""
+        return try await session.sql.rows("""
             SELECT n.notification_type, n.subtype, n.signed_date, s.product_id, s.environment
             FROM notifications n
             JOIN purchases s ON s.transaction_id = (SELECT q.transaction_id FROM purchases q WHERE q.original_transaction_id = n.original_transaction_id
@@ -531,9 +531,9 @@ extension Ledger {
     /// Refunds with their date and amount (Family Sharing revocations and upgrades are not refunds: no money went back);
     /// a receipt-only purchase's refund has no currency and no amount.
     static func refunds(_ session: LedgerSession, environment: AppStoreEnvironment?, productId: String?, from: Int64?,
-                        to: Int64?) throws -> [(date: Int64, currency: String?, amount: Int64)] {
+                        to: Int64?) async throws -> [(date: Int64, currency: String?, amount: Int64)] {
         let (conditions, binds) = refundConditions(environment: environment, productId: productId, from: from, to: to)
-        return try session.sql.rows("""
+        return try await session.sql.rows("""
             SELECT revocation_date, currency, price, revocation_percentage FROM purchases WHERE \(conditions)
             """, binds).map { row in
             guard let currency = row.optionalText(1), let price = row.optionalInt(2) else { return (try row.int(0), nil, 0) }
@@ -545,9 +545,9 @@ extension Ledger {
     /// percentage, each refunded amount by the same rule times its count (a currency nil: the unpriced refunds). The
     /// overview's all-time figure read ~20,000 rows at a million purchases for a handful of sums.
     static func refundTotals(_ session: LedgerSession, environment: AppStoreEnvironment?, productId: String?, from: Int64?,
-                             to: Int64?) throws -> [(currency: String?, count: Int64, amount: Int64)] {
+                             to: Int64?) async throws -> [(currency: String?, count: Int64, amount: Int64)] {
         let (conditions, binds) = refundConditions(environment: environment, productId: productId, from: from, to: to)
-        return try session.sql.rows("""
+        return try await session.sql.rows("""
             SELECT currency, price, revocation_percentage, COUNT(*) FROM purchases WHERE \(conditions)
             GROUP BY currency, price, revocation_percentage
             """, binds).map { row in
@@ -575,11 +575,11 @@ extension Ledger {
     /// the rows (the trials through their partial index), since a conversion depends on the period before it, which
     /// may arrive after.
     static func trialConversions(_ session: LedgerSession, environment: AppStoreEnvironment, productId: String?, from: Int64,
-                                 to: Int64) throws -> [Int64] {
+                                 to: Int64) async throws -> [Int64] {
         var binds: [SQLValue] = [.text(environment.rawValue), .int(from), .int(to)]
         var filter = ""
         if let productId { binds.append(.text(productId)); filter = " AND n.product_id = $4" }
-        return try session.sql.rows("""
+        return try await session.sql.rows("""
             SELECT n.purchase_date FROM purchases t
             JOIN purchases n ON n.original_transaction_id = t.original_transaction_id
              AND n.purchase_date = (SELECT MIN(q.purchase_date) FROM purchases q
@@ -593,13 +593,13 @@ extension Ledger {
     /// Auto-renewable periods that ended before their signed end: refunded, revoked from a family member, or upgraded
     /// away (at the revocation Apple signed, or else when the upgrade's period began).
     static func revokedPeriods(_ session: LedgerSession, environment: AppStoreEnvironment, productId: String?,
-                               catalog: LedgerCatalog) throws -> [(expires: Int64, revoked: Int64, trial: Bool, currency: String?, monthly: Int64)] {
+                               catalog: LedgerCatalog) async throws -> [(expires: Int64, revoked: Int64, trial: Bool, currency: String?, monthly: Int64)] {
         var binds: [SQLValue] = [.text(environment.rawValue)]
         var filter = ""
         if let productId { binds.append(.text(productId)); filter = " AND p.product_id = $2" }
         // `+p.expires_date`: an expression, not the column, so that SQLite reads the few revoked rows through their
         // partial index; with the bare column it chose the expiries index and read every period (0.65 s at a million).
-        return try session.sql.rows("""
+        return try await session.sql.rows("""
             SELECT p.purchase_date, p.expires_date,
                    COALESCE(p.revocation_date, (SELECT MIN(q.purchase_date) FROM purchases q
                                                 WHERE q.original_transaction_id = p.original_transaction_id AND q.purchase_date > p.purchase_date)),
@@ -624,9 +624,9 @@ extension Ledger {
 
     // MARK: Filling the rollup
 
-    static func watermarks(_ session: LedgerSession) throws -> (purchases: Int64, notifications: Int64) {
+    static func watermarks(_ session: LedgerSession) async throws -> (purchases: Int64, notifications: Int64) {
         var marks: [String: Int64] = [:]
-        for row in try session.sql.rows("SELECT source, recorded_before FROM metric_watermarks", []) { marks[try row.text(0)] = try row.int(1) }
+        for row in try await session.sql.rows("SELECT source, recorded_before FROM metric_watermarks", []) { marks[try row.text(0)] = try row.int(1) }
         return (marks["purchases"] ?? 0, marks["notifications"] ?? 0)
     }
 
@@ -635,30 +635,30 @@ extension Ledger {
         let target = Millis.of(now) - Self.metricsSettle
         let catalog = catalog
         // Within a minute of the line: the rows after the watermark are few, and summed on the read.
-        let marks = try await read { try Self.watermarks($0) }
+        let marks = try await read { try await Self.watermarks($0) }
         guard min(marks.purchases, marks.notifications) < target - 60_000 else { return }
         while try await write({ session -> Bool in
             // One replica at a time moves the watermark; the others wait, then find it moved.
-            try session.lockSeries("iapkit.metric-rollup")
-            let marks = try Self.watermarks(session)
+            try await session.lockSeries("iapkit.metric-rollup")
+            let marks = try await Self.watermarks(session)
             var moved = false
             // What news changed of rows already summed is taken back first, in the transaction that sums them again.
-            try Self.addToRollup(session, try Self.retractedContributions(session, catalog: catalog))
-            try session.sql.execute("DELETE FROM metric_retractions", [])
+            try await Self.addToRollup(session, try Self.retractedContributions(session, catalog: catalog))
+            try await session.sql.execute("DELETE FROM metric_retractions", [])
             for source in ["purchases", "notifications"] {
                 let from = source == "purchases" ? marks.purchases : marks.notifications
                 guard from < target else { continue }
                 let (table, column) = source == "purchases" ? ("purchases", "recorded_at") : ("notifications", "received_at")
-                let cut = try session.sql.first("""
+                let cut = try await session.sql.first("""
                     SELECT \(column) FROM \(table) WHERE \(column) >= $1 AND \(column) < $2 ORDER BY \(column) LIMIT 1 OFFSET \(Self.metricsChunk)
                     """, [.int(from), .int(target)])?.int(0)
                 // A chunk ends where a new recorded time begins: rows recorded at one instant are never split.
                 let end = cut.map { $0 > from ? $0 : from + 1 } ?? target
-                let items = source == "purchases"
+                let items = await source == "purchases"
                     ? try Self.transactionContributions(session, recordedFrom: from, before: end, catalog: catalog)
                     : try Self.notificationContributions(session, receivedFrom: from, before: end)
-                try Self.addToRollup(session, items)
-                try session.sql.execute("""
+                try await Self.addToRollup(session, items)
+                try await session.sql.execute("""
                     INSERT INTO metric_watermarks (source, recorded_before) VALUES ($1, $2)
                     ON CONFLICT (source) DO UPDATE SET recorded_before = excluded.recorded_before
                     """, [.text(source), .int(end)])
@@ -669,7 +669,7 @@ extension Ledger {
     }
 
     /// Adds `items` to `metric_days`, summed per row first.
-    static func addToRollup(_ session: LedgerSession, _ items: [EnvironmentContribution]) throws {
+    static func addToRollup(_ session: LedgerSession, _ items: [EnvironmentContribution]) async throws {
         var sums: [String: (EnvironmentContribution, Int64, Int64)] = [:]
         for item in items {
             let c = item.contribution
@@ -679,7 +679,7 @@ extension Ledger {
         }
         for (item, count, amount) in sums.values where count != 0 || amount != 0 {
             let c = item.contribution
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 INSERT INTO metric_days (day, environment, kind, product_id, currency, count, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)
                 ON CONFLICT (environment, kind, day, product_id, currency)
                 DO UPDATE SET count = metric_days.count + excluded.count, amount = metric_days.amount + excluded.amount

@@ -50,30 +50,31 @@ extension Ledger {
         let record = try event.transaction.map { try PurchaseRecord($0) }
         let catalog = catalog
         return try await write { session in
-            guard try session.insertNotification(event, record: record, at: now) else { return .duplicate }
+            guard try await session.insertNotification(event, record: record, at: now) else { return .duplicate }
             if event.type == .rescindConsent, let appTransactionId = event.appTransactionId {
-                try session.rescindConsent(appTransactionId: appTransactionId, signedDate: event.signedDate)
+                try await session.rescindConsent(appTransactionId: appTransactionId, signedDate: event.signedDate)
             }
             guard let record else { return .applied }
             if event.type == .consumptionRequest {
-                try session.oweConsumptionAnswer(notificationUUID: event.notificationUUID, transactionId: record.transactionId, signedDate: event.signedDate)
+                try await session.oweConsumptionAnswer(notificationUUID: event.notificationUUID, transactionId: record.transactionId, signedDate: event.signedDate)
             }
-            try session.lockSeries(record.originalTransactionId)
-            let facts = try session.facts(for: record, namedOrderId: nil, catalog: catalog)
+            try await session.lockSeries(record.originalTransactionId)
+            let facts = try await session.facts(for: record, namedOrderId: nil, catalog: catalog)
             if let refusal = SubmissionRules.environmentRefusal(record, facts) { throw refusal }
-            try session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
+            try await session.apply(SubmissionRules.notified(record, facts: facts, catalog: catalog, now: now))
             // The series' news, decided on the series as the transaction's effects left it (read only when there is
             // an event to judge).
             let told = NotificationRules.candidateEvent(event, record: record, owner: facts.owner, now: now)
-            let series = try told.flatMap { _ in try session.series(record.originalTransactionId) }
-            let previousSeriesKnown = try SubmissionRules.migratedFrom(record).map { try session.knowsSeries($0) } ?? false
-            try session.apply(NotificationRules.seriesNews(event, record: record, told: told, series: series, previousSeriesKnown: previousSeriesKnown))
+            let series = told == nil ? nil : try await session.series(record.originalTransactionId)
+            var previousSeriesKnown = false
+            if let previous = SubmissionRules.migratedFrom(record) { previousSeriesKnown = try await session.knowsSeries(previous) }
+            try await session.apply(NotificationRules.seriesNews(event, record: record, told: told, series: series, previousSeriesKnown: previousSeriesKnown))
             return .applied
         }
     }
 
     /// How many notifications the ledger holds (for metrics and tests).
     public func notificationCount() async throws -> Int {
-        try await read { Int(try $0.notificationCount()) }
+        try await read { Int(try await $0.notificationCount()) }
     }
 }

@@ -63,7 +63,7 @@ extension Ledger {
         return try await read { session in
             // The business view's own judgement (``MetricRules``), so that this count and the accounts' pages agree.
             var byProduct: [String: Int] = [:]
-            try Self.seriesStates(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: nil, productId: nil,
+            try await Self.seriesStates(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: nil, productId: nil,
                                   catalog: catalog) { latest, state in
                 if state != .billingRetry { byProduct[latest.productId, default: 0] += 1 }
             }
@@ -74,7 +74,7 @@ extension Ledger {
             }
             // From the business view's daily rollup (``rollUpMetrics(now:)`` ran first), over every environment: the
             // purchases table has no index by date, and a ledger of a million purchases would be read whole.
-            for item in try Self.metricDays(session, environment: nil, productId: nil,
+            for item in try await Self.metricDays(session, environment: nil, productId: nil,
                                             kinds: [.oneTime, .newSubscription, .newTrial, .renewal, .billingIssue],
                                             fromDay: first, toDay: today + 1, catalog: catalog) {
                 switch item.kind {
@@ -83,15 +83,15 @@ extension Ledger {
                 default: counts[item.day]?.purchases += Int(item.count)
                 }
             }
-            for refund in try Self.refunds(session, environment: nil, productId: nil, from: since, to: nowMillis + 1) {
+            for refund in try await Self.refunds(session, environment: nil, productId: nil, from: since, to: nowMillis + 1) {
                 counts[MetricRules.day(refund.date)]?.refunds += 1
             }
-            let lost = try session.sql.first("SELECT COUNT(*) FROM orders o WHERE \(Self.paidUnfulfilled)", [])?.int(0) ?? 0
-            let stored = try session.sql.first("SELECT COUNT(*) FROM notifications", [])?.int(0) ?? 0
-            let lastDay = try session.sql.first("SELECT COUNT(*) FROM notifications WHERE received_at > $1",
+            let lost = try await session.sql.first("SELECT COUNT(*) FROM orders o WHERE \(Self.paidUnfulfilled)", [])?.int(0) ?? 0
+            let stored = try await session.sql.first("SELECT COUNT(*) FROM notifications", [])?.int(0) ?? 0
+            let lastDay = try await session.sql.first("SELECT COUNT(*) FROM notifications WHERE received_at > $1",
                                                 [.int(nowMillis - Self.dayMillis)])?.int(0) ?? 0
-            let unbound = try session.sql.first("SELECT COUNT(*) FROM purchases WHERE account_id IS NULL", [])?.int(0) ?? 0
-            let failed = try session.sql.first("SELECT COUNT(*) FROM webhook_events WHERE state = 'failed'", [])?.int(0) ?? 0
+            let unbound = try await session.sql.first("SELECT COUNT(*) FROM purchases WHERE account_id IS NULL", [])?.int(0) ?? 0
+            let failed = try await session.sql.first("SELECT COUNT(*) FROM webhook_events WHERE state = 'failed'", [])?.int(0) ?? 0
             return LedgerOverview(activeSubscriptions: active, days: (first...today).compactMap { counts[$0] }, lostOrders: Int(lost),
                                   notificationsStored: Int(stored), notificationsLastDay: Int(lastDay), unboundTransactions: Int(unbound),
                                   webhookEventsFailed: Int(failed))
@@ -106,29 +106,29 @@ extension Ledger {
         let token = UUID(uuidString: query)?.lowercasedString
         return try await read { session in
             var matches: [LedgerSearchMatch] = []
-            if let purchase = try session.purchase(query) {
+            if let purchase = try await session.purchase(query) {
                 matches.append(.init(accountId: purchase.accountId, via: .transactionId, subject: query))
             }
-            if let row = try session.sql.first("""
+            if let row = try await session.sql.first("""
                 SELECT account_id FROM purchases WHERE original_transaction_id = $1 ORDER BY account_id IS NULL, purchase_date LIMIT 1
                 """, [.text(query)]) {
                 matches.append(.init(accountId: row.optionalText(0), via: .originalTransactionId, subject: query))
             }
-            if let order = try session.order(id: query) {
+            if let order = try await session.order(id: query) {
                 matches.append(.init(accountId: order.accountId, via: .orderId, subject: query))
             }
             if let token {
-                if let order = try session.order(appAccountToken: UUID(uuidString: token)!) {
+                if let order = try await session.order(appAccountToken: UUID(uuidString: token)!) {
                     matches.append(.init(accountId: order.accountId, via: .appAccountToken, subject: token))
                 }
-                for row in try session.sql.rows("SELECT DISTINCT account_id FROM purchases WHERE app_account_token = $1 LIMIT 20", [.text(token)]) {
+                for row in try await session.sql.rows("SELECT DISTINCT account_id FROM purchases WHERE app_account_token = $1 LIMIT 20", [.text(token)]) {
                     let account = row.optionalText(0)
                     if !matches.contains(where: { $0.via == .appAccountToken && $0.accountId == account }) {
                         matches.append(.init(accountId: account, via: .appAccountToken, subject: token))
                     }
                 }
             }
-            if try session.sql.first("""
+            if try await session.sql.first("""
                 SELECT 1 FROM orders WHERE account_id = $1 UNION ALL SELECT 1 FROM purchases WHERE account_id = $1
                 UNION ALL SELECT 1 FROM balances WHERE account_id = $1 LIMIT 1
                 """, [.text(query)]) != nil {

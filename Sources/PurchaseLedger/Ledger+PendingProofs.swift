@@ -49,16 +49,16 @@ extension Ledger {
                           retryAt: Date, now: Date = Date(), perAccountLimit: Int? = nil) async throws -> PendingProof {
         try Self.checkAccountId(accountId)
         let stored: PendingProof? = try await write { session in
-            if let perAccountLimit, try session.pendingProof(proofId) == nil {
-                let waiting = try session.sql.first("SELECT COUNT(*) FROM pending_proofs WHERE state = 'pending' AND account_id = $1",
+            if let perAccountLimit, try await session.pendingProof(proofId) == nil {
+                let waiting = try await session.sql.first("SELECT COUNT(*) FROM pending_proofs WHERE state = 'pending' AND account_id = $1",
                                                     [.text(accountId)])?.int(0) ?? 0
                 if waiting >= perAccountLimit { return nil }
             }
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 INSERT INTO pending_proofs (proof_id, account_id, order_id, kind, proof, state, attempts, next_attempt_at, last_error, created_at, updated_at)
                 VALUES ($1, $2, $3, $4, $5, 'pending', 1, $6, $7, $8, $8) ON CONFLICT (proof_id) DO NOTHING
                 """, [.text(proofId), .text(accountId), .of(orderId), .text(kind.rawValue), .text(proof), .of(retryAt), .text(error), .of(now)])
-            guard let stored = try session.pendingProof(proofId) else { throw LedgerError(.storage, "the held proof was not stored") }
+            guard let stored = try await session.pendingProof(proofId) else { throw LedgerError(.storage, "the held proof was not stored") }
             return stored
         }
         guard let stored else { throw HeldProofLimitReached(accountId: accountId, limit: perAccountLimit ?? 0) }
@@ -70,19 +70,21 @@ extension Ledger {
     /// second, and so on — one account's flood of held junk cannot keep another's real purchase waiting pass after pass.
     public func claimDueProofs(now: Date = Date(), limit: Int = 20, lease: TimeInterval = 60) async throws -> [PendingProof] {
         try await write { session in
-            let due = try session.sql.rows("""
+            let due = try await session.sql.rows("""
                 SELECT \(LedgerSession.proofColumns) FROM (
                     SELECT \(LedgerSession.proofColumns),
                            ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY next_attempt_at, proof_id) AS turn
                     FROM pending_proofs WHERE state = 'pending' AND next_attempt_at <= $1) due
                 ORDER BY turn, next_attempt_at, proof_id LIMIT \(max(1, min(limit, 10_000)))
                 """, [.of(now)]).map(LedgerSession.decodeProof)
-            return try due.filter { proof in
-                try session.sql.first("""
+            var claimed: [PendingProof] = []
+            for proof in due where try await session.sql.first("""
                     UPDATE pending_proofs SET next_attempt_at = $1, updated_at = $2
                     WHERE proof_id = $3 AND state = 'pending' AND next_attempt_at <= $2 RETURNING proof_id
-                    """, [.of(now.addingTimeInterval(lease)), .of(now), .text(proof.proofId)]) != nil
+                    """, [.of(now.addingTimeInterval(lease)), .of(now), .text(proof.proofId)]) != nil {
+                claimed.append(proof)
             }
+            return claimed
         }
     }
 
@@ -92,17 +94,17 @@ extension Ledger {
     public func updateProof(_ proofId: String, state: PendingProof.State, error: String?, retryAt: Date? = nil, notFound: Bool = false,
                             audit: AuditEntry? = nil, now: Date = Date()) async throws {
         try await write { session in
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 UPDATE pending_proofs SET state = $1, attempts = attempts + 1, last_error = $2, next_attempt_at = $3, updated_at = $4,
                     not_found_answers = not_found_answers + $6
                 WHERE proof_id = $5 AND state = 'pending'
                 """, [.text(state.rawValue), .of(error), .of(retryAt ?? now), .of(now), .text(proofId), .int(notFound ? 1 : 0)])
-            if let audit { try session.apply(.audit(actor: audit.actor, action: audit.action, subject: audit.subject, detail: audit.detail, at: now)) }
+            if let audit { try await session.apply(.audit(actor: audit.actor, action: audit.action, subject: audit.subject, detail: audit.detail, at: now)) }
         }
     }
 
     /// Proofs in `state`, oldest first.
     public func pendingProofs(state: PendingProof.State = .pending, limit: Int = 500) async throws -> [PendingProof] {
-        try await read { try $0.pendingProofs(where: "state = $1", [.text(state.rawValue)], order: "created_at", limit: limit) }
+        try await read { try await $0.pendingProofs(where: "state = $1", [.text(state.rawValue)], order: "created_at", limit: limit) }
     }
 }

@@ -100,38 +100,46 @@ extension Ledger {
                              now: Date) async throws -> [Result<SubmissionResult, LedgerError>] {
         let catalog = catalog
         return try await write { session in
-            try zip(submissions, records).map { submission, checked -> Result<SubmissionResult, LedgerError> in
-                let record: PurchaseRecord
-                switch checked {
-                case .success(let valid): record = valid
-                case .failure(let refusal): return .failure(refusal)
-                }
-                try session.lockSeries(record.originalTransactionId)
-                let facts = try session.facts(for: record, namedOrderId: submission.orderId, catalog: catalog)
-                // A refusal of one line (another environment's id, an id alone) leaves the others to be granted.
-                let decision = SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,
-                                                      source: submission.source, facts: facts, catalog: catalog, now: now)
-                if case .rejected(let refusal) = decision.outcome { return .failure(refusal) }
-                try session.apply(decision.effects)
-                if let signals = submission.deviceSignals {
-                    try session.apply(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,
-                                                          signals: Self.cleaned(signals), at: now))
-                }
-                let outcome: SubmissionResult.Outcome
-                switch decision.outcome {
-                case .granted: outcome = .granted
-                case .alreadyGranted: outcome = .alreadyGranted
-                case .deliveredToOwner: outcome = .deliveredToOwner
-                case .refused:
-                    return .failure(LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account"))
-                case .rejected(let refusal):
-                    return .failure(refusal)
-                }
-                let entitlements = try session.entitlements(accountId: submission.accountId, catalog: catalog, now: now)
-                return .success(SubmissionResult(outcome: outcome, transactionId: record.signedTransactionId,
-                                                 orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
+            var answers: [Result<SubmissionResult, LedgerError>] = []
+            for (submission, checked) in zip(submissions, records) {
+                answers.append(try await Self.submitLine(submission, checked, session: session, catalog: catalog, now: now))
             }
+            return answers
         }
+    }
+
+    /// One line of ``submitInTransaction(_:records:now:)``, decided from facts read in its transaction.
+    static func submitLine(_ submission: PurchaseSubmission, _ checked: Result<PurchaseRecord, LedgerError>, session: LedgerSession,
+                           catalog: LedgerCatalog, now: Date) async throws -> Result<SubmissionResult, LedgerError> {
+        let record: PurchaseRecord
+        switch checked {
+        case .success(let valid): record = valid
+        case .failure(let refusal): return .failure(refusal)
+        }
+        try await session.lockSeries(record.originalTransactionId)
+        let facts = try await session.facts(for: record, namedOrderId: submission.orderId, catalog: catalog)
+        // A refusal of one line (another environment's id, an id alone) leaves the others to be granted.
+        let decision = SubmissionRules.submit(record, uploader: submission.accountId, orderId: submission.orderId,
+                                              source: submission.source, facts: facts, catalog: catalog, now: now)
+        if case .rejected(let refusal) = decision.outcome { return .failure(refusal) }
+        try await session.apply(decision.effects)
+        if let signals = submission.deviceSignals {
+            try await session.apply(.recordDeviceReport(transactionId: record.transactionId, accountId: submission.accountId,
+                                                        signals: Self.cleaned(signals), at: now))
+        }
+        let outcome: SubmissionResult.Outcome
+        switch decision.outcome {
+        case .granted: outcome = .granted
+        case .alreadyGranted: outcome = .alreadyGranted
+        case .deliveredToOwner: outcome = .deliveredToOwner
+        case .refused:
+            return .failure(LedgerError(.transactionBoundElsewhere, "transaction \(record.transactionId) belongs to another account"))
+        case .rejected(let refusal):
+            return .failure(refusal)
+        }
+        let entitlements = try await session.entitlements(accountId: submission.accountId, catalog: catalog, now: now)
+        return .success(SubmissionResult(outcome: outcome, transactionId: record.signedTransactionId,
+                                         orderId: outcome == .deliveredToOwner ? nil : decision.orderId, entitlements: entitlements))
     }
 
     /// One submission as two statements in autocommit — the facts, then the effects with the answer — decided again
@@ -214,7 +222,7 @@ extension Ledger {
     /// Attempts to present another account's transaction, most recent first.
     public func conflicts(limit: Int = 100) async throws -> [(transactionId: String, claimedBy: String, owner: String, attempts: Int64)] {
         try await read { session in
-            try session.sql.rows("SELECT transaction_id, claimed_by, owner, attempts FROM conflicts ORDER BY first_seen DESC LIMIT $1",
+            try await session.sql.rows("SELECT transaction_id, claimed_by, owner, attempts FROM conflicts ORDER BY first_seen DESC LIMIT $1",
                                  [.int(Int64(max(1, min(limit, 10_000))))]).map { (try $0.text(0), try $0.text(1), try $0.text(2), try $0.int(3)) }
         }
     }

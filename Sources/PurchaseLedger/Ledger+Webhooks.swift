@@ -12,8 +12,8 @@ extension Ledger {
     public func claimWebhookEvent(now: Date = Date(), dueBy: Date? = nil, lease: TimeInterval) async throws -> (event: StoredWebhookEvent, claim: Date)? {
         let until = Millis.date(Millis.of(now.addingTimeInterval(lease)))
         return try await write { session in
-            guard let id = try session.sql.first(Self.dueWebhookEventQuery, [.of(now), .of(dueBy ?? now)])?.text(0) else { return nil }
-            let row = try session.sql.first("""
+            guard let id = try await session.sql.first(Self.dueWebhookEventQuery, [.of(now), .of(dueBy ?? now)])?.text(0) else { return nil }
+            let row = try await session.sql.first("""
                 UPDATE webhook_events SET claimed_until = $2
                 WHERE event_id = $1 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)
                 RETURNING \(Self.webhookColumns)
@@ -27,12 +27,12 @@ extension Ledger {
     public func settleWebhookEvent(_ eventId: String, claim: Date, delivered: Bool, error: String?, retryAt: Date?, now: Date = Date()) async throws {
         try await write { session in
             if delivered {
-                try session.sql.execute("""
+                try await session.sql.execute("""
                     UPDATE webhook_events SET state = 'delivered', attempts = attempts + 1, delivered_at = $2, claimed_until = NULL, last_error = NULL
                     WHERE event_id = $1 AND state = 'pending' AND claimed_until = $3
                     """, [.text(eventId), .of(now), .of(claim)])
             } else {
-                try session.sql.execute("""
+                try await session.sql.execute("""
                     UPDATE webhook_events SET state = $2, attempts = attempts + 1, next_attempt_at = $3, claimed_until = NULL, last_error = $4
                     WHERE event_id = $1 AND state = 'pending' AND claimed_until = $5
                     """, [.text(eventId), .text(retryAt == nil ? "failed" : "pending"), .of(retryAt ?? now), .of(error.map { String($0.prefix(500)) }),
@@ -63,7 +63,7 @@ extension Ledger {
         var pruned = 0
         while true {
             let deleted = try await write { session in
-                try session.sql.rows(Self.pruneWebhookEventsQuery, [.of(date), .int(Int64(max(1, batch)))]).count
+                try await session.sql.rows(Self.pruneWebhookEventsQuery, [.of(date), .int(Int64(max(1, batch)))]).count
             }
             pruned += deleted
             if deleted < max(1, batch) { return pruned }
@@ -76,7 +76,7 @@ extension Ledger {
     public func webhookEvents(state: StoredWebhookEvent.State? = nil, limit: Int = 200) async throws -> [StoredWebhookEvent] {
         try await read { session in
             let filter = state == nil ? "" : "WHERE state = $2"
-            return try session.sql.rows("""
+            return try await session.sql.rows("""
                 SELECT \(Self.webhookColumns) FROM webhook_events \(filter) ORDER BY created_at DESC, event_id DESC LIMIT $1
                 """, [.int(Int64(limit))] + (state.map { [.text($0.rawValue)] } ?? [])).map(Self.decodeWebhook)
         }
@@ -90,12 +90,12 @@ extension Ledger {
     /// stand for the replay's — and the event is sent again, from attempt 0, once the claim lapses.
     public func replayWebhookEvent(_ eventId: String, actor: String, now: Date = Date()) async throws -> Bool {
         try await write { session in
-            let replayed = try session.sql.first("""
+            let replayed = try await session.sql.first("""
                 UPDATE webhook_events SET state = 'pending', attempts = 0, next_attempt_at = $3,
                     claimed_until = CASE WHEN state = 'pending' AND claimed_until >= $2 THEN claimed_until + 1 ELSE NULL END
                 WHERE event_id = $1 RETURNING event_id
                 """, [.text(eventId), .of(Date()), .int(Millis.now)]) != nil
-            if replayed { try session.apply(.audit(actor: actor, action: .webhookReplay, subject: eventId, detail: "", at: now)) }
+            if replayed { try await session.apply(.audit(actor: actor, action: .webhookReplay, subject: eventId, detail: "", at: now)) }
             return replayed
         }
     }
@@ -105,8 +105,8 @@ extension Ledger {
         guard recordsWebhookEvents else { throw LedgerError(.invalidInput, "webhooks are off: no receiver URL is configured") }
         let event = WebhookEvent(id: "TEST.\(UUID().lowercasedString)", type: .test, accountId: nil, occurredAt: now)
         try await write { session in
-            try session.apply(.emitEvent(event))
-            try session.apply(.audit(actor: actor, action: .webhookTest, subject: event.id, detail: "", at: now))
+            try await session.apply(.emitEvent(event))
+            try await session.apply(.audit(actor: actor, action: .webhookTest, subject: event.id, detail: "", at: now))
         }
         return event
     }

@@ -35,11 +35,10 @@ public struct Ledger: Sendable {
         self.sqlStore = sqlStore
         self.catalog = catalog
         let store = sqlStore
-        let read: @Sendable () async throws -> Void = { _ = try await store.read { try $0.rows(Ledger.healthQuery, []) } }
-        // On PostgreSQL purchases reach the database through the client pool, transactions through worker connections:
-        // either can hang while the other answers, so checks read through both in turn.
+        let read: @Sendable () async throws -> Void = { _ = try await store.read { try await $0.rows(Ledger.healthQuery, []) } }
+        // PostgreSQL's is a statement kept prepared on the pool's connections.
         if let fast = store.fastPath {
-            healthProbe = HealthProbe(reads: [{ try await fast.ping() }, read])
+            healthProbe = HealthProbe(read: { try await fast.ping() })
         } else {
             healthProbe = HealthProbe(read: read)
         }
@@ -63,12 +62,12 @@ public struct Ledger: Sendable {
 
     /// Runs `body` as one write transaction. An operation that lost a race to another replica runs again from fresh
     /// facts; storage failures become ``LedgerError`` `storage`.
-    func write<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) throws -> R) async throws -> R {
+    func write<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) async throws -> R) async throws -> R {
         var attempt = 0
         while true {
             do {
                 let postgres = store.kind == .postgres, events = recordsWebhookEvents
-                return try await sqlStore.write { try body(LedgerSession($0, postgres: postgres, events: events)) }
+                return try await sqlStore.write { try await body(LedgerSession($0, postgres: postgres, events: events)) }
             } catch is LedgerRace where attempt < 8 {
                 attempt += 1
             } catch {
@@ -78,9 +77,9 @@ public struct Ledger: Sendable {
     }
 
     /// Runs `body` as a read.
-    func read<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) async throws -> R) async throws -> R {
         do {
-            return try await sqlStore.read { try body(LedgerSession($0)) }
+            return try await sqlStore.read { try await body(LedgerSession($0)) }
         } catch {
             throw Self.ledgerError(error)
         }
@@ -105,19 +104,19 @@ extension Ledger {
         try Self.checkAccountId(accountId)
         let order = Order(orderId: UUID().lowercasedString, accountId: accountId, productId: productId, appAccountToken: UUID(),
                           state: .created, transactionId: nil, createdAt: now, expiresAt: now.addingTimeInterval(orderLifetime))
-        try await write { try $0.insertOrder(order, at: now) }
+        try await write { try await $0.insertOrder(order, at: now) }
         recentOrders.keep(order)
         return order
     }
 
     /// The order with `orderId`, if any.
     public func order(_ orderId: String) async throws -> Order? {
-        try await read { try $0.order(id: orderId) }
+        try await read { try await $0.order(id: orderId) }
     }
 
     /// The order whose `appAccountToken` is `token`, if any.
     public func order(appAccountToken token: UUID) async throws -> Order? {
-        try await read { try $0.order(appAccountToken: token) }
+        try await read { try await $0.order(appAccountToken: token) }
     }
 
     static func checkAccountId(_ accountId: String) throws {

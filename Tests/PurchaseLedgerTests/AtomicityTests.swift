@@ -21,12 +21,12 @@ final class FailingStore: SQLLedgerStore, @unchecked Sendable {
 
     struct Injected: Error {}
 
-    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
         let failAt = failAt
-        return try await inner.write { sql in try body(Counting(inner: sql, failAt: failAt)) }
+        return try await inner.write { sql in try await body(Counting(inner: sql, failAt: failAt)) }
     }
 
-    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
         try await inner.read(body)
     }
 
@@ -39,10 +39,10 @@ final class FailingStore: SQLLedgerStore, @unchecked Sendable {
         private var count = 0
         init(inner: any SQLExecutor, failAt: Int) { self.inner = inner; self.failAt = failAt }
 
-        func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
             count += 1
             if count == failAt { throw Injected() }
-            return try inner.rows(sql, binds)
+            return try await inner.rows(sql, binds)
         }
 
         /// The store's own select list: its rows are read as the store reads them.
@@ -101,7 +101,7 @@ struct AtomicityTests {
         try await ledger.sqlStore.read { sql in
             var counts: [String: Int64] = [:]
             for table in Self.tables {
-                    guard case .int(let count) = try sql.rows("SELECT COUNT(*) FROM \(table)", []).first?.values.first else { continue }
+                    guard case .int(let count) = try await sql.rows("SELECT COUNT(*) FROM \(table)", []).first?.values.first else { continue }
                     counts[table] = count
                 }
             return counts
@@ -115,7 +115,7 @@ struct AtomicityTests {
             try await ledger.migrate()
             _ = try #require(ledger.sqlStore.fastPath, "purchases on PostgreSQL take the fast path")
             _ = try await ledger.sqlStore.write { sql in
-                try sql.rows("""
+                try await sql.rows("""
                     CREATE FUNCTION iapkit_injected_failure() RETURNS trigger LANGUAGE plpgsql AS $$
                     BEGIN RAISE EXCEPTION 'injected failure writing %', TG_TABLE_NAME; END $$
                     """, [])
@@ -135,7 +135,7 @@ struct AtomicityTests {
             func trigger(_ tables: [String], on: Bool) async throws {
                 _ = try await ledger.sqlStore.write { sql in
                     for table in tables {
-                        _ = try sql.rows(on ? "CREATE TRIGGER injected BEFORE INSERT OR UPDATE ON \(table) FOR EACH ROW EXECUTE FUNCTION iapkit_injected_failure()"
+                        _ = try await sql.rows(on ? "CREATE TRIGGER injected BEFORE INSERT OR UPDATE ON \(table) FOR EACH ROW EXECUTE FUNCTION iapkit_injected_failure()"
                                             : "DROP TRIGGER injected ON \(table)", [])
                     }
                 }

@@ -13,13 +13,13 @@ struct AuditActionMigrationTests {
             let stored = ["app_account_token_assigned", "consumption_consent_given", "consumption_request_answered", "sign-out", "settle-with-transaction",
                           "consumptionish_kept", "some_other_action"]
             try await store.write { sql in
-                _ = try sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
+                _ = try await sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
                 for (index, statements) in Schema.migrations.prefix(respelling).enumerated() {
-                    for statement in statements { _ = try sql.rows(statement, []) }
-                    _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, 1)", [.int(Int64(index + 1))])
+                    for statement in statements { _ = try await sql.rows(statement, []) }
+                    _ = try await sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, 1)", [.int(Int64(index + 1))])
                 }
                 for (n, action) in stored.enumerated() {
-                    _ = try sql.rows("INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, 'old', $2, $3, '', $4)",
+                    _ = try await sql.rows("INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, 'old', $2, $3, '', $4)",
                                      [.text(UUID().uuidString), .text(action), .text(subject), .int(Int64(1_000 + n))])
                 }
             }

@@ -144,12 +144,12 @@ struct EffectStatementsTests {
         }
         // Nothing applied: the series is still nobody's, and what came before the claim in the same call is undone.
         let stored = try await ledger.sqlStore.read { sql in
-            try sql.first("SELECT account_id FROM purchases WHERE transaction_id = $1", [.text(unbound.transactionId)])
+            try await sql.first("SELECT account_id FROM purchases WHERE transaction_id = $1", [.text(unbound.transactionId)])
         }
         #expect(stored?.values == [.null])
         #expect(try await ledger.transaction(earlier.transactionId) == nil)
         let entries = try await ledger.sqlStore.read { sql in
-            try sql.rows("SELECT entry_key FROM balance_entries WHERE transaction_id = $1", [.text(earlier.transactionId)])
+            try await sql.rows("SELECT entry_key FROM balance_entries WHERE transaction_id = $1", [.text(earlier.transactionId)])
         }
         #expect(entries.isEmpty)
         let rows = try await fast.apply([.claimSeries(originalTransactionId: uniqueId(), accountId: "ada", appAccountToken: nil, at: now)],
@@ -176,8 +176,8 @@ struct SelectedColumnsTests {
         let ledger = try await makeLedger(kind)
         // A select of every column of each list: an unknown column is an error, not an empty answer.
         _ = try await ledger.sqlStore.read { sql in
-            _ = try sql.rows("SELECT \(OrderColumn.list()) FROM orders LIMIT 1", [])
-            _ = try sql.rows("SELECT \(PurchaseColumn.list()) FROM purchases LIMIT 1", [])
+            _ = try await sql.rows("SELECT \(OrderColumn.list()) FROM orders LIMIT 1", [])
+            _ = try await sql.rows("SELECT \(PurchaseColumn.list()) FROM purchases LIMIT 1", [])
         }
         try await ledger.store.close()
     }

@@ -66,7 +66,7 @@ struct Issue32AdversarialLedgerTests {
                                                    transaction: transaction(controlProduct, id: controlId, type: .nonConsumable, purchased: now.addingTimeInterval(-3600),
                                                                             signed: now.addingTimeInterval(-60))), now: now.addingTimeInterval(-60))
         #expect(try await sold.entitlements(accountId: controlAccount, now: now).entitlements.map(\.name).contains(controlProduct), "control: the catalog that keeps it")
-        _ = try? await sold.sqlStore.write { sql in try sql.rows("DELETE FROM purchases WHERE product_id = $1", [.text(controlProduct)]) }
+        _ = try? await sold.sqlStore.write { sql in try await sql.rows("DELETE FROM purchases WHERE product_id = $1", [.text(controlProduct)]) }
 
         let dropped = Ledger(store: sold.store, catalog: .demo)
         let missing = try await dropped.ownedProductsMissingFromCatalog()
@@ -78,7 +78,7 @@ struct Issue32AdversarialLedgerTests {
             let owned = try await dropped.entitlements(accountId: account, now: now).entitlements.map(\.name)
             #expect(owned.contains(productId), "the reversed refund gives nothing back: the catalog was allowed to drop the product (owned: \(owned))")
             // Tidy the shared database: this product is in no other test's catalog.
-            _ = try? await sold.sqlStore.write { sql in try sql.rows("DELETE FROM purchases WHERE product_id = $1", [.text(productId)]) }
+            _ = try? await sold.sqlStore.write { sql in try await sql.rows("DELETE FROM purchases WHERE product_id = $1", [.text(productId)]) }
         }
     }
 }

@@ -94,7 +94,7 @@ struct LedgerStoreTests {
         let second = Task { try await ledger.spend(accountId: account, currency: "coins", amount: 100, idempotencyKey: "second") }
         try await queued(2)
         // Stands in for SQLite rolling the whole transaction back by itself (a full disk, an I/O error).
-        let breaking = Task { try await ledger.sqlStore.write { sql in _ = try sql.rows("ROLLBACK", []) } }
+        let breaking = Task { try await ledger.sqlStore.write { sql in _ = try await sql.rows("ROLLBACK", []) } }
         try await queued(3)
         release.signal()
         try await held.value
@@ -190,7 +190,7 @@ struct LedgerStoreTests {
         #expect(try await ledger.apply(notification(.oneTimeCharge, first, at: Date())) == .applied)
         let (original, id) = (first.originalTransactionId!, first.transactionId!)
         let row = try await store.write { sql in
-            try sql.first(LedgerSession.factsQuery, [.null, .null, .text(id), .text(original), .null])
+            try await sql.first(LedgerSession.factsQuery, [.null, .null, .text(id), .text(original), .null])
         }
         // The stored transaction's quantity and signing date, where the facts' layout puts them.
         let stored = try #require(row?.slice(PurchaseColumn.self, from: LedgerSession.FactsLayout.stored))
@@ -200,13 +200,13 @@ struct LedgerStoreTests {
         let checks: @Sendable (String, String) -> [SQLValue] = { entries, signed in
             [.text(original), .text(id), .null, .null, .null, .null, .null, .text(entries), .text(signed), .null]
         }
-        let holds = try await store.write { sql in try sql.first(EffectStatements.preconditionsQuery, checks("0", "12345678")) }
+        let holds = try await store.write { sql in try await sql.first(EffectStatements.preconditionsQuery, checks("0", "12345678")) }
         #expect(holds?.values == [.int(1)])
-        let newer = try await store.write { sql in try sql.first(EffectStatements.preconditionsQuery, checks("0", "12345679")) }
+        let newer = try await store.write { sql in try await sql.first(EffectStatements.preconditionsQuery, checks("0", "12345679")) }
         #expect(newer == nil)
-        let moved = try await store.write { sql in try sql.first(EffectStatements.preconditionsQuery, checks("1", "12345678")) }
+        let moved = try await store.write { sql in try await sql.first(EffectStatements.preconditionsQuery, checks("1", "12345678")) }
         #expect(moved == nil)
-        _ = try await store.write { sql in try sql.rows("DEALLOCATE ALL", []) }
+        _ = try await store.write { sql in try await sql.rows("DEALLOCATE ALL", []) }
         let second = transaction(Demo.premium, type: .nonConsumable)
         #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)
         #expect(try await ledger.notifications(originalTransactionId: second.originalTransactionId!).count == 1)
@@ -222,7 +222,7 @@ struct LedgerStoreTests {
             let first = transaction(Demo.premium, type: .nonConsumable)
             #expect(try await ledger.apply(notification(.oneTimeCharge, first, at: Date())) == .applied)
             // A column the kept facts statement returns changes type under it (text to varchar reads the same).
-            _ = try await store.write { sql in try sql.rows("ALTER TABLE orders ALTER COLUMN state TYPE varchar(64)", []) }
+            _ = try await store.write { sql in try await sql.rows("ALTER TABLE orders ALTER COLUMN state TYPE varchar(64)", []) }
             let second = transaction(Demo.premium, type: .nonConsumable)
             #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)
             #expect(try await ledger.notifications(originalTransactionId: second.originalTransactionId!).count == 1)
@@ -239,9 +239,9 @@ struct LedgerStoreTests {
         // Another replica's settle, holding the order's row uncommitted while the payment arrives.
         let settling = Task {
             try await ledger.sqlStore.write { sql in
-                _ = try sql.rows("UPDATE orders SET state = 'settled' WHERE order_id = $1", [.text(order.orderId)])
+                _ = try await sql.rows("UPDATE orders SET state = 'settled' WHERE order_id = $1", [.text(order.orderId)])
                 settled.raise()
-                Thread.sleep(forTimeInterval: 1.5)
+                try await Task.sleep(for: .seconds(1.5))
             }
         }
         while !settled.isRaised { try await Task.sleep(for: .milliseconds(5)) }
@@ -424,7 +424,7 @@ struct LedgerStoreTests {
         _ = try await ledger.spend(accountId: account, currency: "coins", amount: 30, idempotencyKey: "k1")
         #expect(try await ledger.inconsistencies().allSatisfy { !$0.detail.contains(account) })
         _ = try await ledger.sqlStore.write { sql in
-            try sql.rows("UPDATE balances SET amount = amount + 5 WHERE account_id = $1", [.text(account)])
+            try await sql.rows("UPDATE balances SET amount = amount + 5 WHERE account_id = $1", [.text(account)])
         }
         let found = try await ledger.inconsistencies(limit: 10_000).filter { $0.detail.contains(account) }
         #expect(found.map(\.check) == ["balance-equals-movements"], "\(found)")

@@ -300,7 +300,7 @@ struct MetricsAdversarialTests {
             let purchased = Millis.of(now) - 86_400_000
             func bulk(_ prefix: String, count: Int, at: Int64) async throws {
                 try await ledger.sqlStore.write { sql in
-                    try sql.execute("""
+                    try await sql.execute("""
                         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(count))
                         INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
                             purchase_date, is_upgraded, signed_date, source, recorded_at, price, currency)
@@ -332,12 +332,12 @@ struct MetricsAdversarialTests {
             let rows = 3 * Ledger.metricsChunk
             try await ledger.sqlStore.write { sql in
                 // A long history already rolled up (in another currency, worth nothing): reading the rollup takes a while.
-                try sql.execute("""
+                try await sql.execute("""
                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000)
                     INSERT INTO metric_days (day, environment, kind, product_id, currency, count, amount)
                     SELECT i, 'Sandbox', 'sale', 'filler', 'XXX', 0, 0 FROM n
                     """)
-                try sql.execute("""
+                try await sql.execute("""
                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(rows))
                     INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
                         purchase_date, is_upgraded, signed_date, source, recorded_at, price, currency)
@@ -416,16 +416,16 @@ struct MetricsAdversarialTests {
             // its date names the running period, and the instant would take it for the latest — migration 24 mends it.
             let long = Millis.of(now - 10 * Self.day), later = Millis.of(now - 5 * Self.day)
             _ = try await ledger.sqlStore.write { sql in
-                try sql.rows("UPDATE subscriptions SET period_purchase_date = $1 WHERE original_transaction_id IN ($2, $3)",
+                try await sql.rows("UPDATE subscriptions SET period_purchase_date = $1 WHERE original_transaction_id IN ($2, $3)",
                              [.int(long), .text(series[0].original), .text(series[1].original)])
             }
             #expect(try await counted().overview == 2, "the stale row is what the migration is for")
-            _ = try await ledger.sqlStore.write { sql in try sql.rows("DELETE FROM ledger_migrations WHERE version = 24", []) }
+            _ = try await ledger.sqlStore.write { sql in try await sql.rows("DELETE FROM ledger_migrations WHERE version = 24", []) }
             try await ledger.migrate()
             let mended = try await counted()
             #expect(mended.overview == 0 && mended.accounts == 0, "\(mended)")
             let dates = try await ledger.sqlStore.read { sql in
-                try sql.rows("SELECT period_purchase_date FROM subscriptions WHERE original_transaction_id IN ($1, $2)",
+                try await sql.rows("SELECT period_purchase_date FROM subscriptions WHERE original_transaction_id IN ($1, $2)",
                              [.text(series[0].original), .text(series[1].original)]).map { try $0.int(0) }
             }
             #expect(dates == [later, later])

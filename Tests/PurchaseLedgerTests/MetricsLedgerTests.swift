@@ -126,7 +126,7 @@ struct MetricsLedgerTests {
             // First from the rows alone (all recorded within the settle line), then from the rollup an hour later.
             try await check(now, "rows")
             try await check(now + 3_600, "rollup")
-            let rolled = try await ledger.sqlStore.read { sql in try sql.first("SELECT COUNT(*) FROM metric_days", [])?.int(0) ?? 0 }
+            let rolled = try await ledger.sqlStore.read { sql in try await sql.first("SELECT COUNT(*) FROM metric_days", [])?.int(0) ?? 0 }
             #expect(rolled > 0, "the second pass read the rollup")
             try await check(now + 7_200, "rollup again (nothing summed twice)")
         }

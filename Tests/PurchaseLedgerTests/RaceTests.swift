@@ -63,7 +63,7 @@ struct RaceTests {
         let store = try #require(ledger.store as? SQLiteLedgerStore)
         await #expect(throws: LedgerError(.invalidInput, "")) {
             try await store.write { sql in
-                _ = try sql.rows("INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, 'a', 'b', $2, 'd', 0)",
+                _ = try await sql.rows("INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, 'a', 'b', $2, 'd', 0)",
                                  [.text(uniqueId()), .text("with\u{0}nul")])
             }
         }
@@ -131,7 +131,7 @@ struct RaceTests {
             return decision.effects
         }
         func held(_ effects: [LedgerEffect]) async throws {
-            try await ledger.sqlStore.write { sql in try LedgerSession(sql, postgres: true).apply(effects) }
+            try await ledger.sqlStore.write { sql in try await LedgerSession(sql, postgres: true).apply(effects) }
         }
         // A renewal decided for B while the series was nobody's; A's first period claims it meanwhile.
         let (a, b) = (uniqueId("acct-a-"), uniqueId("acct-b-"))
@@ -208,7 +208,7 @@ struct RaceTests {
         let refundRecord = try PurchaseRecord(refunded)
         let catalog = ledger.catalog
         // The refund's facts are read first; the reversal commits before the refund's effects are applied.
-        let staleFacts = try await ledger.read { try $0.facts(for: refundRecord, namedOrderId: nil, catalog: catalog) }
+        let staleFacts = try await ledger.read { try await $0.facts(for: refundRecord, namedOrderId: nil, catalog: catalog) }
         _ = try await ledger.apply(NotificationEvent(notificationUUID: UUID().uuidString, type: .refundReversed, subtype: nil, signedDate: now - 100,
                                                      signedPayload: "x", transaction: reversed), now: now)
         let stale = SubmissionRules.notified(refundRecord, facts: staleFacts, catalog: catalog, now: now)
@@ -262,28 +262,28 @@ struct RaceTests {
         let ledger = try await makeLedger(.postgres)
         let (a, b) = (uniqueId("deadlock-a-"), uniqueId("deadlock-b-"))
         try await ledger.write { session in
-            try session.sql.execute("INSERT INTO reconciler_cursors (name, value) VALUES ($1, 0), ($2, 0)", [.text(a), .text(b)])
+            try await session.sql.execute("INSERT INTO reconciler_cursors (name, value) VALUES ($1, 0), ($2, 0)", [.text(a), .text(b)])
         }
         // Each write holds its first row until the other holds its own: then they cross for certain (a second's sleep
         // between them did not when the whole suite delayed one write past the other's commit on two cores, CI once).
-        @Sendable func cross(_ first: String, _ second: String, _ both: Rendezvous, _ session: any SQLExecutor) throws {
-            try session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(first)])
+        @Sendable func cross(_ first: String, _ second: String, _ both: Rendezvous, _ session: any SQLExecutor) async throws {
+            try await session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(first)])
             both.arrive()
-            try session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(second)])
+            try await session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(second)])
         }
         // The store alone: one of the two is refused as a lost race, not as a storage failure.
         let storeWrites = Rendezvous(), ledgerWrites = Rendezvous()
-        async let one = attempt { try await ledger.sqlStore.write { try cross(a, b, storeWrites, $0) } }
-        async let two = attempt { try await ledger.sqlStore.write { try cross(b, a, storeWrites, $0) } }
+        async let one = attempt { try await ledger.sqlStore.write { try await cross(a, b, storeWrites, $0) } }
+        async let two = attempt { try await ledger.sqlStore.write { try await cross(b, a, storeWrites, $0) } }
         let raw = await [one, two]
         let refused = raw.compactMap { if case .failure(let error) = $0 { error } else { nil } }
         #expect(refused.count == 1 && refused.allSatisfy { $0 is LedgerRace }, "\(refused)")
         // Through the ledger: the refused one runs again, so both complete.
-        async let three = attempt { try await ledger.write { try cross(a, b, ledgerWrites, $0.sql) } }
-        async let four = attempt { try await ledger.write { try cross(b, a, ledgerWrites, $0.sql) } }
+        async let three = attempt { try await ledger.write { try await cross(a, b, ledgerWrites, $0.sql) } }
+        async let four = attempt { try await ledger.write { try await cross(b, a, ledgerWrites, $0.sql) } }
         for result in await [three, four] { #expect(throws: Never.self) { try result.get() } }
         let values = try await ledger.read { session in
-            try session.sql.rows("SELECT value FROM reconciler_cursors WHERE name IN ($1, $2)", [.text(a), .text(b)]).map { try $0.int(0) }
+            try await session.sql.rows("SELECT value FROM reconciler_cursors WHERE name IN ($1, $2)", [.text(a), .text(b)]).map { try $0.int(0) }
         }
         #expect(values == [3, 3], "one increment each from the store's committed write and both of the ledger's, none twice")
     }
@@ -294,7 +294,7 @@ struct RaceTests {
         let id = uniqueId("TEST.prune-race-")
         // Delivered long ago (1970 + 1 s): only this test's row is old enough for the prune's cutoff of 2 s.
         try await ledger.write { session in
-            try session.sql.execute("""
+            try await session.sql.execute("""
                 INSERT INTO webhook_events (event_id, type, body, state, attempts, next_attempt_at, created_at, delivered_at)
                 VALUES ($1, 'TEST', '{}', 'delivered', 1, 0, 1000, 1000)
                 """, [.text(id)])
@@ -304,17 +304,17 @@ struct RaceTests {
         let updated = DispatchSemaphore(value: 0)
         async let replay = attempt {
             try await ledger.sqlStore.write { sql in
-                try sql.execute("UPDATE webhook_events SET state = 'pending', attempts = 0 WHERE event_id = $1", [.text(id)])
+                try await sql.execute("UPDATE webhook_events SET state = 'pending', attempts = 0 WHERE event_id = $1", [.text(id)])
                 updated.signal()
-                _ = try sql.rows("SELECT 1 FROM pg_sleep(1)", [])
+                _ = try await sql.rows("SELECT 1 FROM pg_sleep(1)", [])
             }
         }
         await withCheckedContinuation { continuation in Thread.detachNewThread { updated.wait(); continuation.resume() } }
-        let pruned = try await ledger.sqlStore.write { sql in try sql.rows(Ledger.pruneWebhookEventsQuery, [.int(2000), .int(1000)]).count }
+        let pruned = try await ledger.sqlStore.write { sql in try await sql.rows(Ledger.pruneWebhookEventsQuery, [.int(2000), .int(1000)]).count }
         let replayed = await replay
         #expect(throws: Never.self) { try replayed.get() }
         #expect(pruned == 0)
-        let state = try await ledger.read { session in try session.sql.first("SELECT state FROM webhook_events WHERE event_id = $1", [.text(id)])?.text(0) }
+        let state = try await ledger.read { session in try await session.sql.first("SELECT state FROM webhook_events WHERE event_id = $1", [.text(id)])?.text(0) }
         #expect(state == "pending")
     }
 }

@@ -11,17 +11,17 @@ struct SchemaTests {
     /// The ledger as a server of an older version left it: the first `count` migrations applied.
     func applyFirst(_ count: Int, to store: any SQLLedgerStore) async throws {
         try await store.write { sql in
-            _ = try sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
+            _ = try await sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
             for (index, statements) in Schema.migrations.prefix(count).enumerated() {
-                for statement in statements { _ = try sql.rows(statement, []) }
-                _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, 1)", [.int(Int64(index + 1))])
+                for statement in statements { _ = try await sql.rows(statement, []) }
+                _ = try await sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, 1)", [.int(Int64(index + 1))])
             }
         }
     }
 
     func versions(_ store: SQLiteLedgerStore) async throws -> [Int64: Int64] {
         try await store.read { sql in
-            Dictionary(uniqueKeysWithValues: try sql.rows("SELECT version, applied_at FROM ledger_migrations", []).map { (try $0.int(0), try $0.int(1)) })
+            Dictionary(uniqueKeysWithValues: try await sql.rows("SELECT version, applied_at FROM ledger_migrations", []).map { (try $0.int(0), try $0.int(1)) })
         }
     }
 
@@ -31,7 +31,7 @@ struct SchemaTests {
         let sql = "SELECT n, 'row ' || CAST(n AS TEXT), CASE WHEN n % 2 = 0 THEN NULL ELSE n END FROM (\(kind == .postgres ? "SELECT generate_series(1, 5000) AS n" : "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 5000) SELECT n FROM s")) t ORDER BY 1"
         let seen = try await ledger.read { session -> [Int64] in
             var numbers: [Int64] = []
-            try session.sql.forEachRow(sql, []) { row in
+            try await session.sql.forEachRow(sql, []) { row in
                 let n = try row.int(0)
                 guard try row.text(1) == "row \(n)", row.optionalInt(2) == (n % 2 == 0 ? nil : n) else { throw LedgerError(.storage, "row \(n) read wrong") }
                 numbers.append(n)
@@ -41,14 +41,14 @@ struct SchemaTests {
         #expect(seen == Array(1...5000))
         let stopped = await #expect(throws: LedgerError.self) {
             try await ledger.read { session in
-                try session.sql.forEachRow(sql, []) { row in
+                try await session.sql.forEachRow(sql, []) { row in
                     if try row.int(0) == 10 { throw LedgerError(.invalidInput, "stop at ten") }
                 }
             }
         }
         #expect(stopped?.code == .invalidInput && stopped?.message == "stop at ten", "\(String(describing: stopped))")
         for _ in 0..<3 {
-            let count = try await ledger.read { try $0.sql.rows("SELECT COUNT(*) FROM ledger_migrations", [])[0].int(0) }
+            let count = try await ledger.read { try await $0.sql.rows("SELECT COUNT(*) FROM ledger_migrations", [])[0].int(0) }
             #expect(count == Int64(Schema.migrations.count))
         }
     }
@@ -61,13 +61,13 @@ struct SchemaTests {
         let columns = ["n", "CAST(n * 1000000000000 AS BIGINT)", "CAST(-n AS INTEGER)", "CAST(n % 3 AS SMALLINT)", "n % 2 = 0",
                        "CASE WHEN n % 2 = 0 THEN NULL ELSE 'héllo ✓ ' || CAST(n AS TEXT) END", "CAST('' AS TEXT)", "CAST(NULL AS BIGINT)"]
         let (plain, packed, list) = try await ledger.read { session in
-            func all(_ select: String) throws -> [[SQLValue]] {
+            func all(_ select: String) async throws -> [[SQLValue]] {
                 var rows: [[SQLValue]] = []
-                try session.sql.forEachRow("SELECT \(select) FROM (\(numbers)) t ORDER BY n", []) { rows.append($0.values) }
+                try await session.sql.forEachRow("SELECT \(select) FROM (\(numbers)) t ORDER BY n", []) { rows.append($0.values) }
                 return rows
             }
             let list = session.sql.selectList(columns)
-            return (try all(columns.joined(separator: ", ")), try all(list), list)
+            return await (try all(columns.joined(separator: ", ")), try all(list), list)
         }
         #expect(plain.count == 300 && plain[1] == [.int(2), .int(2_000_000_000_000), .int(-2), .int(2), .int(1), .null, .text(""), .null])
         #expect(plain[2][5] == .text("héllo ✓ 3"))
@@ -75,7 +75,7 @@ struct SchemaTests {
         #expect(list.hasPrefix("ROW(") == (kind == .postgres))
         guard kind == .postgres else { return }
         let refused = await #expect(throws: LedgerError.self) {
-            try await ledger.read { session in try session.sql.forEachRow("SELECT ROW(1, CAST(1.5 AS DOUBLE PRECISION))", []) { _ in } }
+            try await ledger.read { session in try await session.sql.forEachRow("SELECT ROW(1, CAST(1.5 AS DOUBLE PRECISION))", []) { _ in } }
         }
         #expect(refused?.code == .storage && refused?.message.contains("does not read") == true, "\(String(describing: refused))")
     }
@@ -84,13 +84,13 @@ struct SchemaTests {
     func readManyReader() async throws {
         let store = try sqliteStore()
         try await store.write { sql in
-            _ = try sql.rows("CREATE TABLE seen (x BIGINT)", [])
-            _ = try sql.rows("INSERT INTO seen (x) VALUES (7)", [])
+            _ = try await sql.rows("CREATE TABLE seen (x BIGINT)", [])
+            _ = try await sql.rows("INSERT INTO seen (x) VALUES (7)", [])
         }
-        @Sendable func look(_ sql: any SQLExecutor) throws -> (cache: Int64, connection: Int64, x: Int64) {
-            let cache = try sql.rows("PRAGMA cache_size", [])[0].int(0)
+        @Sendable func look(_ sql: any SQLExecutor) async throws -> (cache: Int64, connection: Int64, x: Int64) {
+            let cache = try await sql.rows("PRAGMA cache_size", [])[0].int(0)
             let connection = Int64((sql as? SQLiteConnection).map { ObjectIdentifier($0).hashValue } ?? 0)
-            return (cache, connection, try sql.rows("SELECT x FROM seen", [])[0].int(0))
+            return (cache, connection, try await sql.rows("SELECT x FROM seen", [])[0].int(0))
         }
         let first = try await store.readMany(look)
         let again = try await store.readMany(look)
@@ -101,7 +101,7 @@ struct SchemaTests {
         let held = Rendezvous()
         async let long = store.readMany { sql in
             held.arrive()
-            return try look(sql)
+            return try await look(sql)
         }
         while held.arrivals == 0 { try await Task.sleep(for: .milliseconds(5)) }
         let other = try await store.readMany(look)
@@ -115,9 +115,11 @@ struct SchemaTests {
     func writerSettings() async throws {
         let store = try sqliteStore()
         let settings = try await store.write { sql in
-            try ["synchronous", "temp_store", "wal_autocheckpoint", "journal_mode"].map { pragma in
-                try sql.first("PRAGMA \(pragma)")?.values.first ?? .null
+            var values: [SQLValue] = []
+            for pragma in ["synchronous", "temp_store", "wal_autocheckpoint", "journal_mode"] {
+                values.append(try await sql.first("PRAGMA \(pragma)")?.values.first ?? .null)
             }
+            return values
         }
         #expect(settings == [.int(2), .int(0), .int(4000), .text("wal")], "\(settings)")
         #expect(SQLiteConnection.statementJournalInMemory, "the journal's spill size is set before SQLite's first use")
@@ -128,22 +130,22 @@ struct SchemaTests {
     func largeStatementJournal() async throws {
         let store = try sqliteStore()
         try await store.write { sql in
-            _ = try sql.rows("CREATE TABLE big (x TEXT)", [])
-            _ = try sql.rows("CREATE TABLE other (y INTEGER)", [])
-            _ = try sql.rows("""
+            _ = try await sql.rows("CREATE TABLE big (x TEXT)", [])
+            _ = try await sql.rows("CREATE TABLE other (y INTEGER)", [])
+            _ = try await sql.rows("""
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
                 INSERT INTO big SELECT printf('%080d', i) FROM n
                 """, [])
-            _ = try sql.rows("CREATE INDEX big_x ON big (x)", [])
+            _ = try await sql.rows("CREATE INDEX big_x ON big (x)", [])
         }
         // With an 8 MiB spill this DROP failed: "database or disk is full".
         try await store.write { sql in
-            _ = try sql.rows("INSERT INTO other (y) VALUES (1)", [])
-            _ = try sql.rows("DROP INDEX big_x", [])
+            _ = try await sql.rows("INSERT INTO other (y) VALUES (1)", [])
+            _ = try await sql.rows("DROP INDEX big_x", [])
         }
-        let indexes = try await store.read { sql in try sql.rows("SELECT name FROM sqlite_master WHERE type = 'index'", []).count }
+        let indexes = try await store.read { sql in try await sql.rows("SELECT name FROM sqlite_master WHERE type = 'index'", []).count }
         #expect(indexes == 0)
-        #expect(try await store.read { sql in try sql.first("SELECT COUNT(*) FROM other")?.int(0) } == 1)
+        #expect(try await store.read { sql in try await sql.first("SELECT COUNT(*) FROM other")?.int(0) } == 1)
         try await store.close()
     }
 
@@ -157,7 +159,7 @@ struct SchemaTests {
         #expect(after[1] == 1, "a migration applied before is not applied again")
         // The last migration's column is there: a purchase can be written with it.
         try await store.write { sql in
-            _ = try sql.rows("""
+            _ = try await sql.rows("""
                 SELECT app_transaction_id, revocation_percentage, price, currency, offer_type, offer_discount_type, offer_period, storefront
                 FROM purchases
                 """, [])
@@ -176,12 +178,12 @@ struct SchemaTests {
         try await applyFirst(refunds, to: store)
         // The column the later migration adds is there already (added by hand): its ALTER TABLE fails, after the
         // migration before it ran in the same start.
-        try await store.write { sql in _ = try sql.rows("ALTER TABLE purchases ADD COLUMN app_transaction_id TEXT", []) }
+        try await store.write { sql in _ = try await sql.rows("ALTER TABLE purchases ADD COLUMN app_transaction_id TEXT", []) }
         await #expect(throws: (any Error).self) { try await Schema.migrate(store) }
         #expect(try await versions(store).keys.sorted() == (1...Int64(refunds)).map { $0 })
         // The column the earlier migration adds was rolled back with the failure.
         await #expect(throws: (any Error).self) {
-            try await store.read { sql in _ = try sql.rows("SELECT revocation_type FROM purchases", []) }
+            try await store.read { sql in _ = try await sql.rows("SELECT revocation_type FROM purchases", []) }
         }
         try await store.close()
     }
@@ -192,12 +194,12 @@ struct SchemaTests {
         let historyIndexes = try #require(Schema.migrations.firstIndex { $0.contains { $0.contains("purchases_series") } })
         try await applyFirst(historyIndexes, to: store)
         try await store.write { sql in
-            _ = try sql.rows("CREATE INDEX purchases_entitling ON purchases (account_id) WHERE product_type <> 'Consumable'", [])
-            _ = try sql.rows("CREATE INDEX purchases_series ON purchases (original_transaction_id, purchase_date)", [])
+            _ = try await sql.rows("CREATE INDEX purchases_entitling ON purchases (account_id) WHERE product_type <> 'Consumable'", [])
+            _ = try await sql.rows("CREATE INDEX purchases_series ON purchases (original_transaction_id, purchase_date)", [])
         }
         try await Schema.migrate(store)
         let indexes = try await store.read { sql in
-            try sql.rows("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'purchases'", []).map { try $0.text(0) }
+            try await sql.rows("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'purchases'", []).map { try $0.text(0) }
         }
         // Kept as built; the series' and expiries' own were later replaced by the wider ones the business view reads.
         #expect(Set(indexes).isSuperset(of: ["purchases_entitling", "purchases_series_ends", "purchases_periods"]), "\(indexes)")
@@ -245,9 +247,9 @@ struct SchemaTests {
         try await withOwnPostgresDatabase("migration_") { url in
             let store = try await PostgresLedgerStore(url: url)
             try await applyFirst(prebuilt.migration, to: store)
-            _ = try await store.write { sql in try sql.rows(prebuilt.duplicates, []) }
+            _ = try await store.write { sql in try await sql.rows(prebuilt.duplicates, []) }
             await #expect(throws: (any Error).self) {
-                try await store.read { sql in try sql.rows("CREATE UNIQUE INDEX CONCURRENTLY \(prebuilt.index) ON \(prebuilt.table) (\(prebuilt.uniqueColumn))", []) }
+                try await store.read { sql in try await sql.rows("CREATE UNIQUE INDEX CONCURRENTLY \(prebuilt.index) ON \(prebuilt.table) (\(prebuilt.uniqueColumn))", []) }
             }
             let before = try await indexes(of: prebuilt.table, in: store)
             #expect(before.contains { $0.name == prebuilt.index && !$0.valid }, "the failed build left no invalid index: \(before)")
@@ -265,7 +267,7 @@ struct SchemaTests {
     func postgresStoresSignedPayloadUncompressed() async throws {
         let ledger = try await makeLedger(.postgres)
         let storage = try await ledger.sqlStore.read { sql in
-            try sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
+            try await sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
                 .first?.text(0)
         }
         #expect(storage == "e", "signed_payload's storage is \(storage ?? "unknown"), not external")
@@ -274,7 +276,7 @@ struct SchemaTests {
         let uuid = UUID().uuidString
         #expect(try await ledger.apply(NotificationEvent(notificationUUID: uuid, type: .test, subtype: nil, signedDate: Date(), signedPayload: payload)) == .applied)
         let stored = try await ledger.sqlStore.read { sql in
-            try sql.rows("SELECT signed_payload FROM notifications WHERE notification_uuid = $1", [.text(uuid)]).first?.text(0)
+            try await sql.rows("SELECT signed_payload FROM notifications WHERE notification_uuid = $1", [.text(uuid)]).first?.text(0)
         }
         #expect(stored == payload)
     }
@@ -287,25 +289,25 @@ struct SchemaTests {
             try await applyFirst(Schema.migrations.count, to: store)
             func storage() async throws -> String? {
                 try await store.read { sql in
-                    try sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
+                    try await sql.rows("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload'", [])
                         .first?.text(0)
                 }
             }
             // A long read of the notifications (a dump, a report) holds its lock meanwhile.
-            let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            let held = Signal(), release = Signal()
             let longRead = Task {
                 try await reader.write { sql in
-                    _ = try sql.rows("SELECT 1 FROM notifications LIMIT 1", [])
-                    held.signal()
-                    release.wait()
+                    _ = try await sql.rows("SELECT 1 FROM notifications LIMIT 1", [])
+                    held.raise()
+                    while !release.isRaised { try await Task.sleep(for: .milliseconds(10)) }
                 }
             }
-            while held.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(10)) }
+            while !held.isRaised { try await Task.sleep(for: .milliseconds(10)) }
             let started = ContinuousClock.now
             try await Schema.migrate(store)
             #expect(ContinuousClock.now - started < .seconds(5))
             #expect(try await storage() == "x")
-            release.signal()
+            release.raise()
             try await longRead.value
             try await Schema.migrate(store)
             #expect(try await storage() == "e")
@@ -316,7 +318,7 @@ struct SchemaTests {
 
     func indexes(of table: String, in store: any SQLLedgerStore) async throws -> [(name: String, valid: Bool, definition: String)] {
         try await store.read { sql in
-            try sql.rows("""
+            try await sql.rows("""
                 SELECT c.relname, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                 WHERE i.indrelid = $1::regclass
                 """, [.text(table)]).map { (name: try $0.text(0), valid: try $0.int(1) == 1, definition: try $0.text(2)) }
@@ -329,7 +331,11 @@ struct SchemaTests {
         let store = try sqliteStore()
         try await Schema.migrate(store)
         let plans = try await store.read { session in
-            try statements.map { statement in try session.rows("EXPLAIN QUERY PLAN " + statement.sql, statement.binds).map { try $0.text(3) } }
+            var plans: [[String]] = []
+            for statement in statements {
+                plans.append(try await session.rows("EXPLAIN QUERY PLAN " + statement.sql, statement.binds).map { try $0.text(3) })
+            }
+            return plans
         }
         try await store.close()
         return plans
@@ -403,7 +409,7 @@ struct SchemaTests {
             _ = try await ledger.sqlStore.write { sql -> Int in
                 // The account's 2,000 coin purchases and 60 monthly periods beside 1,500 other accounts' 12 periods each
                 // (which the entitling index holds), and statistics that know it.
-                _ = try sql.rows("""
+                _ = try await sql.rows("""
                     INSERT INTO purchases (transaction_id, original_transaction_id, account_id, product_id, product_type, environment, quantity,
                         purchase_date, is_upgraded, signed_date, source, recorded_at)
                     SELECT $1 || g, CASE WHEN g <= 2000 THEN $1 || g WHEN g <= 2060 THEN $1 || 'mine' ELSE $1 || (g / 12) END,
@@ -412,14 +418,14 @@ struct SchemaTests {
                         CASE WHEN g <= 2000 THEN 'Consumable' ELSE 'Auto-Renewable Subscription' END, 'Sandbox', 1, g, 0, g, 'app', g
                     FROM generate_series(1, 20060) g
                     """, [.text(prefix), .text(account)])
-                _ = try sql.rows("ANALYZE purchases", [])
+                _ = try await sql.rows("ANALYZE purchases", [])
                 // Planned for the account (a bound statement), and generically, as iapkit_apply's RETURN QUERY is.
-                var plans = [try sql.rows("EXPLAIN (ANALYZE, COSTS OFF) " + LedgerSession.ownedQuery, [.text(account)]).map { try $0.text(0) }]
+                var plans = [try await sql.rows("EXPLAIN (ANALYZE, COSTS OFF) " + LedgerSession.ownedQuery, [.text(account)]).map { try $0.text(0) }]
                 let name = "owned_" + uniqueId()
-                _ = try sql.rows("PREPARE \(name)(text) AS " + LedgerSession.ownedQuery, [])
-                _ = try sql.rows("SET LOCAL plan_cache_mode = force_generic_plan", [])
-                plans.append(try sql.rows("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE \(name)('\(account)')", []).map { try $0.text(0) })
-                _ = try sql.rows("DEALLOCATE \(name)", [])
+                _ = try await sql.rows("PREPARE \(name)(text) AS " + LedgerSession.ownedQuery, [])
+                _ = try await sql.rows("SET LOCAL plan_cache_mode = force_generic_plan", [])
+                plans.append(try await sql.rows("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE \(name)('\(account)')", []).map { try $0.text(0) })
+                _ = try await sql.rows("DEALLOCATE \(name)", [])
                 throw Rollback(plans: plans)
             }
             Issue.record("the write was not rolled back")

@@ -76,33 +76,33 @@ struct TransactionKeyTests {
     func olderLedger(_ store: any SQLLedgerStore, account: String, ids: (xcode: String, forgedKey: String, sandbox: String, order: String)) async throws {
         let before = try #require(Schema.migrations.firstIndex { $0.contains { $0.contains("test_transactions_14") } })
         try await store.write { sql in
-            _ = try sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
+            _ = try await sql.rows("CREATE TABLE ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
             for (index, statements) in Schema.migrations.prefix(before).enumerated() {
-                for statement in statements { _ = try sql.rows(statement, []) }
-                _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, 1)", [.int(Int64(index + 1))])
+                for statement in statements { _ = try await sql.rows(statement, []) }
+                _ = try await sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, 1)", [.int(Int64(index + 1))])
             }
-            func purchase(_ id: String, _ product: String, _ type: String, _ environment: String) throws {
-                _ = try sql.rows("""
+            func purchase(_ id: String, _ product: String, _ type: String, _ environment: String) async throws {
+                _ = try await sql.rows("""
                     INSERT INTO purchases (transaction_id, original_transaction_id, account_id, order_id, product_id, product_type, environment,
                         quantity, purchase_date, is_upgraded, signed_date, source, recorded_at)
                     VALUES ($1, $1, $2, NULL, $3, $4, $5, 1, 1000, 0, 1000, 'jws', 1000)
                     """, [.text(id), .text(account), .text(product), .text(type), .text(environment)])
-                _ = try sql.rows("""
+                _ = try await sql.rows("""
                     INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, 'coins', 100, $3, 1000)
                     """, [.text("grant:\(id)"), .text(account), .text(id)])
             }
-            try purchase(ids.xcode, Demo.coins, "Consumable", "Xcode")
+            try await purchase(ids.xcode, Demo.coins, "Consumable", "Xcode")
             // An Xcode id forged to look like the new key of the one above: the move must not collide with it.
-            try purchase(ids.forgedKey, Demo.coins, "Consumable", "Xcode")
-            try purchase(ids.sandbox, Demo.coins, "Consumable", "Sandbox")
+            try await purchase(ids.forgedKey, Demo.coins, "Consumable", "Xcode")
+            try await purchase(ids.sandbox, Demo.coins, "Consumable", "Sandbox")
             // A refund of the Xcode purchase, and its reversal.
             for (key, delta) in [("adjust:\(ids.xcode):1", -100), ("adjust:\(ids.xcode):2", 100)] {
-                _ = try sql.rows("""
+                _ = try await sql.rows("""
                     INSERT INTO balance_entries (entry_key, account_id, currency, delta, transaction_id, created_at) VALUES ($1, $2, 'coins', $3, $4, 1000)
                     """, [.text(key), .text(account), .int(Int64(delta)), .text(ids.xcode)])
             }
-            _ = try sql.rows("INSERT INTO balances (account_id, currency, amount) VALUES ($1, 'coins', 300)", [.text(account)])
-            _ = try sql.rows("""
+            _ = try await sql.rows("INSERT INTO balances (account_id, currency, amount) VALUES ($1, 'coins', 300)", [.text(account)])
+            _ = try await sql.rows("""
                 INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
                 VALUES ($1, $2, $3, $4, 'granted', $5, 1000, 2000, 1000)
                 """, [.text(ids.order), .text(account), .text(Demo.coins), .text(UUID().uuidString.lowercased()), .text(ids.xcode)])
@@ -123,12 +123,12 @@ struct TransactionKeyTests {
             #expect(try await ledger.transaction(ids.sandbox)?.environment == .sandbox)
             #expect(try await ledger.transaction(ids.xcode) == nil)
             let keys = try await store.read { sql in
-                try sql.rows("SELECT entry_key, transaction_id FROM balance_entries WHERE account_id = $1 ORDER BY entry_key", [.text(account)])
+                try await sql.rows("SELECT entry_key, transaction_id FROM balance_entries WHERE account_id = $1 ORDER BY entry_key", [.text(account)])
                     .map { "\(try $0.text(0)) \(try $0.text(1))" }
             }
             #expect(keys == ["adjust:Xcode:\(ids.xcode):1 Xcode:\(ids.xcode)", "adjust:Xcode:\(ids.xcode):2 Xcode:\(ids.xcode)", "grant:\(ids.sandbox) \(ids.sandbox)",
                              "grant:Xcode:Xcode:\(ids.xcode) Xcode:Xcode:\(ids.xcode)", "grant:Xcode:\(ids.xcode) Xcode:\(ids.xcode)"].sorted())
-            let order = try await store.read { sql in try sql.first("SELECT transaction_id FROM orders WHERE order_id = $1", [.text(ids.order)])?.text(0) }
+            let order = try await store.read { sql in try await sql.first("SELECT transaction_id FROM orders WHERE order_id = $1", [.text(ids.order)])?.text(0) }
             #expect(order == "Xcode:\(ids.xcode)")
             // The device uploads the same Xcode purchase again after the upgrade: nothing more is credited.
             let again = try await ledger.submit(.init(accountId: account, transaction: xcode(transaction(Demo.coins, id: ids.xcode, type: .consumable))))

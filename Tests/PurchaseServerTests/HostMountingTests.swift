@@ -51,12 +51,12 @@ struct HostMountingTests {
 
         var kind: LedgerStoreKind { inner.kind }
 
-        func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
             try check()
             return try await inner.write(body)
         }
 
-        func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+        func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
             try check()
             return try await inner.read(body)
         }

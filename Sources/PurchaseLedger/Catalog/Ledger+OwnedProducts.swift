@@ -12,7 +12,7 @@ extension Ledger {
     /// server starts.
     public func ownedProductIds() async throws -> Set<String> {
         try await read { session in
-            Set(try session.sql.rows(Self.ownedProductsQuery, []).map { try $0.text(0) })
+            Set(try await session.sql.rows(Self.ownedProductsQuery, []).map { try $0.text(0) })
         }
     }
 

@@ -359,6 +359,7 @@ enum EffectStatements {
     /// One row when every check ``binds(_:events:)`` asked for holds: the series' environment and owner ($1), the
     /// transaction's balance movements and stored signing date ($2), the latest holder of the series it was migrated
     /// from ($3).
+    static let preconditionsBindCount = 10
     static let preconditionsQuery = """
         SELECT 1 WHERE (CAST($4 AS TEXT) IS NULL OR (\(LedgerSession.seriesEnvironmentQuery("$1"))) IS NOT DISTINCT FROM CAST($5 AS TEXT))
             AND (CAST($6 AS TEXT) IS NULL OR (\(LedgerSession.seriesHolderQuery("$1", latest: false))) IS NOT DISTINCT FROM CAST($7 AS TEXT))

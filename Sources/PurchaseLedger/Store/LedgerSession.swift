@@ -26,9 +26,9 @@ struct LedgerSession {
 
     /// Serialises operations on one subscription series (or one transaction) until this transaction ends. SQLite has
     /// one writer: nothing to do.
-    func lockSeries(_ originalTransactionId: String) throws {
+    func lockSeries(_ originalTransactionId: String) async throws {
         guard postgres, !locked.series.contains(originalTransactionId) else { return }
-        _ = try sql.rows("SELECT pg_advisory_xact_lock(hashtextextended($1, 727274))", [.text(originalTransactionId)])
+        _ = try await sql.rows("SELECT pg_advisory_xact_lock(hashtextextended($1, 727274))", [.text(originalTransactionId)])
         locked.series.insert(originalTransactionId)
     }
 
@@ -36,25 +36,25 @@ struct LedgerSession {
 
     static let orderColumns = OrderColumn.list()
 
-    func insertOrder(_ order: Order, at now: Date) throws {
-        try sql.execute("""
+    func insertOrder(_ order: Order, at now: Date) async throws {
+        try await sql.execute("""
             INSERT INTO orders (order_id, account_id, product_id, app_account_token, state, transaction_id, created_at, expires_at, updated_at)
             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8)
             """, [.text(order.orderId), .text(order.accountId), .text(order.productId), .text(order.appAccountToken.lowercasedString),
                   .text(order.state.rawValue), .of(order.createdAt), .of(order.expiresAt), .of(now)])
     }
 
-    func order(id: String) throws -> Order? {
-        try sql.first("SELECT \(Self.orderColumns) FROM orders WHERE order_id = $1", [.text(id)]).map(Self.decodeOrder)
+    func order(id: String) async throws -> Order? {
+        try await sql.first("SELECT \(Self.orderColumns) FROM orders WHERE order_id = $1", [.text(id)]).map(Self.decodeOrder)
     }
 
-    func order(appAccountToken token: UUID) throws -> Order? {
-        try sql.first("SELECT \(Self.orderColumns) FROM orders WHERE app_account_token = $1", [.text(token.lowercasedString)])
+    func order(appAccountToken token: UUID) async throws -> Order? {
+        try await sql.first("SELECT \(Self.orderColumns) FROM orders WHERE app_account_token = $1", [.text(token.lowercasedString)])
             .map(Self.decodeOrder)
     }
 
-    func orders(where condition: String, _ binds: [SQLValue], limit: Int) throws -> [Order] {
-        try sql.rows("SELECT \(Self.orderColumns) FROM orders o WHERE \(condition) ORDER BY o.created_at DESC LIMIT \(max(1, min(limit, 10_000)))", binds)
+    func orders(where condition: String, _ binds: [SQLValue], limit: Int) async throws -> [Order] {
+        try await sql.rows("SELECT \(Self.orderColumns) FROM orders o WHERE \(condition) ORDER BY o.created_at DESC LIMIT \(max(1, min(limit, 10_000)))", binds)
             .map(Self.decodeOrder)
     }
 
@@ -77,19 +77,19 @@ struct LedgerSession {
     /// What the customer paid and under which offer (``PurchaseRecord/price`` and after), after a comma.
     static let moneyColumns = ", " + PurchaseColumn.list(nil, PurchaseColumn.money)
 
-    func purchase(_ transactionId: String) throws -> PurchaseRecord? {
-        try sql.first("SELECT \(Self.purchaseColumns) FROM purchases WHERE transaction_id = $1", [.text(transactionId)]).map(Self.decodePurchase)
+    func purchase(_ transactionId: String) async throws -> PurchaseRecord? {
+        try await sql.first("SELECT \(Self.purchaseColumns) FROM purchases WHERE transaction_id = $1", [.text(transactionId)]).map(Self.decodePurchase)
     }
 
-    func purchases(accountId: String) throws -> [PurchaseRecord] {
-        try sql.rows("SELECT \(Self.purchaseColumns) FROM purchases WHERE account_id = $1 ORDER BY purchase_date, transaction_id", [.text(accountId)])
+    func purchases(accountId: String) async throws -> [PurchaseRecord] {
+        try await sql.rows("SELECT \(Self.purchaseColumns) FROM purchases WHERE account_id = $1 ORDER BY purchase_date, transaction_id", [.text(accountId)])
             .map(Self.decodePurchase)
     }
 
     /// The account's purchases that can carry an entitlement (no consumables), through the entitling index: an account
     /// with thousands of coin purchases costs no more to judge for an offer than one with none.
-    func entitlingPurchases(accountId: String) throws -> [PurchaseRecord] {
-        try sql.rows(Self.entitlingPurchasesQuery, [.text(accountId)]).map(Self.decodePurchase)
+    func entitlingPurchases(accountId: String) async throws -> [PurchaseRecord] {
+        try await sql.rows(Self.entitlingPurchasesQuery, [.text(accountId)]).map(Self.decodePurchase)
     }
 
     static let entitlingPurchasesQuery = """
@@ -97,8 +97,8 @@ struct LedgerSession {
         ORDER BY purchase_date, transaction_id
         """
 
-    func purchases(where condition: String, _ binds: [SQLValue], limit: Int) throws -> [PurchaseRecord] {
-        try sql.rows("""
+    func purchases(where condition: String, _ binds: [SQLValue], limit: Int) async throws -> [PurchaseRecord] {
+        try await sql.rows("""
             SELECT \(Self.purchaseColumns) FROM purchases WHERE \(condition) ORDER BY recorded_at DESC, transaction_id LIMIT \(max(1, min(limit, 10_000)))
             """, binds).map(Self.decodePurchase)
     }
@@ -137,13 +137,13 @@ struct LedgerSession {
 
     /// Everything the binding rules need about `record`, with the order the uploader named: one statement (one round
     /// trip on PostgreSQL), and a second only for a stored consumable's balance movements.
-    func facts(for record: PurchaseRecord, namedOrderId: String?, catalog: LedgerCatalog) throws -> TransactionFacts {
-        guard let row = try sql.first(Self.factsQuery, Self.factsBinds(record, namedOrderId: namedOrderId)) else {
+    func facts(for record: PurchaseRecord, namedOrderId: String?, catalog: LedgerCatalog) async throws -> TransactionFacts {
+        guard let row = try await sql.first(Self.factsQuery, Self.factsBinds(record, namedOrderId: namedOrderId)) else {
             throw LedgerError(.storage, "the facts query returned no row")
         }
         var facts = try Self.decodeFacts(row)
         if Self.needsEntries(facts, record, catalog) {
-            facts.entries = try balanceEntries(transactionId: record.transactionId)
+            facts.entries = try await balanceEntries(transactionId: record.transactionId)
             facts.entriesRead = true
         }
         return facts
@@ -214,22 +214,22 @@ struct LedgerSession {
 
     // MARK: Balances
 
-    func balanceEntries(transactionId: String) throws -> [BalanceEntry] {
-        try sql.rows(Self.entriesQuery, [.text(transactionId)]).map(Self.decodeEntry)
+    func balanceEntries(transactionId: String) async throws -> [BalanceEntry] {
+        try await sql.rows(Self.entriesQuery, [.text(transactionId)]).map(Self.decodeEntry)
     }
 
     static let entriesQuery = "SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE transaction_id = $1"
 
-    func balanceEntries(accountId: String, limit: Int) throws -> [BalanceEntry] {
-        try sql.rows("""
+    func balanceEntries(accountId: String, limit: Int) async throws -> [BalanceEntry] {
+        try await sql.rows("""
             SELECT entry_key, account_id, currency, delta, transaction_id, created_at FROM balance_entries WHERE account_id = $1
             ORDER BY created_at DESC LIMIT \(max(1, min(limit, 10_000)))
             """, [.text(accountId)]).map(Self.decodeEntry)
     }
 
     /// A spend's facts in one read: the movement stored under its key (nil when none) and the balance now.
-    func spendFacts(key: String, accountId: String, currency: String) throws -> (earlier: BalanceEntry?, balance: Int64) {
-        guard let row = try sql.first("""
+    func spendFacts(key: String, accountId: String, currency: String) async throws -> (earlier: BalanceEntry?, balance: Int64) {
+        guard let row = try await sql.first("""
             SELECT e.entry_key, e.account_id, e.currency, e.delta, e.transaction_id, e.created_at,
                 (SELECT amount FROM balances WHERE account_id = $2 AND currency = $3)
             FROM (SELECT 1 AS one) o LEFT JOIN balance_entries e ON e.entry_key = $1
@@ -242,8 +242,8 @@ struct LedgerSession {
                      transactionId: row.optionalText(4), at: Millis.date(try row.int(5)))
     }
 
-    func balance(accountId: String, currency: String) throws -> Int64 {
-        try sql.first("SELECT amount FROM balances WHERE account_id = $1 AND currency = $2", [.text(accountId), .text(currency)])?.int(0) ?? 0
+    func balance(accountId: String, currency: String) async throws -> Int64 {
+        try await sql.first("SELECT amount FROM balances WHERE account_id = $1 AND currency = $2", [.text(accountId), .text(currency)])?.int(0) ?? 0
     }
 
     // MARK: Subscriptions
@@ -254,12 +254,12 @@ struct LedgerSession {
         """
 
     /// Whether any period of the series is stored.
-    func knowsSeries(_ originalTransactionId: String) throws -> Bool {
-        try sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 LIMIT 1", [.text(originalTransactionId)]) != nil
+    func knowsSeries(_ originalTransactionId: String) async throws -> Bool {
+        try await sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 LIMIT 1", [.text(originalTransactionId)]) != nil
     }
 
-    func series(_ originalTransactionId: String) throws -> SubscriptionRecord? {
-        try sql.first("SELECT \(Self.seriesColumns) FROM subscriptions WHERE original_transaction_id = $1", [.text(originalTransactionId)])
+    func series(_ originalTransactionId: String) async throws -> SubscriptionRecord? {
+        try await sql.first("SELECT \(Self.seriesColumns) FROM subscriptions WHERE original_transaction_id = $1", [.text(originalTransactionId)])
             .map(Self.decodeSeries)
     }
 
@@ -277,8 +277,8 @@ struct LedgerSession {
     /// What the account owns at `now`: its entitling transactions, their series' status and its balances, read in
     /// one statement (one round trip on PostgreSQL; `/health` and every purchase answer ask for it) and judged by
     /// ``EntitlementRules``.
-    func entitlements(accountId: String, catalog: LedgerCatalog, now: Date) throws -> AccountEntitlements {
-        try Self.owned(try sql.rows(Self.ownedQuery, [.text(accountId)]), accountId: accountId, catalog: catalog, now: now)
+    func entitlements(accountId: String, catalog: LedgerCatalog, now: Date) async throws -> AccountEntitlements {
+        try Self.owned(try await sql.rows(Self.ownedQuery, [.text(accountId)]), accountId: accountId, catalog: catalog, now: now)
     }
 
     /// Judges the rows of ``ownedQuery``.
@@ -338,12 +338,12 @@ struct LedgerSession {
          .of(record.offerPeriod), .of(record.storefront)]
     }
 
-    func apply(_ effects: [LedgerEffect]) throws {
-        for effect in effects { try apply(effect) }
+    func apply(_ effects: [LedgerEffect]) async throws {
+        for effect in effects { try await apply(effect) }
     }
 
     /// Runs the effect's statements (``EffectStatements``), in order.
-    func apply(_ effect: LedgerEffect) throws {
+    func apply(_ effect: LedgerEffect) async throws {
         guard let (op, binds) = try EffectStatements.binds(effect, events: events) else { return }
         for step in op.steps {
             switch step {
@@ -351,10 +351,10 @@ struct LedgerSession {
                 if statement.postgresOnly && !postgres { continue }
                 let read = statement.binds.map { binds[$0 - 1] }
                 if case .next = statement.then {
-                    try sql.execute(statement.sql, read)
+                    try await sql.execute(statement.sql, read)
                     continue
                 }
-                let found = try sql.first(statement.sql, read) != nil
+                let found = try await sql.first(statement.sql, read) != nil
                 switch statement.then {
                 case .next: break
                 case .raceUnlessRow: if !found { throw LedgerRace() }
@@ -362,23 +362,23 @@ struct LedgerSession {
                 case .doneIfRow: if found { return }
                 }
             case .lockSeries(let bind):
-                if case .text(let series) = binds[bind - 1] { try lockSeries(series) }
+                if case .text(let series) = binds[bind - 1] { try await lockSeries(series) }
             case .inSwift:
-                try claimSeriesInSwift(effect)
+                try await claimSeriesInSwift(effect)
             }
         }
     }
 
     /// Binds the series' claimable periods and writes the grant event of each (``EffectStatements/claimSeries``).
-    func claimSeriesInSwift(_ effect: LedgerEffect) throws {
+    func claimSeriesInSwift(_ effect: LedgerEffect) async throws {
         guard case .claimSeries(let original, let accountId, let token, let now) = effect else {
             throw LedgerError(.storage, "no effect of Swift's own: \(effect)")
         }
-        let claimed = try sql.rows("""
+        let claimed = try await sql.rows("""
             UPDATE purchases SET account_id = $3 WHERE \(EffectStatements.claimable) RETURNING \(Self.purchaseColumns)
             """, [.text(original), .of(token?.lowercasedString), .text(accountId)]).map(Self.decodePurchase)
         for period in claimed {
-            if let event = WebhookRules.grantEvent(period, account: accountId, now: now) { try apply(.emitEvent(event)) }
+            if let event = WebhookRules.grantEvent(period, account: accountId, now: now) { try await apply(.emitEvent(event)) }
         }
     }
 }

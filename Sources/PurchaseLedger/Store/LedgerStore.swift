@@ -13,20 +13,19 @@ public protocol LedgerStore: Sendable {
 
 /// What the ledger runs its operations through.
 ///
-/// A store runs a whole ledger operation synchronously on a thread that owns a connection: `write` as one database
-/// transaction (all its writes commit together, or none), `read` against a consistent view that never waits for the
-/// write lock. Exactly-once does not rest on this process: unique keys and guarded updates make it hold in the
+/// A store runs a whole ledger operation on one connection: `write` as one database transaction (all its writes commit
+/// together, or none), `read` against a consistent view that never waits for the write lock. Exactly-once does not rest on this process: unique keys and guarded updates make it hold in the
 /// database itself, so several servers sharing one PostgreSQL stay correct.
 protocol SQLLedgerStore: LedgerStore {
     /// Runs `body` as one write transaction; answers only once it is durable.
-    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R
 
     /// Runs `body` as a read; it may not write.
-    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R
 
     /// Runs `body` as a read of many rows (the business view): a store may keep a connection for it whose cache
     /// holds such a read's pages. Otherwise as ``read(_:)``.
-    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R
+    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R
 
     /// Set when the store reads and applies a submission without holding a transaction open (PostgreSQL: one round
     /// trip for the facts, one for the effects and the answer). Nil: submissions run through ``write(_:)``.
@@ -36,7 +35,7 @@ protocol SQLLedgerStore: LedgerStore {
 extension SQLLedgerStore {
     var fastPath: (any LedgerFastPath)? { nil }
 
-    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
         try await read(body)
     }
 }

@@ -36,19 +36,18 @@ struct SQLRow: Sendable {
     }
 }
 
-/// Runs statements synchronously on one connection, inside whatever transaction its store opened.
+/// Runs statements on one connection, inside whatever transaction its store opened.
 ///
-/// Statements are written once, in the SQL that SQLite and PostgreSQL share, with `$1`, `$2`… placeholders. Being
-/// synchronous is the point: a whole ledger operation runs on the thread that owns the connection, with no hop per
-/// statement.
+/// Statements are written once, in the SQL that SQLite and PostgreSQL share, with `$1`, `$2`… placeholders. A
+/// statement is awaited: on SQLite it never suspends (the whole operation runs on the thread that owns the connection,
+/// with no hop per statement); on PostgreSQL it waits for the server without holding a thread.
 protocol SQLExecutor {
     /// Runs `sql` with `binds` and returns every row it produces.
-    func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow]
+    func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
 
     /// Runs `sql` with `binds` and hands each row to `body` as it comes: a read of many rows keeps none it is done with.
-    /// `body` may run on the driver's thread while the caller's waits (PostgreSQL): it reads the row and runs no
-    /// statement.
-    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws
+    /// `body` reads the row and runs no statement.
+    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) async throws
 
     /// The select list of a read of many rows of `columns`, whose rows come as those columns in that order: SQLite's
     /// are the columns; PostgreSQL packs them into one record, a cell per row where the columns were a cell each, and
@@ -59,18 +58,18 @@ protocol SQLExecutor {
 
 extension SQLExecutor {
     /// A store whose driver hands over a statement's rows at once: each in turn.
-    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
-        for row in try rows(sql, binds) { try body(row) }
+    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) async throws {
+        for row in try await rows(sql, binds) { try body(row) }
     }
 
     func selectList(_ columns: [String]) -> String { columns.joined(separator: ", ") }
 
-    func execute(_ sql: String, _ binds: [SQLValue] = []) throws {
-        _ = try rows(sql, binds)
+    func execute(_ sql: String, _ binds: [SQLValue] = []) async throws {
+        _ = try await rows(sql, binds)
     }
 
-    func first(_ sql: String, _ binds: [SQLValue] = []) throws -> SQLRow? {
-        try rows(sql, binds).first
+    func first(_ sql: String, _ binds: [SQLValue] = []) async throws -> SQLRow? {
+        try await rows(sql, binds).first
     }
 }
 

@@ -355,22 +355,22 @@ enum Schema {
         let postgres = store.kind == .postgres
         try await store.write { sql in
             if postgres {
-                _ = try sql.rows("SELECT pg_advisory_xact_lock(727274)", [])
+                _ = try await sql.rows("SELECT pg_advisory_xact_lock(727274)", [])
                 // After the advisory lock: a replica waiting for another's migration to finish must not give up.
-                _ = try sql.rows("SET LOCAL lock_timeout = '\(postgresLockTimeout)'", [])
+                _ = try await sql.rows("SET LOCAL lock_timeout = '\(postgresLockTimeout)'", [])
             }
-            _ = try sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
-            let applied = Set(try sql.rows("SELECT version FROM ledger_migrations", []).map { try $0.int(0) })
+            _ = try await sql.rows("CREATE TABLE IF NOT EXISTS ledger_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
+            let applied = Set(try await sql.rows("SELECT version FROM ledger_migrations", []).map { try $0.int(0) })
             for (index, statements) in migrations.enumerated() where !applied.contains(Int64(index + 1)) {
-                if postgres { for preparation in postgresPreparations[index + 1] ?? [] { _ = try sql.rows(preparation, []) } }
-                for statement in statements { _ = try sql.rows(statement, []) }
-                _ = try sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(Int64(index + 1)), .int(Millis.now)])
+                if postgres { for preparation in postgresPreparations[index + 1] ?? [] { _ = try await sql.rows(preparation, []) } }
+                for statement in statements { _ = try await sql.rows(statement, []) }
+                _ = try await sql.rows("INSERT INTO ledger_migrations (version, applied_at) VALUES ($1, $2)", [.int(Int64(index + 1)), .int(Millis.now)])
             }
             // The effect interpreter is code, not schema: each version installs its own body under its own name
             // (``PostgresFunctions/applyFunction``) on every start, and calls only that one.
             if postgres {
-                _ = try sql.rows(PostgresFunctions.applyEffects, [])
-                try storeSignedPayloadsAsTheyAre(sql)
+                _ = try await sql.rows(PostgresFunctions.applyEffects, [])
+                try await storeSignedPayloadsAsTheyAre(sql)
             }
         }
     }
@@ -382,10 +382,10 @@ enum Schema {
     /// webhook delivery queues behind the wait: it is tried on each start for at most a second, in a savepoint, and a
     /// start that cannot have the lock goes on without it (it saves time and nothing rests on it). Rows stored before
     /// stay as they are and read the same.
-    static func storeSignedPayloadsAsTheyAre(_ sql: any SQLExecutor) throws {
-        _ = try sql.rows("SAVEPOINT iapkit_signed_payload_storage", [])
+    static func storeSignedPayloadsAsTheyAre(_ sql: any SQLExecutor) async throws {
+        _ = try await sql.rows("SAVEPOINT iapkit_signed_payload_storage", [])
         do {
-            _ = try sql.rows("""
+            _ = try await sql.rows("""
                 DO $$
                 BEGIN
                   IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = 'signed_payload') <> 'e' THEN
@@ -395,9 +395,9 @@ enum Schema {
                 END
                 $$
                 """, [])
-            _ = try sql.rows("RELEASE SAVEPOINT iapkit_signed_payload_storage", [])
+            _ = try await sql.rows("RELEASE SAVEPOINT iapkit_signed_payload_storage", [])
         } catch {
-            _ = try sql.rows("ROLLBACK TO SAVEPOINT iapkit_signed_payload_storage", [])
+            _ = try await sql.rows("ROLLBACK TO SAVEPOINT iapkit_signed_payload_storage", [])
         }
     }
 }

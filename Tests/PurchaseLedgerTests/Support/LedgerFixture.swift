@@ -36,11 +36,11 @@ func withOwnPostgresDatabase(_ prefix: String, _ body: (String) async throws -> 
     let admin = try await makeLedger(.postgres)
     let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
     let database = "iapkit_" + uniqueId(prefix)
-    _ = try await admin.sqlStore.read { sql in try sql.rows("CREATE DATABASE \(database)", []) }
+    _ = try await admin.sqlStore.read { sql in try await sql.rows("CREATE DATABASE \(database)", []) }
     var components = try #require(URLComponents(string: url))
     components.path = "/" + database
     try await body(try #require(components.string))
-    _ = try await admin.sqlStore.read { sql in try sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
+    _ = try await admin.sqlStore.read { sql in try await sql.rows("DROP DATABASE \(database) WITH (FORCE)", []) }
 }
 
 /// Product ids of the demo catalog.

@@ -1,95 +1,95 @@
 import Foundation
 import Logging
 import NIOCore
-import NIOPosix
 import NIOSSL
 import PostgresNIO
 
-/// The store for many replicas: a PostgreSQL server, reached through PostgresNIO connections each owned by one
-/// worker thread. A ledger operation runs synchronously on its worker as one PostgreSQL transaction; unique keys,
-/// guarded updates and `ON CONFLICT` make racing replicas agree (a replica that loses a race re-runs the operation
-/// from fresh facts), and PostgreSQL groups concurrent commits itself.
-public final class PostgresLedgerStore: SQLLedgerStore, @unchecked Sendable {
+/// The store for many replicas: a PostgreSQL server, reached through one PostgresNIO client (its pool of connections).
+/// A ledger operation runs in its caller's task on a leased connection as one PostgreSQL transaction, each statement
+/// awaited without holding a thread; unique keys, guarded updates and `ON CONFLICT` make racing replicas agree (a
+/// replica that loses a race re-runs the operation from fresh facts), and PostgreSQL groups concurrent commits itself.
+public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     public let kind = LedgerStoreKind.postgres
-    private let workers: PostgresWorkers
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let logger: Logger
     private let autocommit: PostgresAutocommit
     var fastPath: (any LedgerFastPath)? { autocommit }
 
     /// Connects to `postgres://user:password@host:port/database` (TLS when the server offers it; `?sslmode=disable`
-    /// turns it off, `?sslmode=require` insists).
+    /// turns it off, `?sslmode=require` insists). `connections` is the most the pool opens.
     public init(url: String, connections: Int = 16) async throws {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
             throw LedgerError(.invalidInput, "not a PostgreSQL URL: postgres://user@host:port/database expected")
         }
         let sslmode = components.queryItems?.first { $0.name == "sslmode" }?.value ?? "prefer"
-        let tls: PostgresConnection.Configuration.TLS
-        do {
-            switch sslmode {
-            case "disable": tls = .disable
-            case "require", "verify-full": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            default: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            }
-        } catch {
-            throw LedgerError(.storage, "cannot set up TLS for PostgreSQL: \(error)")
-        }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        let configuration = PostgresConnection.Configuration(
-            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
-            database: database.isEmpty ? nil : database, tls: tls)
-        workers = PostgresWorkers(configuration: configuration, count: max(1, connections / 4))
-        let clientTLS: PostgresClient.Configuration.TLS = switch sslmode {
+        let tls: PostgresClient.Configuration.TLS = switch sslmode {
         case "disable": .disable
         case "require", "verify-full": .require(.makeClientConfiguration())
         default: .prefer(.makeClientConfiguration())
         }
-        var clientConfiguration = PostgresClient.Configuration(
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        var configuration = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
-            database: database.isEmpty ? nil : database, tls: clientTLS)
-        clientConfiguration.options.maximumConnections = max(1, connections)
-        autocommit = PostgresAutocommit(configuration: clientConfiguration)
-        // Fail now, not at the first purchase, when the server cannot be reached.
-        _ = try await read { sql in try sql.rows("SELECT 1", []) }
-    }
-
-    deinit {
-        workers.stop()
-        autocommit.stop()
-    }
-
-    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
-            workers.enqueue(PostgresJob(transactional: true, body: body, answer: PendingAnswer(continuation)))
-        }
-    }
-
-    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
-            workers.enqueue(PostgresJob(transactional: false, body: body, answer: PendingAnswer(continuation)))
-        }
-    }
-
-    public func close() async throws {
-        workers.stop()
-        await workers.finished()
-        autocommit.stop()
-    }
-}
-
-/// Statements in autocommit through a PostgresNIO client pool, awaited from the caller's task: no worker thread, no
-/// transaction held across round trips.
-final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
-    private let client: PostgresClient
-    private let runner: Task<Void, Never>
-
-    init(configuration: PostgresClient.Configuration) {
-        var logger = Logger(label: "iapkit.ledger.postgres.autocommit")
+            database: database.isEmpty ? nil : database, tls: tls)
+        configuration.options.maximumConnections = max(1, connections)
+        var logger = Logger(label: "iapkit.ledger.postgres")
         logger.logLevel = .warning
+        self.logger = logger
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         runner = Task { await client.run() }
+        autocommit = PostgresAutocommit(client: client, logger: logger)
+        // Fail now, not at the first purchase, when the server cannot be reached.
+        do {
+            _ = try await read { sql in try await sql.rows("SELECT 1", []) }
+        } catch {
+            runner.cancel()
+            throw error
+        }
     }
 
-    func stop() { runner.cancel() }
+    deinit {
+        runner.cancel()
+    }
+
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
+        try await lease { executor in
+            try await executor.execute("BEGIN")
+            let value: R
+            do {
+                value = try await body(executor)
+                try await executor.execute("COMMIT")
+            } catch {
+                try await executor.rollBack(after: error)
+            }
+            return value
+        }
+    }
+
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
+        try await lease { try await body($0) }
+    }
+
+    private func lease<R>(_ body: (PostgresExecutor) async throws -> R) async throws -> R {
+        try await PostgresExecutor.leased(from: client, logger: logger, body)
+    }
+
+    public func close() async throws {
+        runner.cancel()
+    }
+}
+
+/// Thrown inside a lease when its connection must not be lent again; the caller is answered `reason`.
+struct PostgresUnusableConnection: Error {
+    let reason: any Error
+}
+
+/// Statements in autocommit on the store's client, awaited from the caller's task: no transaction held across round
+/// trips.
+struct PostgresAutocommit: LedgerFastPath {
+    let client: PostgresClient
+    let logger: Logger
 
     func facts(_ binds: [SQLValue]) async throws -> SQLRow? {
         try await run(Prepared<FactsTag>(binds: binds)).first
@@ -118,13 +118,7 @@ final class PostgresAutocommit: LedgerFastPath, @unchecked Sendable {
 
     /// Runs a statement prepared once per connection (no parse or analysis per purchase).
     private func run<Tag: StatementTag>(_ statement: Prepared<Tag>) async throws -> [SQLRow] {
-        do {
-            var rows: [SQLRow] = []
-            for try await row in try await client.execute(statement) { rows.append(row) }
-            return rows
-        } catch {
-            throw PostgresExecutor.ledgerError(error)
-        }
+        try await PostgresExecutor.leased(from: client, logger: logger) { try await $0.run(statement) }
     }
 }
 
@@ -172,6 +166,14 @@ enum ApplyTag: StatementTag {
     static let types: [PostgresDataType] = [.text, .text]
 }
 
+/// The preconditions every decision in a held transaction checks (``EffectStatements/preconditionsQuery``). Its
+/// binds are all text compared with text columns, so the types declared are the ones PostgreSQL would infer.
+enum PreconditionsTag: StatementTag {
+    static let name = named("preconditions")
+    static let sql = EffectStatements.preconditionsQuery
+    static let types: [PostgresDataType] = Array(repeating: .text, count: EffectStatements.preconditionsBindCount)
+}
+
 struct Prepared<Tag: StatementTag>: PostgresPreparedStatement {
     typealias Row = SQLRow
     static var name: String { Tag.name }
@@ -186,206 +188,119 @@ struct Prepared<Tag: StatementTag>: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> SQLRow { try PostgresExecutor.convert(row) }
 }
 
-/// A queued operation for a worker.
-protocol PostgresWork: AnyObject {
-    func run(_ connection: PostgresExecutor)
-    func fail(_ error: any Error)
-}
+/// Statements on one leased connection.
+struct PostgresExecutor: SQLExecutor {
+    let connection: PostgresConnection
+    let logger: Logger
 
-final class PostgresJob<R: Sendable>: PostgresWork {
-    let transactional: Bool
-    let body: @Sendable (any SQLExecutor) throws -> R
-    let answer: PendingAnswer<R>
-
-    init(transactional: Bool, body: @escaping @Sendable (any SQLExecutor) throws -> R, answer: PendingAnswer<R>) {
-        self.transactional = transactional
-        self.body = body
-        self.answer = answer
-    }
-
-    func run(_ executor: PostgresExecutor) {
-        guard transactional else {
-            answer.hold(Result { try body(executor) })
-            answer.deliver(commitError: nil)
-            return
-        }
+    /// `body` on a connection of the pool; a connection left unusable (a transaction that could not end, a kept
+    /// statement the server forgot) is closed, so the pool opens another instead of lending it again.
+    static func leased<R>(from client: PostgresClient, logger: Logger, _ body: (PostgresExecutor) async throws -> R) async throws -> R {
+        let outcome: Result<R, any Error>
         do {
-            _ = try executor.rows("BEGIN", [])
-        } catch {
-            fail(error)
-            return
-        }
-        do {
-            let value = try body(executor)
-            _ = try executor.rows("COMMIT", [])
-            answer.hold(.success(value))
-            answer.deliver(commitError: nil)
-        } catch {
-            _ = try? executor.rows("ROLLBACK", [])
-            answer.hold(.failure(error))
-            answer.deliver(commitError: nil)
-        }
-    }
-
-    func fail(_ error: any Error) {
-        answer.hold(.failure(error))
-        answer.deliver(commitError: nil)
-    }
-}
-
-/// Worker threads, each with its own connection, taking operations from one queue.
-final class PostgresWorkers: @unchecked Sendable {
-    private let configuration: PostgresConnection.Configuration
-    private let queue: JobQueue<any PostgresWork>
-    private let logger: Logger
-
-    init(configuration: PostgresConnection.Configuration, count: Int) {
-        self.configuration = configuration
-        queue = JobQueue(threads: count)
-        var logger = Logger(label: "iapkit.ledger.postgres")
-        logger.logLevel = .warning
-        self.logger = logger
-        for index in 0..<count {
-            let thread = Thread { [self] in work(id: index) }
-            thread.name = "iapkit.ledger.postgres.\(index)"
-            thread.start()
-        }
-    }
-
-    func enqueue(_ job: any PostgresWork) {
-        if !queue.enqueue(job) { job.fail(LedgerError(.storage, "the PostgreSQL store is closed")) }
-    }
-
-    func stop() { queue.stop() }
-
-    func finished() async { await queue.finished() }
-
-    private func work(id: Int) {
-        var connection: PostgresConnection?
-        var prepared = PreparedStatements()
-        while let job = queue.take(upTo: 1).first {
-            do {
-                if connection == nil || connection?.isClosed == true {
-                    connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
-                                                                id: id, logger: logger).wait()
-                    prepared = PreparedStatements()
+            // What the body threw is answered as it is (its statements' errors are the ledger's already); what the
+            // pool threw (no connection to be had) is a storage error.
+            outcome = try await client.withConnection { connection in
+                let executor = PostgresExecutor(connection: connection, logger: logger)
+                do {
+                    return .success(try await body(executor))
+                } catch let unusable as PostgresUnusableConnection {
+                    try? await connection.close()
+                    return .failure(unusable.reason)
+                } catch {
+                    return .failure(error)
                 }
-                job.run(PostgresExecutor(connection: connection!, logger: logger, prepared: prepared))
-            } catch {
-                connection = nil
-                job.fail(LedgerError(.storage, "cannot reach PostgreSQL: \(String(reflecting: error))"))
             }
-        }
-        try? connection?.close().wait()
-        queue.threadEnded()
-    }
-}
-
-/// The statements a worker's connection keeps prepared: the two every decision in a held transaction reads. Planning
-/// the facts' joins cost PostgreSQL more than running them (460 µs against 50 µs a notification, BENCHMARKS.md). Their
-/// parameters are all text compared with text columns, so the types PostgreSQL infers are the ones declared elsewhere.
-final class PreparedStatements {
-    static let kept = [LedgerSession.factsQuery, EffectStatements.preconditionsQuery]
-    private var statements: [Int: PreparedQuery] = [:]
-
-    func statement(for sql: String, binds: [SQLValue], on connection: PostgresConnection) throws -> PreparedQuery? {
-        guard let index = Self.kept.firstIndex(of: sql), !binds.contains(where: { if case .int = $0 { true } else { false } }) else { return nil }
-        if let statement = statements[index] { return statement }
-        do {
-            let statement = try connection.prepare(query: sql).wait()
-            statements[index] = statement
-            return statement
         } catch {
             throw PostgresExecutor.ledgerError(error)
         }
+        return try outcome.get()
+    }
+
+
+    func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try SQLValue.refuseNUL(in: binds)
+        // The two statements every decision in a held transaction reads stay prepared on each connection: planning the
+        // facts' joins cost PostgreSQL more than running them (460 µs against 50 µs a notification, BENCHMARKS.md).
+        // Their binds are text; a statement given an integer is run as written.
+        if !binds.contains(where: { if case .int = $0 { true } else { false } }) {
+            if sql == FactsTag.sql { return try await run(Prepared<FactsTag>(binds: binds)) }
+            if sql == PreconditionsTag.sql { return try await run(Prepared<PreconditionsTag>(binds: binds)) }
+        }
+        var rows: [SQLRow] = []
+        do {
+            for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger) {
+                rows.append(try Self.convert(row))
+            }
+        } catch {
+            throw Self.ledgerError(error)
+        }
+        return rows
+    }
+
+    /// Each row handed to `body` as it is read off the socket: the server's execution, the rows' transfer and their
+    /// decoding overlap (the business view's instant at a million purchases: ~28,000 rows).
+    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) async throws {
+        try SQLValue.refuseNUL(in: binds)
+        let rows: PostgresRowSequence
+        do {
+            rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger)
+        } catch {
+            throw Self.ledgerError(error)
+        }
+        var iterator = rows.makeAsyncIterator()
+        while true {
+            let next: PostgresRow?
+            do {
+                next = try await iterator.next()
+            } catch {
+                throw Self.ledgerError(error)
+            }
+            guard let row = next else { return }
+            try body(try Self.convert(row))
+        }
+    }
+
+    /// A statement prepared once per connection by PostgresNIO. One the server no longer runs as prepared leaves the
+    /// connection unusable for it (PostgresNIO remembers it as prepared): the connection is closed and the operation
+    /// runs again on another (``PostgresLedgerStore``'s lease).
+    func run<Tag: StatementTag>(_ statement: Prepared<Tag>) async throws -> [SQLRow] {
+        do {
+            var rows: [SQLRow] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        } catch where Self.isStale(error) {
+            logger.warning("a kept statement is stale: its connection is closed", metadata: [
+                "sqlState": "\(Self.sqlState(error) ?? "")", "message": "\(Self.serverField(error, .message) ?? "")"])
+            throw PostgresUnusableConnection(reason: LedgerRace())
+        } catch {
+            throw Self.ledgerError(error)
+        }
+    }
+
+    /// Ends a transaction that failed with `failure`, which is thrown on; a connection whose transaction cannot end is
+    /// not lent again.
+    func rollBack(after failure: any Error) async throws -> Never {
+        do {
+            try await execute("ROLLBACK")
+        } catch {
+            throw PostgresUnusableConnection(reason: (failure as? PostgresUnusableConnection)?.reason ?? failure)
+        }
+        throw failure
     }
 
     /// A kept statement the server no longer runs as prepared: its result type changed under it (another replica's
     /// migration: 0A000 "cached plan must not change result type") or it is gone while the connection stays
-    /// (`DEALLOCATE ALL`, a pooler: 26000). It is prepared again by the operation's next attempt instead of failing
-    /// every operation of this worker until a restart. Any other 0A000 (feature not supported) is a real error, kept
-    /// with its message rather than retried into an anonymous race.
+    /// (`DEALLOCATE ALL`, a pooler: 26000). Any other 0A000 (feature not supported) is a real error, kept with its
+    /// message rather than retried into an anonymous race.
     static func isStale(_ error: any Error) -> Bool {
-        switch PostgresExecutor.sqlState(error) {
+        switch sqlState(error) {
         case "26000": true
         // The routine is not translated (a server with another lc_messages words the message in its language).
-        case "0A000": PostgresExecutor.serverField(error, .routine, .routine) == "RevalidateCachedQuery"
-            || PostgresExecutor.serverField(error, .message, .message)?.contains("cached plan must not change result type") == true
+        case "0A000": serverField(error, .routine) == "RevalidateCachedQuery"
+            || serverField(error, .message)?.contains("cached plan must not change result type") == true
         default: false
         }
-    }
-
-    func forget(_ sql: String) {
-        guard let index = Self.kept.firstIndex(of: sql), let statement = statements.removeValue(forKey: index) else { return }
-        _ = statement.deallocate()
-    }
-}
-
-/// Statements on one connection, each waited for on the worker's own thread.
-struct PostgresExecutor: SQLExecutor {
-    let connection: PostgresConnection
-    let logger: Logger
-    var prepared: PreparedStatements?
-
-    func rows(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
-        try SQLValue.refuseNUL(in: binds)
-        if let statement = try prepared?.statement(for: sql, binds: binds, on: connection) {
-            do {
-                return try statement.execute(binds.map(Self.data)).wait().map(Self.convertBinary)
-            } catch where PreparedStatements.isStale(error) {
-                logger.warning("a kept statement is prepared again", metadata: ["sqlState": "\(Self.sqlState(error) ?? "")",
-                                                                             "message": "\(Self.serverField(error, .message, .message) ?? "")"])
-                prepared?.forget(sql)
-                throw LedgerRace()
-            } catch {
-                throw Self.ledgerError(error)
-            }
-        }
-        let result: PostgresQueryResult
-        do {
-            result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger).wait()
-        } catch {
-            throw Self.ledgerError(error)
-        }
-        return try result.rows.map(Self.convert)
-    }
-
-    /// Each row handed to `body` as PostgresNIO reads it off the socket, on its event loop while this thread waits:
-    /// the server's execution, the rows' transfer and their decoding overlap (the business view's instant at a million
-    /// purchases: ~28,000 rows). A kept statement goes through ``rows(_:_:)``.
-    func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
-        try SQLValue.refuseNUL(in: binds)
-        guard !PreparedStatements.kept.contains(sql) else {
-            for row in try rows(sql, binds) { try body(row) }
-            return
-        }
-        try withoutActuallyEscaping(body) { body in
-            // The caller's thread blocks in `wait()` until the last row: `body` never runs beside it, and the future's
-            // completion orders its effects before the caller reads them.
-            let handOver = RowHandOver(body)
-            // PostgresNIO may keep its row closure after a stopped read: `body` must not outlive this call.
-            defer { handOver.release() }
-            do {
-                _ = try connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger) { row in
-                    try handOver.hand(try Self.convert(row))
-                }.wait()
-            } catch {
-                // What stopped the read, not the query's cancellation that followed (PostgresNIO reports either).
-                throw handOver.failure ?? Self.ledgerError(error)
-            }
-        }
-    }
-
-    /// A row of a statement prepared through `PostgresDatabase.prepare(query:)`. PostgresNIO asks PostgreSQL for every
-    /// row in binary, but applies to these the row description of the preparation, which says text: decoding as the
-    /// cells claim reads an 8-byte integer as digits. The bytes are read as the binary they are.
-    static func convertBinary(_ row: PostgresRow) throws -> SQLRow {
-        // A packed row is a record here too: its bytes are binary whatever the description says.
-        if let packed = try packedRow(row, binary: true) { return packed }
-        var values: [SQLValue] = []
-        values.reserveCapacity(row.count)
-        for cell in row { values.append(try binaryValue(cell)) }
-        return SQLRow(values)
     }
 
     /// A cell's binary bytes as the value they are: read in place, not through PostgresNIO's generic decoding (which
@@ -403,23 +318,12 @@ struct PostgresExecutor: SQLExecutor {
         return value
     }
 
-    private static func data(_ value: SQLValue) -> PostgresData {
-        switch value {
-        case .null: PostgresData(type: .text, value: nil)
-        case .int(let number): PostgresData(int64: number)
-        case .text(let text): PostgresData(string: text)
-        }
-    }
+    /// The SQLSTATE of a server error.
+    static func sqlState(_ error: any Error) -> String? { serverField(error, .sqlState) }
 
-    /// The SQLSTATE of a server error, as PostgresNIO reports it: `PSQLError` from its current API, `PostgresError`
-    /// from the one prepared statements of worker connections go through.
-    static func sqlState(_ error: any Error) -> String? { serverField(error, .sqlState, .sqlState) }
-
-    /// A field of the server's error, from either of PostgresNIO's error types.
-    static func serverField(_ error: any Error, _ field: PSQLError.ServerInfo.Field, _ legacy: PostgresMessage.Error.Field) -> String? {
-        if let error = error as? PSQLError { return error.serverInfo?[field] }
-        if case .server(let message) = error as? PostgresError { return message.fields[legacy] }
-        return nil
+    /// A field of the server's error.
+    static func serverField(_ error: any Error, _ field: PSQLError.ServerInfo.Field) -> String? {
+        (error as? PSQLError)?.serverInfo?[field]
     }
 
     static func ledgerError(_ error: any Error) -> any Error {
@@ -513,30 +417,4 @@ struct PostgresExecutor: SQLExecutor {
         }
         return SQLRow(values)
     }
-}
-
-/// A row handler handed to PostgresNIO's event loop while its owner's thread waits for the query to end; what it
-/// threw; released when the owner goes on.
-private final class RowHandOver: @unchecked Sendable {
-    private let lock = NSLock()
-    private var body: ((SQLRow) throws -> Void)?
-    private var thrown: (any Error)?
-
-    init(_ body: @escaping (SQLRow) throws -> Void) { self.body = body }
-
-    func hand(_ row: SQLRow) throws {
-        try lock.withLock {
-            guard let body else { throw LedgerError(.storage, "PostgreSQL: a row came after its read had ended") }
-            do {
-                try body(row)
-            } catch {
-                thrown = error
-                throw error
-            }
-        }
-    }
-
-    var failure: (any Error)? { lock.withLock { thrown } }
-
-    func release() { lock.withLock { body = nil } }
 }

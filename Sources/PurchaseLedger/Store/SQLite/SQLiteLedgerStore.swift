@@ -46,7 +46,7 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
         writer.stop()
     }
 
-    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
             writer.enqueue(SQLiteWriteJob(body: body, answer: PendingAnswer(continuation)))
         }
@@ -55,18 +55,18 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
     /// Writes waiting for the writer's next group (tests: operations queued behind a held writer run as one group).
     var queuedWrites: Int { writer.queued }
 
-    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
         // An in-memory database has no second connection to read from.
         if inMemory { return try await write(body) }
         let reader = try checkOutReader()
-        return try run(body, on: reader) { self.checkIn($0) }
+        return try await run(body, on: reader) { self.checkIn($0) }
     }
 
     /// A read on one reader kept for reads of many rows, with a larger page cache: the business view's instant at a
     /// million purchases touches more index pages than SQLite's default 2 MB cache holds, and read them again from the
     /// file at each request (a fifth of its time in the kernel copying them; BENCHMARKS.md, run 6). One such reader, so
     /// the memory is bounded: a second read of many rows meanwhile takes an ordinary reader.
-    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) throws -> R) async throws -> R {
+    func readMany<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
         if inMemory { return try await write(body) }
         let take: ManyReader = readersLock.withLock {
             if let reader = idleManyReader { idleManyReader = nil; return .kept(reader) }
@@ -77,7 +77,7 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
         let reader: SQLiteConnection
         switch take {
         case .ordinary:
-            return try run(body, on: try checkOutReader()) { self.checkIn($0) }
+            return try await run(body, on: try checkOutReader()) { self.checkIn($0) }
         case .kept(let kept):
             reader = kept
         case .open:
@@ -89,7 +89,7 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
                 throw error
             }
         }
-        return try run(body, on: reader, checkIn: { reader in self.readersLock.withLock { self.idleManyReader = reader } },
+        return try await run(body, on: reader, checkIn: { reader in self.readersLock.withLock { self.idleManyReader = reader } },
                        closed: { self.readersLock.withLock { self.manyReaderOpen = false } })
     }
 
@@ -97,9 +97,10 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
     private enum ManyReader { case kept(SQLiteConnection), open, ordinary }
 
     /// `body` in one read transaction on `reader`, which goes back through `checkIn` (or is closed when its
-    /// transaction cannot end: its next BEGIN would fail).
-    private func run<R>(_ body: (any SQLExecutor) throws -> R, on reader: SQLiteConnection, checkIn: (SQLiteConnection) -> Void,
-                        closed: () -> Void = {}) throws -> R {
+    /// transaction cannot end: its next BEGIN would fail). Its statements never suspend: the read runs on the caller's
+    /// thread from start to end.
+    private func run<R>(_ body: (any SQLExecutor) async throws -> R, on reader: SQLiteConnection, checkIn: (SQLiteConnection) -> Void,
+                        closed: () -> Void = {}) async throws -> R {
         do {
             try reader.exec("BEGIN")
         } catch {
@@ -107,7 +108,12 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
             closed()
             throw error
         }
-        let result = Result { try body(reader) }
+        let result: Result<R, any Error>
+        do {
+            result = .success(try await body(reader))
+        } catch {
+            result = .failure(error)
+        }
         if (try? reader.exec("COMMIT")) != nil { checkIn(reader) } else { reader.close(); closed() }
         return try result.get()
     }
@@ -137,18 +143,19 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
     }
 }
 
-/// The writer thread: owns the write connection, takes queued operations in groups, commits each group once.
+/// The writer: a task on a thread of its own (``ThreadTaskExecutor``) that owns the write connection, takes queued
+/// operations in groups and commits each group once. An operation's statements never suspend, so the whole group runs
+/// on that thread with no hop; its waits (for the queue, for a commit's fsync) hold that thread only.
 final class SQLiteWriter: @unchecked Sendable {
     private let connection: SQLiteConnection
     private let maximumGroup: Int
     private let queue = JobQueue<any SQLiteWrite>(threads: 1)
+    private let thread = ThreadTaskExecutor(name: "iapkit.ledger.sqlite.writer")
 
     init(connection: SQLiteConnection, maximumGroup: Int) {
         self.connection = connection
         self.maximumGroup = maximumGroup
-        let thread = Thread { [self] in run() }
-        thread.name = "iapkit.ledger.sqlite.writer"
-        thread.start()
+        Task(executorPreference: thread) { [self] in await run() }
     }
 
     func enqueue(_ job: any SQLiteWrite) {
@@ -163,18 +170,20 @@ final class SQLiteWriter: @unchecked Sendable {
 
     func finished() async { await queue.finished() }
 
-    private func run() {
+    private func run() async {
         while true {
+            // Blocks the writer's own thread until operations are queued.
             let group = queue.take(upTo: maximumGroup)
             if group.isEmpty { break }
-            commit(group)
+            await commit(group)
         }
         connection.close()
         queue.threadEnded()
+        thread.stop()
     }
 
     /// One transaction for the group, a savepoint per operation, one commit; then every answer.
-    private func commit(_ group: [any SQLiteWrite]) {
+    private func commit(_ group: [any SQLiteWrite]) async {
         let writer = connection
         do {
             _ = try writer.rows("BEGIN IMMEDIATE", [])
@@ -187,7 +196,7 @@ final class SQLiteWriter: @unchecked Sendable {
         for job in group {
             do {
                 if !alone { _ = try writer.rows("SAVEPOINT op", []) }
-                let succeeded = job.run(writer)
+                let succeeded = await job.run(writer)
                 if !alone {
                     if !succeeded { _ = try writer.rows("ROLLBACK TO op", []) }
                     _ = try writer.rows("RELEASE op", [])
@@ -221,23 +230,23 @@ final class SQLiteWriter: @unchecked Sendable {
 /// A queued write, its result type erased for the writer's queue.
 protocol SQLiteWrite: AnyObject {
     /// Runs the operation's body; returns whether it succeeded (a failure is rolled back to its savepoint).
-    func run(_ connection: SQLiteConnection) -> Bool
+    func run(_ connection: SQLiteConnection) async -> Bool
     var succeeded: Bool { get }
     func deliver(commitError: (any Error)?)
 }
 
 final class SQLiteWriteJob<R: Sendable>: SQLiteWrite {
-    let body: @Sendable (any SQLExecutor) throws -> R
+    let body: @Sendable (any SQLExecutor) async throws -> R
     let answer: PendingAnswer<R>
 
-    init(body: @escaping @Sendable (any SQLExecutor) throws -> R, answer: PendingAnswer<R>) {
+    init(body: @escaping @Sendable (any SQLExecutor) async throws -> R, answer: PendingAnswer<R>) {
         self.body = body
         self.answer = answer
     }
 
-    func run(_ connection: SQLiteConnection) -> Bool {
+    func run(_ connection: SQLiteConnection) async -> Bool {
         do {
-            answer.hold(.success(try body(connection)))
+            answer.hold(.success(try await body(connection)))
             return true
         } catch {
             answer.hold(.failure(error))
@@ -248,4 +257,46 @@ final class SQLiteWriteJob<R: Sendable>: SQLiteWrite {
     var succeeded: Bool { if case .success = answer.result { true } else { false } }
 
     func deliver(commitError: (any Error)?) { answer.deliver(commitError: commitError) }
+}
+
+/// A thread of its own that runs the tasks preferring it (`Task(executorPreference:)`): a task whose awaits never
+/// suspend runs on it from start to end, and may block it, as it would never block one of the pool's threads.
+final class ThreadTaskExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+    private var stopping = false
+
+    init(name: String) {
+        let thread = Thread { [self] in run() }
+        thread.name = name
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Ends the thread once its queued jobs have run.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopping { condition.wait() }
+            let taken = jobs
+            jobs = []
+            condition.unlock()
+            if taken.isEmpty { return }
+            for job in taken { job.runSynchronously(on: asUnownedTaskExecutor()) }
+        }
+    }
 }
