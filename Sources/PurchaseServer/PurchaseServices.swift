@@ -60,6 +60,10 @@ public struct PurchaseServices: Sendable {
     public var metricsKey: String?
     /// The business view's rate table, for an approximate total in one currency (``MetricsRates``).
     public var metricsRates: MetricsRates?
+    /// Close the ledger's store when the service group running ``backgroundServices(reconcileEvery:logger:)`` shuts
+    /// down (``LedgerStoreService``): `iap serve` and `iap dev` do. Off by default, for a host whose store outlives the
+    /// group.
+    public var closesStoreOnShutdown = false
     /// Timeouts and the cap on open connections, applied by ``buildApplication(_:host:port:reconcileEvery:logger:logRequests:onRunning:)``.
     public var connectionLimits = ConnectionLimits()
 
@@ -167,7 +171,8 @@ extension PurchaseServices {
     /// before its HTTP server: services stop in reverse order, and calls queued by requests still being answered are made
     /// only while the Apple-call service runs.
     public func backgroundServices(reconcileEvery: Duration? = .seconds(60), logger: Logger = Logger(label: "iapkit.server")) -> [any Service] {
-        var jobs: [any Service] = [AppleCallService(services: self)]
+        var jobs: [any Service] = closesStoreOnShutdown ? [LedgerStoreService(store: ledger.store)] : []
+        jobs.append(AppleCallService(services: self))
         if let reconcileEvery { jobs.append(ReconciliationService(reconciler: Reconciler(services: self), interval: reconcileEvery, logger: logger)) }
         if let webhooks {
             jobs.append(WebhookService(sender: WebhookSender(ledger: ledger, settings: webhooks, metrics: metrics), logger: logger))

@@ -178,10 +178,10 @@ struct LedgerStoreTests {
         #expect(try await ledger.entitlements(accountId: account, now: now + 86_400).entitlements.contains { $0.productId == Demo.monthly })
     }
 
-    @Test("PostgreSQL: a worker's prepared statements dropped under it (DEALLOCATE ALL, a pooler) are prepared again, not an outage; their integers read as sent")
+    @Test("PostgreSQL: prepared statements dropped under a connection (DEALLOCATE ALL, a pooler) cost that connection, not an outage; their integers read as sent")
     func postgresPreparedStatementsRecover() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
-        let store = try await PostgresLedgerStore(url: url, connections: 4)  // one worker connection
+        let store = try await PostgresLedgerStore(url: url, connections: 1)  // one connection: the next operation must use the one the statement was lost on
         let ledger = Ledger(store: store, catalog: .demo)
         try await ledger.migrate()
         // Eight digits: read as text they would be eight bytes too.
@@ -210,13 +210,18 @@ struct LedgerStoreTests {
         let second = transaction(Demo.premium, type: .nonConsumable)
         #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)
         #expect(try await ledger.notifications(originalTransactionId: second.originalTransactionId!).count == 1)
+        // The purchase path's statements (in autocommit) too.
+        _ = try await store.write { sql in try await sql.rows("DEALLOCATE ALL", []) }
+        let bought = transaction(Demo.premium, type: .nonConsumable)
+        let granted = try await ledger.submit(.init(accountId: uniqueId("after-deallocate-"), transaction: bought))
+        #expect(granted.outcome == .granted)
         try await store.close()
     }
 
-    @Test("PostgreSQL: a worker's prepared statement whose result type another replica's migration changed (0A000, cached plan must not change result type) is prepared again, not an outage")
+    @Test("PostgreSQL: a prepared statement whose result type another replica's migration changed (0A000, cached plan must not change result type) costs its connection, not an outage")
     func postgresPreparedStatementResultTypeChanged() async throws {
         try await withOwnPostgresDatabase("retyped_") { url in
-            let store = try await PostgresLedgerStore(url: url, connections: 4)  // one worker connection
+            let store = try await PostgresLedgerStore(url: url, connections: 1)  // one connection: the next operation must use the one the statement was lost on
             let ledger = Ledger(store: store, catalog: .demo)
             try await ledger.migrate()
             let first = transaction(Demo.premium, type: .nonConsumable)

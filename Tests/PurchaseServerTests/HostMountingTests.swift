@@ -3,9 +3,11 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
 @testable import PurchaseLedger
 import PurchaseServer
+import ServiceLifecycle
 import StoreSimulator
 import Testing
 
@@ -194,6 +196,30 @@ struct HostMountingTests {
                 let error = try? JSONDecoder().decode(ErrorAnswer.self, from: Data(body.utf8))
                 #expect(error?.error.code == "storage" && error?.error.class == "retry", "\(what): \(body)")
                 #expect(!body.contains("connection refused"), "\(what): the database's words stay in the log")
+            }
+        }
+    }
+
+    @Test("With closesStoreOnShutdown the background services close the ledger's store once their group shuts down; without it the store stays open")
+    func storeClosedWithTheGroup() async throws {
+        let engine = try Self.engine()
+        for closes in [false, true] {
+            let store = try await Ledger.openStore(url: try LedgerKind.sqlite.databaseURL())
+            var services = try await Self.services(store, engine: engine)
+            services.closesStoreOnShutdown = closes
+            let group = ServiceGroup(services: services.backgroundServices(reconcileEvery: nil), logger: Logger(label: "iapkit.tests"))
+            let running = Task { try await group.run() }
+            _ = try await services.ledger.createOrder(accountId: "group-alice", productId: Self.premium)
+            await group.triggerGracefulShutdown()
+            try await running.value
+            if closes {
+                let refused = await #expect(throws: LedgerError.self) {
+                    _ = try await services.ledger.createOrder(accountId: "group-alice", productId: Self.premium)
+                }
+                #expect(refused?.code == .storage)
+            } else {
+                _ = try await services.ledger.createOrder(accountId: "group-alice", productId: Self.premium)
+                try await store.close()
             }
         }
     }

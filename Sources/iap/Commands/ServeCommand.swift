@@ -84,7 +84,8 @@ struct ServeCommand: AsyncParsableCommand {
             Output.note("app tokens: HS256 with the secret in \(directory.appendingPathComponent("auth-hs256-secret").path)")
         }
         let roots = try configuration.loadTrustRoots()
-        let services = try await PurchaseServices.open(configuration, roots: roots)
+        var services = try await PurchaseServices.open(configuration, roots: roots)
+        services.closesStoreOnShutdown = true
         if configuration.trustedRoots.isEmpty && configuration.trustAppleRoots {
             Output.note("trust roots: Apple's, bundled (Apple Root CA - G3 for JWS, Apple Root CA for receipts)")
         }

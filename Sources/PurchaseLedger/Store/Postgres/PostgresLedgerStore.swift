@@ -38,7 +38,8 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
         self.logger = logger
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
-        runner = Task { await client.run() }
+        // Started at once, in this call: the pool knows it runs before the first lease (PostgresNIO warns otherwise).
+        runner = Task.immediate { await client.run() }
         autocommit = PostgresAutocommit(client: client, logger: logger)
         // Fail now, not at the first purchase, when the server cannot be reached.
         do {
@@ -75,8 +76,10 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
         try await PostgresExecutor.leased(from: client, logger: logger, body)
     }
 
+    /// Closes the pool's connections once the operations holding them end.
     public func close() async throws {
         runner.cancel()
+        await runner.value
     }
 }
 
