@@ -241,26 +241,25 @@ struct PostgresExecutor: SQLExecutor {
         return rows
     }
 
-    /// Each row handed to `body` as it is read off the socket: the server's execution, the rows' transfer and their
-    /// decoding overlap (the business view's instant at a million purchases: ~28,000 rows).
+    /// Each row handed to `body` as PostgresNIO reads it off the socket, on its event loop while the caller waits:
+    /// the server's execution, the rows' transfer and their decoding overlap, with no await per row (the business
+    /// view's instant at a million purchases: ~28,000 rows; iterating them as an async sequence made it ~10 % slower).
     func forEachRow(_ sql: String, _ binds: [SQLValue], _ body: (SQLRow) throws -> Void) async throws {
         try SQLValue.refuseNUL(in: binds)
-        let rows: PostgresRowSequence
-        do {
-            rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger)
-        } catch {
-            throw Self.ledgerError(error)
-        }
-        var iterator = rows.makeAsyncIterator()
-        while true {
-            let next: PostgresRow?
+        try await withoutActuallyEscaping(body) { body in
+            // The caller is suspended until the last row: `body` never runs beside it, and the future's completion
+            // orders its effects before the caller reads them.
+            let handOver = RowHandOver(body)
+            // PostgresNIO may keep its row closure after a stopped read: `body` must not outlive this call.
+            defer { handOver.release() }
             do {
-                next = try await iterator.next()
+                _ = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: Self.bindings(binds)), logger: logger) { row in
+                    try handOver.hand(try Self.convert(row))
+                }.get()
             } catch {
-                throw Self.ledgerError(error)
+                // What stopped the read, not the query's cancellation that followed (PostgresNIO reports either).
+                throw handOver.failure ?? Self.ledgerError(error)
             }
-            guard let row = next else { return }
-            try body(try Self.convert(row))
         }
     }
 
@@ -420,4 +419,30 @@ struct PostgresExecutor: SQLExecutor {
         }
         return SQLRow(values)
     }
+}
+
+/// A row handler handed to PostgresNIO's event loop while its owner waits for the query to end; what it threw;
+/// released when the owner goes on.
+private final class RowHandOver: @unchecked Sendable {
+    private let lock = NSLock()
+    private var body: ((SQLRow) throws -> Void)?
+    private var thrown: (any Error)?
+
+    init(_ body: @escaping (SQLRow) throws -> Void) { self.body = body }
+
+    func hand(_ row: SQLRow) throws {
+        try lock.withLock {
+            guard let body else { throw LedgerError(.storage, "PostgreSQL: a row came after its read had ended") }
+            do {
+                try body(row)
+            } catch {
+                thrown = error
+                throw error
+            }
+        }
+    }
+
+    var failure: (any Error)? { lock.withLock { thrown } }
+
+    func release() { lock.withLock { body = nil } }
 }
