@@ -178,6 +178,30 @@ struct LedgerStoreTests {
         #expect(try await ledger.entitlements(accountId: account, now: now + 86_400).entitlements.contains { $0.productId == Demo.monthly })
     }
 
+    @Test("PostgreSQL: closing the store lets an operation already running commit and answer, then refuses new ones as storage errors")
+    func postgresCloseWaitsForRunningOperations() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+        let store = try await PostgresLedgerStore(url: url, connections: 2)
+        let ledger = Ledger(store: store, catalog: .demo)
+        try await ledger.migrate()
+        let name = uniqueId("closing-")
+        let started = Signal()
+        async let running: Void = store.write { sql in
+            try await sql.execute("INSERT INTO reconciler_cursors (name, value) VALUES ($1, 1)", [.text(name)])
+            started.raise()
+            _ = try await sql.rows("SELECT 1 FROM pg_sleep(0.5)", [])
+        }
+        while !started.isRaised { try await Task.sleep(for: .milliseconds(5)) }
+        try await store.close()
+        try await running
+        let refused = await #expect(throws: LedgerError.self) { try await ledger.notificationCount() }
+        #expect(refused?.code == .storage)
+        let other = try await PostgresLedgerStore(url: url)
+        let committed = try await other.read { sql in try await sql.first("SELECT value FROM reconciler_cursors WHERE name = $1", [.text(name)]) }
+        #expect(committed?.values == [.int(1)])
+        try await other.close()
+    }
+
     @Test("PostgreSQL: prepared statements dropped under a connection (DEALLOCATE ALL, a pooler) cost that connection, not an outage; their integers read as sent")
     func postgresPreparedStatementsRecover() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
@@ -210,11 +234,26 @@ struct LedgerStoreTests {
         let second = transaction(Demo.premium, type: .nonConsumable)
         #expect(try await ledger.apply(notification(.oneTimeCharge, second, at: Date())) == .applied)
         #expect(try await ledger.notifications(originalTransactionId: second.originalTransactionId!).count == 1)
-        // The purchase path's statements (in autocommit) too.
-        _ = try await store.write { sql in try await sql.rows("DEALLOCATE ALL", []) }
+        // The purchase path's statements (in autocommit) too, each prepared on the one connection and then lost under
+        // it: the operation after the loss is answered, on a new connection (the lost one was closed, not lent again).
+        let backend: @Sendable () async throws -> Int64 = {
+            try await store.read { sql in try await sql.rows("SELECT pg_backend_pid()", [])[0].int(0) }
+        }
+        let buyer = uniqueId("after-deallocate-")
         let bought = transaction(Demo.premium, type: .nonConsumable)
-        let granted = try await ledger.submit(.init(accountId: uniqueId("after-deallocate-"), transaction: bought))
-        #expect(granted.outcome == .granted)
+        #expect(try await ledger.submit(.init(accountId: buyer, transaction: bought)).outcome == .granted)
+        var before = try await backend()
+        _ = try await store.write { sql in try await sql.rows("DEALLOCATE ALL", []) }
+        let next = transaction(Demo.coins, type: .consumable)
+        #expect(try await ledger.submit(.init(accountId: buyer, transaction: next)).outcome == .granted)
+        var after = try await backend()
+        #expect(after != before, "the purchase's statement was found lost and its connection closed")
+        #expect(try await ledger.entitlements(accountId: buyer).entitlement("premium") != nil)
+        before = after
+        _ = try await store.write { sql in try await sql.rows("DEALLOCATE ALL", []) }
+        #expect(try await ledger.entitlements(accountId: buyer).balances["coins"] == 100)
+        after = try await backend()
+        #expect(after != before, "the entitlements' statement was found lost and its connection closed")
         try await store.close()
     }
 

@@ -268,7 +268,7 @@ struct RaceTests {
         // between them did not when the whole suite delayed one write past the other's commit on two cores, CI once).
         @Sendable func cross(_ first: String, _ second: String, _ both: Rendezvous, _ session: any SQLExecutor) async throws {
             try await session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(first)])
-            both.arrive()
+            await both.arrive()
             try await session.execute("UPDATE reconciler_cursors SET value = value + 1 WHERE name = $1", [.text(second)])
         }
         // The store alone: one of the two is refused as a lost race, not as a storage failure.
@@ -319,25 +319,19 @@ struct RaceTests {
     }
 }
 
-/// Two store threads meeting: the first to arrive waits (30 s at most) for the second; once both have, every later
-/// arrival (a retried write) passes at once.
+/// Two operations meeting: the first to arrive waits (30 s at most) for the second; once both have, every later arrival
+/// (a retried write) passes at once. It waits by sleeping, not by blocking its thread: operations run in their callers'
+/// tasks, whose threads the pool shares.
 final class Rendezvous: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let lock = NSLock()
     private var arrived = 0
 
     /// How many have arrived so far.
-    var arrivals: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return arrived
-    }
+    var arrivals: Int { lock.withLock { arrived } }
 
-    func arrive() {
-        condition.lock()
-        defer { condition.unlock() }
-        arrived += 1
-        if arrived >= 2 { condition.broadcast(); return }
-        let deadline = Date().addingTimeInterval(30)
-        while arrived < 2, condition.wait(until: deadline) {}
+    func arrive() async {
+        lock.withLock { arrived += 1 }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while arrivals < 2, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
     }
 }

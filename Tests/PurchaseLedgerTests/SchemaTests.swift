@@ -100,12 +100,12 @@ struct SchemaTests {
         // While the kept reader is out, a second read of many rows is not kept waiting for it.
         let held = Rendezvous()
         async let long = store.readMany { sql in
-            held.arrive()
+            await held.arrive()
             return try await look(sql)
         }
         while held.arrivals == 0 { try await Task.sleep(for: .milliseconds(5)) }
         let other = try await store.readMany(look)
-        held.arrive()
+        await held.arrive()
         let kept = try await long
         #expect(kept.cache == -16_000 && kept.connection == first.connection)
         #expect(other.cache == -2_000 && other.x == 7)

@@ -10,9 +10,7 @@ import PostgresNIO
 /// replica that loses a race re-runs the operation from fresh facts), and PostgreSQL groups concurrent commits itself.
 public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     public let kind = LedgerStoreKind.postgres
-    private let client: PostgresClient
-    private let runner: Task<Void, Never>
-    private let logger: Logger
+    private let pool: PostgresPool
     private let autocommit: PostgresAutocommit
     var fastPath: (any LedgerFastPath)? { autocommit }
 
@@ -33,25 +31,15 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
             database: database.isEmpty ? nil : database, tls: tls)
         configuration.options.maximumConnections = max(1, connections)
-        var logger = Logger(label: "iapkit.ledger.postgres")
-        logger.logLevel = .warning
-        self.logger = logger
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        self.client = client
-        // Started at once, in this call: the pool knows it runs before the first lease (PostgresNIO warns otherwise).
-        runner = Task.immediate { await client.run() }
-        autocommit = PostgresAutocommit(client: client, logger: logger)
+        pool = PostgresPool(configuration: configuration)
+        autocommit = PostgresAutocommit(pool: pool)
         // Fail now, not at the first purchase, when the server cannot be reached.
         do {
             _ = try await read { sql in try await sql.rows("SELECT 1", []) }
         } catch {
-            runner.cancel()
+            await pool.close(waiting: .zero)
             throw error
         }
-    }
-
-    deinit {
-        runner.cancel()
     }
 
     func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
@@ -73,26 +61,106 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     }
 
     private func lease<R>(_ body: (PostgresExecutor) async throws -> R) async throws -> R {
-        try await PostgresExecutor.leased(from: client, logger: logger, body)
+        try await pool.leased(body)
     }
 
-    /// Closes the pool's connections once the operations holding them end.
+    /// Refuses new operations, waits (up to 10 s) for those running to end, then closes the pool's connections.
     public func close() async throws {
+        await pool.close(waiting: .seconds(10))
+    }
+}
+
+/// The store's one PostgresNIO client, lent an operation at a time, and what is running on it (so that closing waits
+/// for it).
+final class PostgresPool: @unchecked Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    private let maximumConnections: Int
+    private let runner: Task<Void, Never>
+    private let lock = NSLock()
+    private var running = 0
+    private var closing = false
+
+    init(configuration: PostgresClient.Configuration) {
+        var logger = Logger(label: "iapkit.ledger.postgres")
+        logger.logLevel = .warning
+        self.logger = logger
+        maximumConnections = configuration.options.maximumConnections
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        // Started at once, in this call (the pool knows it runs before the first lease; PostgresNIO warns otherwise),
+        // and detached: a store opened inside a service must not take that service's graceful shutdown as its own.
+        runner = Task.immediateDetached { await client.run() }
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    /// `body` on a connection of the pool. A connection left unusable (a transaction that could not end, a kept
+    /// statement that failed) is closed, so the pool opens another instead of lending it again; when nothing ran
+    /// (a kept statement the server forgot), `body` runs again on another connection — as many times as the pool has
+    /// connections, all of which may have lost it alike (`DEALLOCATE ALL` through a pooler).
+    func leased<R>(_ body: (PostgresExecutor) async throws -> R) async throws -> R {
+        try lock.withLock {
+            if closing { throw LedgerError(.storage, "the PostgreSQL store is closed") }
+            running += 1
+        }
+        defer { lock.withLock { running -= 1 } }
+        var again = 0
+        while true {
+            let outcome: Result<R, any Error>
+            do {
+                // What the body threw is answered as it is (its statements' errors are the ledger's already); what the
+                // pool threw (no connection to be had) is a storage error.
+                outcome = try await client.withConnection { connection in
+                    do {
+                        return .success(try await body(PostgresExecutor(connection: connection, logger: logger)))
+                    } catch let unusable as PostgresUnusableConnection {
+                        try? await connection.close()
+                        return .failure(unusable)
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            } catch {
+                throw PostgresExecutor.ledgerError(error)
+            }
+            switch outcome {
+            case .success(let value):
+                return value
+            case .failure(let unusable as PostgresUnusableConnection):
+                guard unusable.nothingRan, again < maximumConnections else { throw unusable.reason }
+                again += 1
+            case .failure(let error):
+                throw error
+            }
+        }
+    }
+
+    /// Refuses new leases, waits up to `waiting` for those running to end, then closes every connection.
+    func close(waiting: Duration) async {
+        lock.withLock { closing = true }
+        let deadline = ContinuousClock.now + waiting
+        while lock.withLock({ running }) > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
         runner.cancel()
         await runner.value
     }
 }
 
-/// Thrown inside a lease when its connection must not be lent again; the caller is answered `reason`.
+/// Thrown inside a lease when its connection must not be lent again; the caller is answered `reason`, unless
+/// `nothingRan` and the lease runs the operation again on another connection.
 struct PostgresUnusableConnection: Error {
     let reason: any Error
+    var nothingRan = false
 }
 
 /// Statements in autocommit on the store's client, awaited from the caller's task: no transaction held across round
 /// trips.
 struct PostgresAutocommit: LedgerFastPath {
-    let client: PostgresClient
-    let logger: Logger
+    let pool: PostgresPool
 
     func facts(_ binds: [SQLValue]) async throws -> SQLRow? {
         try await run(Prepared<FactsTag>(binds: binds)).first
@@ -121,7 +189,7 @@ struct PostgresAutocommit: LedgerFastPath {
 
     /// Runs a statement prepared once per connection (no parse or analysis per purchase).
     private func run<Tag: StatementTag>(_ statement: Prepared<Tag>) async throws -> [SQLRow] {
-        try await PostgresExecutor.leased(from: client, logger: logger) { try await $0.run(statement) }
+        try await pool.leased { try await $0.run(statement) }
     }
 }
 
@@ -196,31 +264,6 @@ struct PostgresExecutor: SQLExecutor {
     let connection: PostgresConnection
     let logger: Logger
 
-    /// `body` on a connection of the pool; a connection left unusable (a transaction that could not end, a kept
-    /// statement the server forgot) is closed, so the pool opens another instead of lending it again.
-    static func leased<R>(from client: PostgresClient, logger: Logger, _ body: (PostgresExecutor) async throws -> R) async throws -> R {
-        let outcome: Result<R, any Error>
-        do {
-            // What the body threw is answered as it is (its statements' errors are the ledger's already); what the
-            // pool threw (no connection to be had) is a storage error.
-            outcome = try await client.withConnection { connection in
-                let executor = PostgresExecutor(connection: connection, logger: logger)
-                do {
-                    return .success(try await body(executor))
-                } catch let unusable as PostgresUnusableConnection {
-                    try? await connection.close()
-                    return .failure(unusable.reason)
-                } catch {
-                    return .failure(error)
-                }
-            }
-        } catch {
-            throw PostgresExecutor.ledgerError(error)
-        }
-        return try outcome.get()
-    }
-
-
     func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         try SQLValue.refuseNUL(in: binds)
         // The two statements every decision in a held transaction reads stay prepared on each connection: planning the
@@ -263,9 +306,11 @@ struct PostgresExecutor: SQLExecutor {
         }
     }
 
-    /// A statement prepared once per connection by PostgresNIO. One the server no longer runs as prepared leaves the
-    /// connection unusable for it (PostgresNIO remembers it as prepared): the connection is closed and the operation
-    /// runs again on another (``PostgresLedgerStore``'s lease).
+    /// A statement prepared once per connection by PostgresNIO, which remembers on the connection how its preparation
+    /// went: one the server no longer runs as prepared is still taken for prepared, and a preparation that failed (a
+    /// lock or statement timeout behind another replica's migration, a deadlock) is answered with that failure for
+    /// good. Either way the connection is closed (``PostgresPool/leased(_:)``); a forgotten statement ran nothing, and
+    /// the operation runs again on another connection.
     func run<Tag: StatementTag>(_ statement: Prepared<Tag>) async throws -> [SQLRow] {
         do {
             var rows: [SQLRow] = []
@@ -274,9 +319,9 @@ struct PostgresExecutor: SQLExecutor {
         } catch where Self.isStale(error) {
             logger.warning("a kept statement is stale: its connection is closed", metadata: [
                 "sqlState": "\(Self.sqlState(error) ?? "")", "message": "\(Self.serverField(error, .message) ?? "")"])
-            throw PostgresUnusableConnection(reason: LedgerRace())
+            throw PostgresUnusableConnection(reason: LedgerRace(), nothingRan: true)
         } catch {
-            throw Self.ledgerError(error)
+            throw PostgresUnusableConnection(reason: Self.ledgerError(error))
         }
     }
 
@@ -286,7 +331,8 @@ struct PostgresExecutor: SQLExecutor {
         do {
             try await execute("ROLLBACK")
         } catch {
-            throw PostgresUnusableConnection(reason: (failure as? PostgresUnusableConnection)?.reason ?? failure)
+            // Closing the connection ends its transaction: nothing of it is committed.
+            throw failure as? PostgresUnusableConnection ?? PostgresUnusableConnection(reason: failure)
         }
         throw failure
     }
