@@ -25,12 +25,8 @@ public struct Ledger: Sendable {
 
     let healthProbe: HealthProbe
 
-    /// - Precondition: `store` is one of IAPKit's stores (``SQLiteLedgerStore``, ``PostgresLedgerStore``): the ledger's
-    ///   SQL is theirs.
     public init(store: any LedgerStore, catalog: LedgerCatalog) {
-        guard let sqlStore = store as? any SQLLedgerStore else {
-            preconditionFailure("a Ledger runs on SQLiteLedgerStore or PostgresLedgerStore, not \(type(of: store))")
-        }
+        let sqlStore = store.operations.store
         self.store = store
         self.sqlStore = sqlStore
         self.catalog = catalog

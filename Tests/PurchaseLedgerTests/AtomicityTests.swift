@@ -11,6 +11,7 @@ final class FailingStore: SQLLedgerStore, @unchecked Sendable {
     let failAt: Int
     let fastPath: (any LedgerFastPath)?
     var kind: LedgerStoreKind { inner.kind }
+    var operations: LedgerStoreOperations { LedgerStoreOperations(self) }
 
     init(_ inner: any SQLLedgerStore, failAt: Int, fastFailure: FailingFastPath.Failure? = nil) {
         self.inner = inner

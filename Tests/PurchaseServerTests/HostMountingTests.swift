@@ -53,6 +53,8 @@ struct HostMountingTests {
 
         var kind: LedgerStoreKind { inner.kind }
 
+        var operations: LedgerStoreOperations { LedgerStoreOperations(self) }
+
         func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
             try check()
             return try await inner.write(body)

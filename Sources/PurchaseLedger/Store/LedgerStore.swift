@@ -2,13 +2,24 @@ import Foundation
 
 /// Where the ledger keeps its records: ``SQLiteLedgerStore`` (embedded, the default) or ``PostgresLedgerStore`` (for
 /// many replicas). The ledger is their only user: SQL, its values and its rows never leave `PurchaseLedger`, and this
-/// protocol says only what a store is and how it is closed. A ``Ledger`` takes one of those two, or a type of this
-/// module's own tests that forwards to one.
+/// protocol says only what a store is and how it is closed.
 public protocol LedgerStore: Sendable {
     var kind: LedgerStoreKind { get }
 
     /// Releases connections and threads. The store is unusable afterwards: its operations fail as `storage` errors.
     func close() async throws
+
+    /// What the ledger runs its operations through. Only IAPKit's stores make one: a type of another module conforms
+    /// only by handing over one of theirs (a wrapper that logs or counts, say), so a ``Ledger`` never meets a store whose
+    /// SQL is not its own — checked when compiling, not when the ledger starts.
+    var operations: LedgerStoreOperations { get }
+}
+
+/// A store's operations, as the ledger runs them (``LedgerStore/operations``); made only inside `PurchaseLedger`.
+public struct LedgerStoreOperations: Sendable {
+    let store: any SQLLedgerStore
+
+    init(_ store: any SQLLedgerStore) { self.store = store }
 }
 
 /// What the ledger runs its operations through.

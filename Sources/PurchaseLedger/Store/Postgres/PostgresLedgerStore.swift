@@ -9,6 +9,7 @@ import PostgresNIO
 /// awaited without holding a thread; unique keys, guarded updates and `ON CONFLICT` make racing replicas agree (a
 /// replica that loses a race re-runs the operation from fresh facts), and PostgreSQL groups concurrent commits itself.
 public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
+    public var operations: LedgerStoreOperations { LedgerStoreOperations(self) }
     public let kind = LedgerStoreKind.postgres
     private let pool: PostgresPool
     private let autocommit: PostgresAutocommit

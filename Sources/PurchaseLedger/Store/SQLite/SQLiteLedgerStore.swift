@@ -7,6 +7,7 @@ import Foundation
 /// failing operation rolls back alone), commits once — one fsync for the group — and only then answers each caller.
 /// Reads run on WAL reader connections in the caller's own thread and never take the write lock.
 public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
+    public var operations: LedgerStoreOperations { LedgerStoreOperations(self) }
     public let kind = LedgerStoreKind.sqlite
     public let path: String
 
