@@ -48,7 +48,7 @@ extension Ledger {
     /// must be read as of one instant, or a rollup committing between two reads would count rows twice or not at all.
     /// SQLite's reads are one transaction already; PostgreSQL's are statements apart, hence a repeatable-read one.
     func snapshotRead<R: Sendable>(_ body: @escaping @Sendable (LedgerSession) async throws -> R) async throws -> R {
-        guard store.kind == .postgres else {
+        guard sqlStore.kind == .postgres else {
             do {
                 return try await sqlStore.readMany { try await body(LedgerSession($0)) }
             } catch {

@@ -62,7 +62,7 @@ public struct Ledger: Sendable {
         var attempt = 0
         while true {
             do {
-                let postgres = store.kind == .postgres, events = recordsWebhookEvents
+                let postgres = sqlStore.kind == .postgres, events = recordsWebhookEvents
                 return try await sqlStore.write { try await body(LedgerSession($0, postgres: postgres, events: events)) }
             } catch is LedgerRace where attempt < 8 {
                 attempt += 1

@@ -178,6 +178,20 @@ struct LedgerStoreTests {
         #expect(try await ledger.entitlements(accountId: account, now: now + 86_400).entitlements.contains { $0.productId == Demo.monthly })
     }
 
+    @Test("A wrapper that forwards a PostgreSQL store's operations but says it is SQLite: held transactions still take the series' locks and check their preconditions (the store decides, not the label)")
+    func wrapperCannotSwitchOffRaceGuards() async throws {
+        struct Mislabelled: LedgerStore {
+            let inner: any LedgerStore
+            var kind: LedgerStoreKind { .sqlite }
+            var operations: LedgerStoreOperations { inner.operations }
+            func close() async throws { try await inner.close() }
+        }
+        let store = try await Ledger.openStore(url: try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"]))
+        let ledger = Ledger(store: Mislabelled(inner: store), catalog: .demo)
+        #expect(try await ledger.write { $0.postgres })
+        try await store.close()
+    }
+
     @Test("PostgreSQL: closing the store lets an operation already running commit and answer, then refuses new ones as storage errors")
     func postgresCloseWaitsForRunningOperations() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
@@ -254,6 +268,11 @@ struct LedgerStoreTests {
         #expect(try await ledger.entitlements(accountId: buyer).balances["coins"] == 100)
         after = try await backend()
         #expect(after != before, "the entitlements' statement was found lost and its connection closed")
+        // Text with a NUL is refused before a kept statement is sent: the connection did nothing wrong, and is kept.
+        let fast = try #require(ledger.sqlStore.fastPath)
+        let refused = await #expect(throws: LedgerError.self) { _ = try await fast.facts([.text("order\u{0}"), .null, .text("1"), .text("1"), .null]) }
+        #expect(refused?.code == .invalidInput)
+        #expect(try await backend() == after)
         try await store.close()
     }
 

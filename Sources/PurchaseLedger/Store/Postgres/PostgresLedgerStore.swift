@@ -131,7 +131,13 @@ final class PostgresPool: @unchecked Sendable {
             case .success(let value):
                 return value
             case .failure(let unusable as PostgresUnusableConnection):
-                guard unusable.nothingRan, again < maximumConnections else { throw unusable.reason }
+                guard unusable.nothingRan else { throw unusable.reason }
+                // Lost on every connection tried: not one replica's migration or one pooler's reset, but a server (or
+                // a pooler in front of it) that does not keep prepared statements. A storage error, not a race that
+                // the ledger's retries would multiply.
+                guard again < maximumConnections else {
+                    throw LedgerError(.storage, "PostgreSQL keeps losing prepared statements (a pooler that does not keep them?)")
+                }
                 again += 1
             case .failure(let error):
                 throw error
@@ -143,9 +149,13 @@ final class PostgresPool: @unchecked Sendable {
     func close(waiting: Duration) async {
         lock.withLock { closing = true }
         let deadline = ContinuousClock.now + waiting
-        while lock.withLock({ running }) > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        // In a task of its own: a caller already cancelled (a service group that is cancelled, not shut down) would
+        // have every sleep return at once, and spin.
+        await Task.detached { [self] in
+            while lock.withLock({ running }) > 0, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }.value
         runner.cancel()
         await runner.value
     }
@@ -310,8 +320,8 @@ struct PostgresExecutor: SQLExecutor {
     /// A statement prepared once per connection by PostgresNIO, which remembers on the connection how its preparation
     /// went: one the server no longer runs as prepared is still taken for prepared, and a preparation that failed (a
     /// lock or statement timeout behind another replica's migration, a deadlock) is answered with that failure for
-    /// good. Either way the connection is closed (``PostgresPool/leased(_:)``); a forgotten statement ran nothing, and
-    /// the operation runs again on another connection.
+    /// good. So a refusal by the server closes the connection (``PostgresPool/leased(_:)``); a forgotten statement ran
+    /// nothing, and the operation runs again on another connection.
     func run<Tag: StatementTag>(_ statement: Prepared<Tag>) async throws -> [SQLRow] {
         do {
             var rows: [SQLRow] = []
@@ -321,8 +331,13 @@ struct PostgresExecutor: SQLExecutor {
             logger.warning("a kept statement is stale: its connection is closed", metadata: [
                 "sqlState": "\(Self.sqlState(error) ?? "")", "message": "\(Self.serverField(error, .message) ?? "")"])
             throw PostgresUnusableConnection(reason: LedgerRace(), nothingRan: true)
-        } catch {
+        } catch let error as PSQLError where error.serverInfo != nil {
+            // The server's refusal (a failed preparation among them): these statements fail only by accident, and a
+            // new connection costs less than a doubt about this one.
             throw PostgresUnusableConnection(reason: Self.ledgerError(error))
+        } catch {
+            // Refused before it was sent (text with a NUL), or the connection itself failed: nothing to close for.
+            throw Self.ledgerError(error)
         }
     }
 
