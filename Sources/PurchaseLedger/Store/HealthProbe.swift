@@ -11,16 +11,13 @@ import Foundation
 /// reads piling up behind a hung one would each hold a thread (SQLite reads run on the caller's) until none is left to
 /// answer anything.
 ///
-/// With several `reads` (ways of reaching the database that can fail apart, such as PostgreSQL's client pool and its
-/// worker connections), successive reads take them in turn, so a hung one is found within as many reads.
-///
 /// The waiting checks are continuations under a lock, not tasks awaited through an actor: under a load of checks the
 /// actor's hops and task results were a visible share of each check's CPU (BENCHMARKS.md). (A lock, not `Mutex`: the
 /// package supports macOS 14 and iOS 17.)
 final class HealthProbe: @unchecked Sendable {
     private typealias Waiter = CheckedContinuation<Void, any Error>
 
-    private let reads: [@Sendable () async throws -> Void]
+    private let read: @Sendable () async throws -> Void
     private let deadline: Duration
     private let lock = NSLock()
     // Guarded by `lock`:
@@ -34,14 +31,9 @@ final class HealthProbe: @unchecked Sendable {
     /// Reads past their deadline that have not answered yet.
     private var overrunning = 0
 
-    convenience init(deadline: Duration = .seconds(5), read: @escaping @Sendable () async throws -> Void) {
-        self.init(deadline: deadline, reads: [read])
-    }
-
-    init(deadline: Duration = .seconds(5), reads: [@Sendable () async throws -> Void]) {
-        precondition(!reads.isEmpty, "a health probe needs a read")
+    init(deadline: Duration = .seconds(5), read: @escaping @Sendable () async throws -> Void) {
         self.deadline = deadline
-        self.reads = reads
+        self.read = read
     }
 
     func check() async throws {
@@ -70,7 +62,7 @@ final class HealthProbe: @unchecked Sendable {
 
     /// Starts read `number` and its timer; whichever ends first settles it.
     private func begin(_ number: Int) {
-        let (read, deadline) = (reads[number % reads.count], self.deadline)
+        let (read, deadline) = (self.read, self.deadline)
         let timer = Task {
             try await Task.sleep(for: deadline)
             self.settle(number, .failure(LedgerError(.storage, "the database did not answer within \(deadline)")), byTimer: true)

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Operations handed from callers' tasks to threads a store owns (the SQLite writer, PostgreSQL workers): callers
-/// enqueue, threads take, and stopping lets the queue drain before the threads end.
+/// Operations handed from callers' tasks to the thread a store owns (SQLite's writer): callers enqueue, the thread
+/// takes, and stopping lets the queue drain before the thread ends.
 final class JobQueue<Job>: @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [Job] = []

@@ -25,8 +25,9 @@ public struct LedgerStoreOperations: Sendable {
 /// What the ledger runs its operations through.
 ///
 /// A store runs a whole ledger operation on one connection: `write` as one database transaction (all its writes commit
-/// together, or none), `read` against a consistent view that never waits for the write lock. Exactly-once does not rest on this process: unique keys and guarded updates make it hold in the
-/// database itself, so several servers sharing one PostgreSQL stay correct.
+/// together, or none), `read` against a consistent view that never waits for the write lock. Exactly-once does not rest
+/// on this process: unique keys and guarded updates make it hold in the database itself, so several servers sharing one
+/// PostgreSQL stay correct.
 protocol SQLLedgerStore: LedgerStore {
     /// Runs `body` as one write transaction; answers only once it is durable.
     func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R
