@@ -84,6 +84,8 @@ let package = Package(
         .target(name: "PurchaseAPIDocument", dependencies: ["PurchaseAPI"]),
         // SQLite's C API from the system library (libsqlite3-dev): prepared statements on one writer thread.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // glibc's allocator settings (<malloc.h>), which the `iap` server sets once before it starts.
+        .systemLibrary(name: "CAllocator", path: "Sources/CAllocator"),
         .target(
             name: "PurchaseLedger",
             dependencies: [
@@ -136,6 +138,7 @@ let package = Package(
         .executableTarget(
             name: "iap",
             dependencies: [
+                "CAllocator",
                 "AppStoreFormats",
                 "AppStoreTrust",
                 "StoreSimulator",

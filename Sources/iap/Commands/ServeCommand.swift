@@ -78,6 +78,7 @@ struct ServeCommand: AsyncParsableCommand {
     /// Starts the server; with no auth configured, an HS256 secret is made in the data directory.
     static func prepare(_ configuration: ServerConfiguration) async throws -> (PurchaseServices, ServerConfiguration) {
         var configuration = configuration
+        AllocatorTuning.keepFreedMemoryForReuse()
         if configuration.auth.hs256Secret == nil && configuration.auth.publicKeyPEMFile == nil {
             let directory = URL(fileURLWithPath: configuration.dataDirectory)
             configuration.auth.hs256Secret = try AccountAuthenticator.loadOrCreateSecret(in: directory)
