@@ -146,7 +146,7 @@ extension Ledger {
         try await write { session in
             try await session.sql.execute("DELETE FROM subscription_checks WHERE checked_at < $1", [.of(forgettingBefore)])
             let known = try await session.sql.first("SELECT expires_date, asks, checked_at FROM subscription_checks WHERE original_transaction_id = $1",
-                                              [.text(series.originalTransactionId)])
+                                                    [.text(series.originalTransactionId)])
             let expires = Millis.of(series.expiresDate)
             // Another replica's later ask stands.
             if let known, try known.int(0) == expires, try known.int(2) > Millis.of(at) { return }
@@ -185,7 +185,7 @@ extension Ledger {
     public func anyTransactionId(accountId: String) async throws -> String? {
         try await read { session in
             try await session.sql.first("SELECT transaction_id FROM purchases WHERE account_id = $1 ORDER BY purchase_date DESC LIMIT 1",
-                                  [.text(accountId)])?.optionalText(0)
+                                        [.text(accountId)])?.optionalText(0)
         }
     }
 
@@ -292,7 +292,7 @@ extension Ledger {
             let status = try await session.series(originalTransactionId)
             guard !transactions.isEmpty || status != nil else { return nil }
             let notifications = try await session.notifications(where: "original_transaction_id = $1", [.text(originalTransactionId)], limit: 500,
-                                                          withPayload: false)
+                                                                withPayload: false)
             return SeriesRecord(originalTransactionId: originalTransactionId, status: status, transactions: transactions, notifications: notifications)
         }
     }
@@ -342,7 +342,7 @@ extension Ledger {
                                      detail: report.signals.isEmpty ? "clean" : report.signals.joined(separator: ", ")))
             }
             for row in try await session.sql.rows("SELECT transaction_id, claimed_by, owner, first_seen, attempts FROM conflicts WHERE claimed_by = $1 OR owner = $1",
-                                            [.text(accountId)]) {
+                                                  [.text(accountId)]) {
                 entries.append(.init(at: Millis.date(try row.int(3)), kind: .conflict, subject: try row.text(0),
                                      detail: "claimed by \(try row.text(1)), owned by \(try row.text(2)), \(try row.int(4)) attempt(s)"))
             }

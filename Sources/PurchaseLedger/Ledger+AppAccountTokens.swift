@@ -40,7 +40,7 @@ extension Ledger {
                 """, [.text("external-" + UUID().lowercasedString), .text(accountId), .text(record.productId), .text(token.lowercasedString),
                       .text(Order.State.granted.rawValue), .text(transactionId), .of(now)])
             try await session.apply(.audit(actor: "server", action: .appAccountTokenAssigned, subject: accountId,
-                                     detail: "series \(record.originalTransactionId), bought outside the app's flow (transaction \(transactionId))", at: now))
+                                           detail: "series \(record.originalTransactionId), bought outside the app's flow (transaction \(transactionId))", at: now))
             return token
         }
     }

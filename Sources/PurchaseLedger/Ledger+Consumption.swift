@@ -56,7 +56,7 @@ extension Ledger {
                 ON CONFLICT (account_id) DO UPDATE SET consented = excluded.consented, changed_at = excluded.changed_at, source = excluded.source
                 """, [.text(accountId), .of(consented), .of(now)])
             try await session.apply(.audit(actor: accountId, action: consented ? .consumptionConsentGiven : .consumptionConsentWithdrawn,
-                                     subject: accountId, detail: "reported by the app", at: now))
+                                           subject: accountId, detail: "reported by the app", at: now))
             return ConsumptionConsent(accountId: accountId, consented: consented, changedAt: now, source: "app")
         }
     }
@@ -132,7 +132,7 @@ extension Ledger {
                       .of(state == .pending ? nil : now), .of(claim)])?.text(0)
             guard let transactionId = settled, state != .pending else { return }
             try await session.apply(.audit(actor: "server", action: .consumptionRequest(state.rawValue), subject: accountId ?? transactionId,
-                                     detail: "transaction \(transactionId): \(body ?? "")", at: now))
+                                           detail: "transaction \(transactionId): \(body ?? "")", at: now))
         }
     }
 
@@ -140,7 +140,7 @@ extension Ledger {
     public func owedConsumptionAnswers(now: Date = Date(), limit: Int = 100) async throws -> [ConsumptionAnswer] {
         try await read { session in
             try await session.consumptionAnswers(where: "(state = 'pending' OR (state = 'sending' AND claimed_at < $1)) AND due_by >= $2",
-                                           [.of(now.addingTimeInterval(-Self.consumptionClaimLease)), .of(now)], limit: limit)
+                                                 [.of(now.addingTimeInterval(-Self.consumptionClaimLease)), .of(now)], limit: limit)
         }
     }
 }
@@ -194,7 +194,7 @@ extension LedgerSession {
                 """, [.text(account), .of(signedDate)])
             if changed != nil {
                 try await apply(.audit(actor: "apple", action: .consumptionConsentRescinded, subject: account,
-                                 detail: "RESCIND_CONSENT for app transaction \(appTransactionId)", at: signedDate))
+                                       detail: "RESCIND_CONSENT for app transaction \(appTransactionId)", at: signedDate))
             }
         }
     }

@@ -74,14 +74,14 @@ extension Ledger {
         let catalog = catalog
         return try await snapshotRead { session in
             var overview = try await Self.instant(session, at: instant, allowance: allowance, environment: environment, productId: productId,
-                                            catalog: catalog)
+                                                  catalog: catalog)
             overview.from = from
             overview.to = to
             // Revenue by whole UTC days: a span is rounded out to the days it touches.
             let fromDay = from.map { MetricRules.day(Millis.of($0)) }
             let toDay = to.map { MetricRules.day(Millis.of($0) + MetricRules.dayMillis - 1) }
             let days = try await Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale, .unpriced],
-                                           fromDay: fromDay, toDay: toDay, catalog: catalog)
+                                                 fromDay: fromDay, toDay: toDay, catalog: catalog)
             var revenue: [String: RevenueTotal] = [:]
             for item in days {
                 if item.kind == .unpriced { overview.unpricedTransactions += Int(item.count); continue }
@@ -89,7 +89,7 @@ extension Ledger {
                 revenue[item.currency]!.transactions += Int(item.count)
             }
             for refunds in try await Self.refundTotals(session, environment: environment, productId: productId,
-                                                 from: fromDay.map { $0 * MetricRules.dayMillis }, to: toDay.map { $0 * MetricRules.dayMillis }) {
+                                                       from: fromDay.map { $0 * MetricRules.dayMillis }, to: toDay.map { $0 * MetricRules.dayMillis }) {
                 guard let currency = refunds.currency else { overview.unpricedRefunds += Int(refunds.count); continue }
                 revenue[currency, default: RevenueTotal(currency: currency)].refunded += refunds.amount
                 revenue[currency]!.refunds += Int(refunds.count)
@@ -285,7 +285,7 @@ extension Ledger {
                     if day < fromDay { level[key, default: 0] += delta } else if day < toDay { changes[day, default: [:]][key, default: 0] += delta }
                 }
                 for item in try await Self.metricDays(session, environment: environment, productId: productId, kinds: [startKind, endKind],
-                                                fromDay: nil, toDay: toDay, catalog: catalog) {
+                                                      fromDay: nil, toDay: toDay, catalog: catalog) {
                     let key = metric == .mrr ? item.currency : "count"
                     guard metric != .mrr || !item.currency.isEmpty else { continue }
                     let delta = metric == .mrr ? item.amount : item.count
@@ -309,7 +309,7 @@ extension Ledger {
                 }
             case .revenue, .refunds:
                 for item in try await Self.metricDays(session, environment: environment, productId: productId, kinds: [.sale], fromDay: fromDay,
-                                                toDay: toDay, catalog: catalog) where metric == .revenue {
+                                                      toDay: toDay, catalog: catalog) where metric == .revenue {
                     add(&totals, bucket(item.day), "gross|" + item.currency, item.amount)
                     add(&totals, bucket(item.day), "transactions|" + item.currency, item.count)
                 }
@@ -334,7 +334,7 @@ extension Ledger {
                 }
             case .churn:
                 for item in try await Self.metricDays(session, environment: environment, productId: productId,
-                                                kinds: [.churnVoluntary, .churnBilling, .churnOther], fromDay: fromDay, toDay: toDay, catalog: catalog) {
+                                                      kinds: [.churnVoluntary, .churnBilling, .churnOther], fromDay: fromDay, toDay: toDay, catalog: catalog) {
                     let name = item.kind == .churnVoluntary ? "voluntary" : item.kind == .churnBilling ? "billing" : "other"
                     add(&totals, bucket(item.day), name, item.count)
                 }
@@ -352,7 +352,7 @@ extension Ledger {
                 default: .oneTime
                 }
                 for item in try await Self.metricDays(session, environment: environment, productId: productId, kinds: [kind], fromDay: fromDay,
-                                                toDay: toDay, catalog: catalog) {
+                                                      toDay: toDay, catalog: catalog) {
                     add(&totals, bucket(item.day), "count", item.count)
                 }
                 for index in totals.indices where totals[index].isEmpty { totals[index]["count"] = 0 }
@@ -372,7 +372,7 @@ extension Ledger {
             if [.activeSubscriptions, .activeTrials, .mrr].contains(metric),
                let index = points.firstIndex(where: { Millis.of($0.start) <= nowMillis && nowMillis < Millis.of($0.end) }) {
                 let instant = try await Self.instant(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: environment,
-                                               productId: productId, catalog: catalog)
+                                                     productId: productId, catalog: catalog)
                 points[index].values = switch metric {
                 case .mrr: instant.mrr.map { .init(name: "mrr", currency: $0.currency, value: $0.amount) }
                 case .activeTrials: [.init(name: metric.rawValue, currency: nil, value: Int64(instant.activeTrials))]

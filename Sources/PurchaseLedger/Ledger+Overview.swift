@@ -64,7 +64,7 @@ extension Ledger {
             // The business view's own judgement (``MetricRules``), so that this count and the accounts' pages agree.
             var byProduct: [String: Int] = [:]
             try await Self.seriesStates(session, at: now, allowance: EntitlementRules.clockLagAllowance, environment: nil, productId: nil,
-                                  catalog: catalog) { latest, state in
+                                        catalog: catalog) { latest, state in
                 if state != .billingRetry { byProduct[latest.productId, default: 0] += 1 }
             }
             let active = byProduct.keys.sorted().map { LedgerOverview.ProductCount(productId: $0, count: byProduct[$0]!) }
@@ -75,8 +75,8 @@ extension Ledger {
             // From the business view's daily rollup (``rollUpMetrics(now:)`` ran first), over every environment: the
             // purchases table has no index by date, and a ledger of a million purchases would be read whole.
             for item in try await Self.metricDays(session, environment: nil, productId: nil,
-                                            kinds: [.oneTime, .newSubscription, .newTrial, .renewal, .billingIssue],
-                                            fromDay: first, toDay: today + 1, catalog: catalog) {
+                                                  kinds: [.oneTime, .newSubscription, .newTrial, .renewal, .billingIssue],
+                                                  fromDay: first, toDay: today + 1, catalog: catalog) {
                 switch item.kind {
                 case .renewal: counts[item.day]?.renewals += Int(item.count)
                 case .billingIssue: counts[item.day]?.billingIssues += Int(item.count)
@@ -89,7 +89,7 @@ extension Ledger {
             let lost = try await session.sql.first("SELECT COUNT(*) FROM orders o WHERE \(Self.paidUnfulfilled)", [])?.int(0) ?? 0
             let stored = try await session.sql.first("SELECT COUNT(*) FROM notifications", [])?.int(0) ?? 0
             let lastDay = try await session.sql.first("SELECT COUNT(*) FROM notifications WHERE received_at > $1",
-                                                [.int(nowMillis - Self.dayMillis)])?.int(0) ?? 0
+                                                      [.int(nowMillis - Self.dayMillis)])?.int(0) ?? 0
             let unbound = try await session.sql.first("SELECT COUNT(*) FROM purchases WHERE account_id IS NULL", [])?.int(0) ?? 0
             let failed = try await session.sql.first("SELECT COUNT(*) FROM webhook_events WHERE state = 'failed'", [])?.int(0) ?? 0
             return LedgerOverview(activeSubscriptions: active, days: (first...today).compactMap { counts[$0] }, lostOrders: Int(lost),

@@ -51,7 +51,7 @@ extension Ledger {
         let stored: PendingProof? = try await write { session in
             if let perAccountLimit, try await session.pendingProof(proofId) == nil {
                 let waiting = try await session.sql.first("SELECT COUNT(*) FROM pending_proofs WHERE state = 'pending' AND account_id = $1",
-                                                    [.text(accountId)])?.int(0) ?? 0
+                                                          [.text(accountId)])?.int(0) ?? 0
                 if waiting >= perAccountLimit { return nil }
             }
             try await session.sql.execute("""

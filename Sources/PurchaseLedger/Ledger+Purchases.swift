@@ -223,7 +223,7 @@ extension Ledger {
     public func conflicts(limit: Int = 100) async throws -> [(transactionId: String, claimedBy: String, owner: String, attempts: Int64)] {
         try await read { session in
             try await session.sql.rows("SELECT transaction_id, claimed_by, owner, attempts FROM conflicts ORDER BY first_seen DESC LIMIT $1",
-                                 [.int(Int64(max(1, min(limit, 10_000))))]).map { (try $0.text(0), try $0.text(1), try $0.text(2), try $0.int(3)) }
+                                       [.int(Int64(max(1, min(limit, 10_000))))]).map { (try $0.text(0), try $0.text(1), try $0.text(2), try $0.int(3)) }
         }
     }
 

@@ -29,14 +29,14 @@ extension Ledger {
             try await session.lockSeries(key)
             let holder = try await session.sql.first(LedgerSession.seriesHolderQuery("$1", latest: true), [.text(key)])?.optionalText(0)
             let autoRenewable = try await session.sql.first("SELECT 1 FROM purchases WHERE original_transaction_id = $1 AND product_type = $2 LIMIT 1",
-                                                      [.text(key), .text(ProductType.autoRenewableSubscription.rawValue)]) != nil
+                                                            [.text(key), .text(ProductType.autoRenewableSubscription.rawValue)]) != nil
             guard holder == accountId, autoRenewable else { return .notOwned }
             // Dated apart from the series' status (`signed_date`): renewal info says nothing of the status, and a status
             // dated by it would refuse a notification signed before it but delivered after (a refund reversed, a grace
             // period), or let a revoked status outdate the period Apple signed again. So it is applied only when newer
             // than both what the App Store said of the series and the last device's renewal info, and moves neither.
             let held = try await session.sql.first("SELECT signed_date, device_renewal_signed_date FROM subscriptions WHERE original_transaction_id = $1",
-                                             [.text(key)])
+                                                   [.text(key)])
             let newest = max(held.flatMap { $0.optionalInt(0) } ?? 0, held.flatMap { $0.optionalInt(1) } ?? 0)
             guard Millis.of(signed) > newest else { return .older }
             guard try await session.applyDeviceRenewal(originalTransactionId: key, renewal, signed: signed) else { return .older }

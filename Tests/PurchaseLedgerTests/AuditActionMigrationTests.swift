@@ -20,7 +20,7 @@ struct AuditActionMigrationTests {
                 }
                 for (n, action) in stored.enumerated() {
                     _ = try await sql.rows("INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, 'old', $2, $3, '', $4)",
-                                     [.text(UUID().uuidString), .text(action), .text(subject), .int(Int64(1_000 + n))])
+                                           [.text(UUID().uuidString), .text(action), .text(subject), .int(Int64(1_000 + n))])
                 }
             }
             let ledger = Ledger(store: store, catalog: .demo)

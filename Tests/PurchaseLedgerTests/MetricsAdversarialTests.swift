@@ -417,7 +417,7 @@ struct MetricsAdversarialTests {
             let long = Millis.of(now - 10 * Self.day), later = Millis.of(now - 5 * Self.day)
             _ = try await ledger.sqlStore.write { sql in
                 try await sql.rows("UPDATE subscriptions SET period_purchase_date = $1 WHERE original_transaction_id IN ($2, $3)",
-                             [.int(long), .text(series[0].original), .text(series[1].original)])
+                                   [.int(long), .text(series[0].original), .text(series[1].original)])
             }
             #expect(try await counted().overview == 2, "the stale row is what the migration is for")
             _ = try await ledger.sqlStore.write { sql in try await sql.rows("DELETE FROM ledger_migrations WHERE version = 24", []) }
@@ -426,7 +426,7 @@ struct MetricsAdversarialTests {
             #expect(mended.overview == 0 && mended.accounts == 0, "\(mended)")
             let dates = try await ledger.sqlStore.read { sql in
                 try await sql.rows("SELECT period_purchase_date FROM subscriptions WHERE original_transaction_id IN ($1, $2)",
-                             [.text(series[0].original), .text(series[1].original)]).map { try $0.int(0) }
+                                   [.text(series[0].original), .text(series[1].original)]).map { try $0.int(0) }
             }
             #expect(dates == [later, later])
         }

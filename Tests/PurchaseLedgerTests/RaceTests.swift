@@ -64,7 +64,7 @@ struct RaceTests {
         await #expect(throws: LedgerError(.invalidInput, "")) {
             try await store.write { sql in
                 _ = try await sql.rows("INSERT INTO audit_log (entry_id, actor, action, subject, detail, created_at) VALUES ($1, 'a', 'b', $2, 'd', 0)",
-                                 [.text(uniqueId()), .text("with\u{0}nul")])
+                                       [.text(uniqueId()), .text("with\u{0}nul")])
             }
         }
     }

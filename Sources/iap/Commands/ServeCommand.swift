@@ -100,7 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
         let (services, configuration) = try await prepare(configuration)
         Output.note("IAPKit purchase server: http://\(configuration.host):\(configuration.port) — bundle \(configuration.bundleId), ledger \(services.ledger.store.kind)")
         try await buildApplication(services, host: configuration.host, port: configuration.port,
-                                             reconcileEvery: .milliseconds(Int64(configuration.reconcileIntervalSeconds * 1000)), logger: logger,
-                                             logRequests: true).runService()
+                                   reconcileEvery: .milliseconds(Int64(configuration.reconcileIntervalSeconds * 1000)), logger: logger,
+                                   logRequests: true).runService()
     }
 }

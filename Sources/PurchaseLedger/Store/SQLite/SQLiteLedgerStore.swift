@@ -91,7 +91,7 @@ public final class SQLiteLedgerStore: SQLLedgerStore, @unchecked Sendable {
             }
         }
         return try await run(body, on: reader, checkIn: { reader in self.readersLock.withLock { self.idleManyReader = reader } },
-                       closed: { self.readersLock.withLock { self.manyReaderOpen = false } })
+                             closed: { self.readersLock.withLock { self.manyReaderOpen = false } })
     }
 
     /// Which reader a read of many rows takes: the kept one, a new kept one, or (the kept one out) an ordinary one.
