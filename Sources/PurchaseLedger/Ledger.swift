@@ -30,13 +30,11 @@ public struct Ledger: Sendable {
         self.store = store
         self.sqlStore = sqlStore
         self.catalog = catalog
-        let store = sqlStore
-        let read: @Sendable () async throws -> Void = { _ = try await store.read { try await $0.rows(Ledger.healthQuery, []) } }
         // PostgreSQL's is a statement kept prepared on the pool's connections.
-        if let fast = store.fastPath {
+        if let fast = sqlStore.fastPath {
             healthProbe = HealthProbe(read: { try await fast.ping() })
         } else {
-            healthProbe = HealthProbe(read: read)
+            healthProbe = HealthProbe(read: { _ = try await sqlStore.read { try await $0.rows(Ledger.healthQuery, []) } })
         }
     }
 

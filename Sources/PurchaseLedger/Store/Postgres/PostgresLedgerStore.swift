@@ -44,7 +44,7 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     }
 
     func write<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
-        try await lease { executor in
+        try await pool.leased { executor in
             try await executor.execute("BEGIN")
             let value: R
             do {
@@ -58,11 +58,7 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     }
 
     func read<R: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> R) async throws -> R {
-        try await lease { try await body($0) }
-    }
-
-    private func lease<R>(_ body: (PostgresExecutor) async throws -> R) async throws -> R {
-        try await pool.leased(body)
+        try await pool.leased { try await body($0) }
     }
 
     /// Refuses new operations, waits (up to 10 s) for those running to end, then closes the pool's connections.
