@@ -64,9 +64,8 @@ public struct EntitlementSigner: Sendable {
     public func sign(_ entitlements: Entitlements, nonce: String, now: Date = Date()) throws -> String {
         struct Header: Encodable { var alg = "ES256"; var kid: String; var typ = "JWT" }
         struct Payload: Encodable { var accountId: String; var nonce: String; var issuedAt: Date; var entitlements: Entitlements }
-        let encoder = APIJSON.encoder()
-        let input = Base64.urlEncode(try encoder.encode(Header(kid: keyId))) + "."
-            + Base64.urlEncode(try encoder.encode(Payload(accountId: entitlements.accountId, nonce: nonce, issuedAt: now, entitlements: entitlements)))
+        let input = Base64.urlEncode(try APIJSON.encode(Header(kid: keyId))) + "."
+            + Base64.urlEncode(try APIJSON.encode(Payload(accountId: entitlements.accountId, nonce: nonce, issuedAt: now, entitlements: entitlements)))
         let signature = try key.signature(for: Data(input.utf8))
         return input + "." + Base64.urlEncode(signature.rawRepresentation)
     }

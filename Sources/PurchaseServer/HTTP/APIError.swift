@@ -36,7 +36,7 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         if let detail { context.logger.error("request failed", metadata: ["error": "\(code)", "detail": "\(detail)"]) }
-        let data = try APIJSON.encoder().encode(ErrorBody(code: code, message: message, class: refusalClass))
+        let data = try APIJSON.encode(ErrorBody(code: code, message: message, class: refusalClass))
         var headers: HTTPFields = [.contentType: "application/json"]
         if closesConnection { headers[.connection] = "close" }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))

@@ -332,7 +332,7 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     /// A whole HTTP/1.1 answer with the API's error body, written below the HTTP encoder.
     static func answer(_ status: HTTPResponseStatus, code: ErrorCode, _ message: String, extraHeaders: String = "",
                        allocator: ByteBufferAllocator) -> ByteBuffer {
-        let body = (try? APIJSON.encoder().encode(ErrorBody(code: code, message: message, class: .of(code: code, status: Int(status.code))))) ?? Data()
+        let body = (try? APIJSON.encode(ErrorBody(code: code, message: message, class: .of(code: code, status: Int(status.code))))) ?? []
         var buffer = allocator.buffer(capacity: 160 + body.count)
         buffer.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\nContent-Type: application/json\r\n"
                            + "Content-Length: \(body.count)\r\nConnection: close\r\n\(extraHeaders)\r\n")

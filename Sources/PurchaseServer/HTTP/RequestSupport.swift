@@ -36,7 +36,7 @@ extension Request {
 enum JSONReply {
     static func encode(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
         Response(status: status, headers: [.contentType: "application/json"],
-                 body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value))))
+                 body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encode(value))))
     }
 }
 

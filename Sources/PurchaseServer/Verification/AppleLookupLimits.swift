@@ -203,7 +203,7 @@ public struct AppleLookupRefused: Error, HTTPResponseError, Sendable, CustomStri
         let body = ErrorBody(code: Self.code, message: "\(message); retry after \(retryAfter) s", class: .retry)
         var headers: HTTPFields = [.contentType: "application/json"]
         headers[.retryAfter] = String(retryAfter)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(body))))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encode(body))))
     }
 }
 
