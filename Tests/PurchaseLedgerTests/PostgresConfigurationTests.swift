@@ -1,0 +1,35 @@
+import Foundation
+@testable import PurchaseLedger
+import Testing
+
+/// The pool a PostgreSQL URL configures: read without a server, as the store's initializer reads it.
+@Suite("PostgreSQL: what the ledger's URL configures — its pool, a keep-alive query only when asked for")
+struct PostgresConfigurationTests {
+    @Test("Without keepalive: no keep-alive timer starts each time a connection goes idle (every purchase under load)")
+    func fixedPoolWithoutKeepAlive() throws {
+        let configuration = try PostgresLedgerStore.configuration(url: "postgres://app:secret@db.internal:6543/ledger?sslmode=disable", connections: 12)
+        #expect(configuration.options.maximumConnections == 12)
+        #expect(configuration.options.keepAliveBehavior == nil)
+        #expect(configuration.host == "db.internal" && configuration.port == 6543)
+        #expect(configuration.username == "app" && configuration.password == "secret" && configuration.database == "ledger")
+        #expect(try PostgresLedgerStore.configuration(url: "postgres://db/ledger", connections: 0).options.maximumConnections == 1)
+    }
+
+    @Test("keepalive=SECONDS: PostgresNIO's SELECT 1 on a connection idle that long, beside the other options")
+    func keepAliveWhenAsked() throws {
+        let configuration = try PostgresLedgerStore.configuration(url: "postgres://db/ledger?sslmode=disable&keepalive=45", connections: 4)
+        #expect(configuration.options.keepAliveBehavior?.frequency == .seconds(45))
+        #expect(configuration.options.maximumConnections == 4)
+        #expect(try PostgresLedgerStore.configuration(url: "postgres://db/ledger?keepalive=3600", connections: 4).options.keepAliveBehavior?.frequency
+            == .seconds(3600))
+    }
+
+    @Test("A keepalive that is not 1…3600 seconds, or a URL without a host, is refused as invalid input before any connection")
+    func refusals() {
+        for url in ["postgres://db/l?keepalive=0", "postgres://db/l?keepalive=3601", "postgres://db/l?keepalive=abc", "postgres://db/l?keepalive",
+                    "postgres://db/l?keepalive=-5", "postgres:///ledger", "not a url"] {
+            let refused = #expect(throws: LedgerError.self, "\(url)") { try PostgresLedgerStore.configuration(url: url, connections: 4) }
+            #expect(refused?.code == .invalidInput, "\(url)")
+        }
+    }
+}
