@@ -94,6 +94,9 @@ struct HostileBytesTests {
         let cases: [(json: String, carries: Bool)] = [
             (#"{"a": "x\u0000"}"#, true), (#"{"a": "\\\u0000"}"#, true), ("{\u{0}}", true), (#"{"a": "\\u0000"}"#, false),
             (#"{"a": "\u0001\u00000"}"#, true), (#"{"a": "\u0010 \u000a u0000"}"#, false), (#"{"a": "\u000"}"#, false), ("", false),
+            // A JWS-sized body: the scans that skip bodies without a NUL or a backslash must still see one at the end.
+            (String(repeating: "A", count: 5000), false), (String(repeating: "A", count: 5000) + "\u{0}", true),
+            (String(repeating: "A", count: 5000) + #"\u0000"#, true), (String(repeating: "A", count: 5000) + #"\n"#, false),
         ]
         for (json, carries) in cases {
             #expect(StorableText.jsonCarriesNUL(Array(json.utf8)) == carries, "\(json)")
