@@ -44,7 +44,8 @@ struct APIJSONWriterTests {
                                      appAccountToken: UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F"), expiresAt: Date(timeIntervalSince1970: 1e9),
                                      state: .active, environment: "Sandbox", renewalInfo: renewal)
         let entitlements = Entitlements(accountId: "alice/🍎 \"quoted\"", entitlements: [item, item],
-                                        balances: ["coins": 100, "Gems": -3, "a10": 1, "a9": Int64.max, "é": Int64.min, "ä": 0])
+                                        balances: ["coins": 100, "Gems": -3, "a10": 1, "a9": Int64.max, "é": Int64.min, "ä": 0,
+                                                   "e\u{301}x": 5, "f": 6])
         try Self.expectSame(entitlements, "Entitlements")
         try Self.expectSame(EntitlementsReply(entitlements: entitlements, signedEntitlements: "a.b.c"), "EntitlementsReply")
         try Self.expectSame(EntitlementsReply(entitlements: Entitlements(accountId: ""), signedEntitlements: nil), "EntitlementsReply, empty")
@@ -57,6 +58,8 @@ struct APIJSONWriterTests {
         try Self.expectSame([text: text], "a string as a key and a value")
         try Self.expectSame(text, "a string at the top level")
         try Self.expectSame(["": "", "\u{0}": "\u{0}"], "empty and NUL")
+        // Sorted by bytes: a decomposed "é" (e, U+0301) after "f", where String's order would put it before.
+        try Self.expectSame(["e\u{301}": 1, "f": 2, "\u{E9}z": 3, "Z": 4], "keys sorted by their bytes")
     }
 
     @Test("Numbers and the other scalars JSONEncoder spells itself: integers at their limits, doubles, decimals, data, URLs, Bool, nil")

@@ -20,13 +20,15 @@ struct PostgresConfigurationTests {
         let configuration = try PostgresLedgerStore.configuration(url: "postgres://db/ledger?sslmode=disable&keepalive=45", connections: 4)
         #expect(configuration.options.keepAliveBehavior?.frequency == .seconds(45))
         #expect(configuration.options.maximumConnections == 4)
-        #expect(try PostgresLedgerStore.configuration(url: "postgres://db/ledger?keepalive=3600", connections: 4).options.keepAliveBehavior?.frequency
-            == .seconds(3600))
+        #expect(try PostgresLedgerStore.configuration(url: "postgres://db/ledger?keepalive=59", connections: 4).options.keepAliveBehavior?.frequency
+            == .seconds(59))
+        // The pool's idle timeout stays PostgresNIO's 60 s: a keep-alive is only worth something below it.
+        #expect(configuration.options.connectionIdleTimeout == .seconds(60))
     }
 
-    @Test("A keepalive that is not 1…3600 seconds, or a URL without a host, is refused as invalid input before any connection")
+    @Test("A keepalive that is not 1…59 seconds (at 60 the pool has closed the idle connection already), or a URL without a host, is refused as invalid input")
     func refusals() {
-        for url in ["postgres://db/l?keepalive=0", "postgres://db/l?keepalive=3601", "postgres://db/l?keepalive=abc", "postgres://db/l?keepalive",
+        for url in ["postgres://db/l?keepalive=0", "postgres://db/l?keepalive=60", "postgres://db/l?keepalive=3600", "postgres://db/l?keepalive=abc", "postgres://db/l?keepalive",
                     "postgres://db/l?keepalive=-5", "postgres:///ledger", "not a url"] {
             let refused = #expect(throws: LedgerError.self, "\(url)") { try PostgresLedgerStore.configuration(url: url, connections: 4) }
             #expect(refused?.code == .invalidInput, "\(url)")

@@ -1,8 +1,8 @@
 import Foundation
 
 extension APIJSON {
-    /// `value` as the API writes it: the bytes `encoder()` writes (sorted keys, slashes as they are, dates in whole
-    /// milliseconds), without Foundation's `JSONEncoder`.
+    /// `value` as the API writes it: the bytes `encoder()` writes on Linux (sorted keys, slashes as they are, dates in
+    /// whole milliseconds), without Foundation's `JSONEncoder`.
     ///
     /// Every answer of the server goes through here, the purchase's among them: Foundation's encoder builds a tree of
     /// a reference per value and a dictionary per object, and took ~5 % of the server's CPU on a purchase whose reply
@@ -140,8 +140,11 @@ final class JSONScratch {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    /// `node` as JSON at the end of `output`. An object's keys in `String` order, a key encoded twice written once
-    /// with its last value — as `JSONEncoder`'s dictionary of an object keeps it.
+    /// `node` as JSON at the end of `output`. An object's keys in the order of their UTF-8 bytes (swift-foundation's
+    /// `sortedKeys` outside Apple's platforms; not `String`'s order, which compares a decomposed "é" as the composed
+    /// one), and a value encoded twice under one key written once, the last — as `JSONEncoder`'s dictionary of an
+    /// object keeps it. (Nested containers asked twice for one key, or a `superEncoder` still written to after its key
+    /// was encoded again, are not merged as Foundation merges them; no type of the contract does either.)
     func write(_ node: JSONNode, to output: inout [UInt8]) {
         switch node {
         case .scalar(let range):
@@ -159,10 +162,13 @@ final class JSONScratch {
             output.append(UInt8(ascii: "{"))
             let fields = box.fields
             // Sorted by key, then by the order of encoding: the last of equal keys is the one kept.
-            let order = fields.indices.sorted { fields[$0].key == fields[$1].key ? $0 < $1 : fields[$0].key < fields[$1].key }
+            let order = fields.indices.sorted { left, right in
+                let (a, b) = (fields[left].key.utf8, fields[right].key.utf8)
+                return a.elementsEqual(b) ? left < right : a.lexicographicallyPrecedes(b)
+            }
             var first = true
             for (position, index) in order.enumerated() {
-                if position + 1 < order.count, fields[order[position + 1]].key == fields[index].key { continue }
+                if position + 1 < order.count, fields[order[position + 1]].key.utf8.elementsEqual(fields[index].key.utf8) { continue }
                 if !first { output.append(UInt8(ascii: ",")) }
                 first = false
                 Self.appendString(fields[index].key, to: &output)

@@ -16,7 +16,8 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     var fastPath: (any LedgerFastPath)? { autocommit }
 
     /// Connects to `postgres://user:password@host:port/database` (TLS when the server offers it; `?sslmode=disable`
-    /// turns it off, `?sslmode=require` insists; `?keepalive=SECONDS` sends `SELECT 1` on a connection idle that long).
+    /// turns it off, `?sslmode=require` insists; `?keepalive=SECONDS`, below 60, sends `SELECT 1` on a connection idle that
+    /// long).
     /// `connections` is the most the pool opens.
     public init(url: String, connections: Int = 16) async throws {
         pool = PostgresPool(configuration: try Self.configuration(url: url, connections: connections))
@@ -33,12 +34,14 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     /// The client's configuration for `url`.
     ///
     /// No keep-alive query unless the URL asks for one: PostgresNIO starts a keep-alive timer (three tasks) each time a
-    /// connection goes idle and cancels it when the connection is lent again, which under load is every purchase.
-    /// Without it PostgreSQL purchases ran 1.03–1.07× as fast with a p99 of 14.4–15.1 ms instead of 15.8–18.7 ms
-    /// (BENCHMARKS.md, 2026-11-29 22:10–23:00 UTC). A connection the server closes is still seen at once (its socket
-    /// closes); what the keep-alive adds is traffic on an idle connection, for a NAT or firewall that forgets idle
-    /// flows: `?keepalive=60` there (docs/PRODUCTION.md). The idle-timeout timer of the same kind stays: keeping every
-    /// connection open (no idle timeout) gained as much again, but holds 16 connections per store from its start.
+    /// connection goes idle and cancels it when the connection is lent again, which under load is every purchase
+    /// (BENCHMARKS.md, 2026-11-29 21:05–22:10 UTC: 1.03–1.07× with the option alone, a lower p99). The pool closes a
+    /// connection idle for 60 s (PostgresNIO's idle timeout, kept), so no connection sits idle longer than that; a
+    /// connection the server closes is replaced at once. What the keep-alive adds is traffic on a connection idle 30 to
+    /// 60 s — for a NAT or firewall that forgets idle flows within a minute — and a connection found dead by its query
+    /// rather than by a purchase's statement: `?keepalive=SECONDS`, below 60 (docs/PRODUCTION.md). Keeping every
+    /// connection open instead (no idle-timeout timer either) gained as much again, but holds 16 connections per store
+    /// from its start.
     static func configuration(url: String, connections: Int) throws -> PostgresClient.Configuration {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
             throw LedgerError(.invalidInput, "not a PostgreSQL URL: postgres://user@host:port/database expected")
@@ -57,8 +60,9 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
         configuration.options.maximumConnections = max(1, connections)
         configuration.options.keepAliveBehavior = nil
         if let keepalive = query.first(where: { $0.name == "keepalive" }) {
-            guard let seconds = keepalive.value.flatMap({ Int($0) }), (1...3600).contains(seconds) else {
-                throw LedgerError(.invalidInput, "the PostgreSQL URL's keepalive is a number of seconds from 1 to 3600")
+            // At 60 s or more it would never run: the pool closes a connection idle for 60 s.
+            guard let seconds = keepalive.value.flatMap({ Int($0) }), (1...59).contains(seconds) else {
+                throw LedgerError(.invalidInput, "the PostgreSQL URL's keepalive is a number of seconds from 1 to 59 (the pool closes a connection idle for 60)")
             }
             configuration.options.keepAliveBehavior = .init(frequency: .seconds(seconds))
         }
