@@ -26,10 +26,34 @@ struct PostgresConfigurationTests {
         #expect(configuration.options.connectionIdleTimeout == .seconds(60))
     }
 
-    @Test("A keepalive that is not 1…59 seconds (at 60 the pool has closed the idle connection already), or a URL without a host, is refused as invalid input")
+    @Test("connections=N sizes the pool (every replica's must fit in PostgreSQL's max_connections), above the caller's default")
+    func poolSize() throws {
+        let sized = try PostgresLedgerStore.configuration(url: "postgres://db/ledger?sslmode=require&connections=4&keepalive=20", connections: 16)
+        #expect(sized.options.maximumConnections == 4)
+        #expect(sized.options.keepAliveBehavior?.frequency == .seconds(20))
+        #expect(try PostgresLedgerStore.configuration(url: "postgres://db/ledger?connections=1000", connections: 16).options.maximumConnections == 1000)
+        #expect(try PostgresLedgerStore.configuration(url: "postgres://db/ledger", connections: 16).options.maximumConnections == 16)
+    }
+
+    @Test("On a real server, connections=2 lends at most two connections to forty concurrent operations")
+    func poolSizeOnAServer() async throws {
+        let server = try #require(ProcessInfo.processInfo.environment["IAPKIT_POSTGRES_URL"])
+        let store = try await PostgresLedgerStore(url: server + (server.contains("?") ? "&" : "?") + "connections=2")
+        let pids = try await withThrowingTaskGroup(of: SQLValue?.self) { group in
+            for _ in 0..<40 {
+                group.addTask { try await store.read { sql in try await sql.first("SELECT pg_backend_pid(), pg_sleep(0.01)", []) }?.values.first }
+            }
+            return try await group.reduce(into: Set<SQLValue>()) { if let pid = $1 { $0.insert(pid) } }
+        }
+        try await store.close()
+        #expect((1...2).contains(pids.count), "\(pids.count) backends served the store")
+    }
+
+    @Test("A keepalive that is not 1…59 seconds (at 60 the pool has closed the idle connection already), connections not 1…1000, or a URL without a host: invalid input")
     func refusals() {
         for url in ["postgres://db/l?keepalive=0", "postgres://db/l?keepalive=60", "postgres://db/l?keepalive=3600", "postgres://db/l?keepalive=abc", "postgres://db/l?keepalive",
-                    "postgres://db/l?keepalive=-5", "postgres:///ledger", "not a url"] {
+                    "postgres://db/l?keepalive=-5", "postgres://db/l?connections=0", "postgres://db/l?connections=1001",
+                    "postgres://db/l?connections=many", "postgres://db/l?connections", "postgres:///ledger", "not a url"] {
             let refused = #expect(throws: LedgerError.self, "\(url)") { try PostgresLedgerStore.configuration(url: url, connections: 4) }
             #expect(refused?.code == .invalidInput, "\(url)")
         }

@@ -17,8 +17,7 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
 
     /// Connects to `postgres://user:password@host:port/database` (TLS when the server offers it; `?sslmode=disable`
     /// turns it off, `?sslmode=require` insists; `?keepalive=SECONDS`, below 60, sends `SELECT 1` on a connection idle that
-    /// long).
-    /// `connections` is the most the pool opens.
+    /// long). `connections` is the most the pool opens, unless the URL's `?connections=N` says otherwise.
     public init(url: String, connections: Int = 16) async throws {
         pool = PostgresPool(configuration: try Self.configuration(url: url, connections: connections))
         autocommit = PostgresAutocommit(pool: pool)
@@ -58,6 +57,13 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
             database: database.isEmpty ? nil : database, tls: tls)
         configuration.options.maximumConnections = max(1, connections)
+        if let limit = query.first(where: { $0.name == "connections" }) {
+            // Every replica's pool must fit in PostgreSQL's max_connections: the operator sizes it here.
+            guard let count = limit.value.flatMap({ Int($0) }), (1...1000).contains(count) else {
+                throw LedgerError(.invalidInput, "the PostgreSQL URL's connections is a number from 1 to 1000")
+            }
+            configuration.options.maximumConnections = count
+        }
         configuration.options.keepAliveBehavior = nil
         if let keepalive = query.first(where: { $0.name == "keepalive" }) {
             // At 60 s or more it would never run: the pool closes a connection idle for 60 s.
