@@ -75,6 +75,9 @@ struct APIJSONWriterTests {
         try Self.expectSame([URL(string: "https://example.com/a?b=c&d=%20")!], "URL")
         try Self.expectSame([true, false], "Bool")
         try Self.expectSame([String?.none, "x"], "nil in an array")
+        try Self.expectSame(["url": URL(string: "https://example.com/x")], "an optional URL")
+        try Self.expectSame([Decimal?.none, Decimal(string: "0.5")], "an optional Decimal")
+        try Self.expectSame(["data": Data([1, 2, 3]) as Data?], "an optional Data")
         try Self.expectSame([Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 0.0004), Date(timeIntervalSince1970: 0.0005),
                              Date(timeIntervalSince1970: -0.0005), Date(timeIntervalSince1970: 253_402_300_799.999)], "Date")
     }

@@ -51,10 +51,12 @@ final class JSONScratch {
         if T.self == Int64.self { return integer(value as! Int64) }
         if T.self == Int.self { return integer(value as! Int) }
         if T.self == Bool.self { return literal((value as! Bool) ? "true" : "false") }
-        // As `JSONEncoder` spells them rather than by their own `encode(to:)`.
-        if let url = value as? URL { return string(url.absoluteString) }
-        if let decimal = value as? Decimal { return literal(decimal.description) }
-        if let data = value as? Data { return string(data.base64EncodedString()) }
+        // As `JSONEncoder` spells them rather than by their own `encode(to:)`. Compared as types, not cast: a dynamic
+        // cast for each nested value of every answer costs more, and these are structs (no subclass to miss); an
+        // optional one arrives here unwrapped, through `Optional`'s own `encode(to:)`.
+        if T.self == URL.self { return string((value as! URL).absoluteString) }
+        if T.self == Decimal.self { return literal((value as! Decimal).description) }
+        if T.self == Data.self { return string((value as! Data).base64EncodedString()) }
         let encoder = JSONNodeEncoder(scratch: self, codingPath: codingPath)
         try value.encode(to: encoder)
         return encoder.node
