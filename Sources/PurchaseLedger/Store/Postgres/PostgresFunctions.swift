@@ -1,7 +1,7 @@
 import AppStoreFormats
 import Foundation
 
-/// What the migrations install on PostgreSQL so that a purchase is two round trips in autocommit — one statement
+/// What the migrations install on PostgreSQL so that a purchase is two round trips in autocommit at most — one statement
 /// reading the facts, one applying the rules' effects and answering what the account owns — instead of a held
 /// transaction of ten statements.
 ///
