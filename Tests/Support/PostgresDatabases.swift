@@ -21,10 +21,7 @@ public enum PostgresDatabases {
     public static func run(_ statement: String, on url: String) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: psql())
-        // Without the URL's options: psql knows none of the ledger's (connections, keepalive).
-        var server = URLComponents(string: url)
-        server?.query = nil
-        process.arguments = [server?.string ?? url, "-q", "-v", "ON_ERROR_STOP=1", "-c", statement]
+        process.arguments = [url.replacingOccurrences(of: "?sslmode=disable", with: ""), "-q", "-v", "ON_ERROR_STOP=1", "-c", statement]
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice

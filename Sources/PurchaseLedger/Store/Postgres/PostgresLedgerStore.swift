@@ -16,10 +16,9 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
     var fastPath: (any LedgerFastPath)? { autocommit }
 
     /// Connects to `postgres://user:password@host:port/database` (TLS when the server offers it; `?sslmode=disable`
-    /// turns it off, `?sslmode=require` insists; `?keepalive=SECONDS` or `off`: how long a connection is idle before a
-    /// `SELECT 1`, 30 s unless said). The pool holds `connections` connections from the start — the caller's count, or
-    /// else the URL's `?connections=N`, or else 8.
-    public init(url: String, connections: Int? = nil) async throws {
+    /// turns it off, `?sslmode=require` insists; `?keepalive=SECONDS`, below 60, sends `SELECT 1` on a connection idle that
+    /// long). `connections` is the most the pool opens, unless the URL's `?connections=N` says otherwise.
+    public init(url: String, connections: Int = 8) async throws {
         pool = PostgresPool(configuration: try Self.configuration(url: url, connections: connections))
         autocommit = PostgresAutocommit(pool: pool)
         // Fail now, not at the first purchase, when the server cannot be reached.
@@ -33,20 +32,20 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
 
     /// The client's configuration for `url`.
     ///
-    /// A fixed pool: every connection is opened at the start and kept (PostgresNIO's minimum is its maximum). A pool that
-    /// grows and shrinks starts an idle-timeout timer (a task and its children) each time a connection beyond its
-    /// minimum goes idle, and cancels it when the connection is lent again — under load, every purchase; a fixed pool
-    /// starts none, and its connections are ready when a burst comes (BENCHMARKS.md, 2026-11-30). What it costs: each
-    /// replica holds its pool's connections while idle, so the pools of all replicas must fit in PostgreSQL's
-    /// `max_connections` (docs/PRODUCTION.md §4). A connection the server closes is replaced at once.
+    /// No keep-alive query unless the URL asks for one: PostgresNIO starts a keep-alive timer (three tasks) each time a
+    /// connection goes idle and cancels it when the connection is lent again, which under load is every purchase
+    /// (BENCHMARKS.md, 2026-11-29 21:05–22:10 UTC: 1.03–1.07× with the option alone, a lower p99). The pool closes a
+    /// connection idle for 60 s (PostgresNIO's idle timeout, kept), so no connection sits idle longer than that; a
+    /// connection the server closes is replaced at once. What the keep-alive adds is traffic on a connection idle 30 to
+    /// 60 s — for a NAT or firewall that forgets idle flows within a minute — and a connection found dead by its query
+    /// rather than by a purchase's statement: `?keepalive=SECONDS`, below 60 (docs/PRODUCTION.md).
     ///
-    /// A keep-alive query (`SELECT 1`) on a connection idle for 30 s, PostgresNIO's default, unless the URL says otherwise:
-    /// a fixed pool's connections can sit idle for hours, and a NAT, firewall or load balancer between the replica and
-    /// the database forgets an idle flow after minutes — then the next purchase's statement would wait for the kernel's
-    /// TCP timeout. The query keeps the flow known and finds a dead connection first. `?keepalive=off` turns it off
-    /// where nothing stands between them (each idle turn of a connection then starts no timer at all; with the fixed
-    /// pool, within the noise: BENCHMARKS.md, 2026-11-30); `?keepalive=SECONDS` sets another period.
-    static func configuration(url: String, connections: Int?) throws -> PostgresClient.Configuration {
+    /// At most 8 connections unless said: on two cores 8 served 1.02–1.28× the purchases of 16, with a lower p99 (each
+    /// busy connection is a PostgreSQL process competing for the cores; BENCHMARKS.md, 2026-11-30). The pool opens them
+    /// on demand: PostgresNIO's `minimumConnections` above 0 (a fixed pool, measured no faster than 8 on demand) can
+    /// reach a precondition failure in its pool's state machine when connections fail to reopen under load — a crash of
+    /// every replica at a database failover.
+    static func configuration(url: String, connections: Int) throws -> PostgresClient.Configuration {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
             throw LedgerError(.invalidInput, "not a PostgreSQL URL: postgres://user@host:port/database expected")
         }
@@ -65,27 +64,21 @@ public final class PostgresLedgerStore: SQLLedgerStore, Sendable {
         var configuration = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
             database: database.isEmpty ? nil : database, tls: tls)
-        var size = 8
+        configuration.options.maximumConnections = max(1, connections)
         if let limit = query.first(where: { $0.name == "connections" }) {
             // Every replica's pool must fit in PostgreSQL's max_connections: the operator sizes it here.
             guard let count = limit.value.flatMap({ Int($0) }), (1...1000).contains(count) else {
                 throw LedgerError(.invalidInput, "the PostgreSQL URL's connections is a number from 1 to 1000")
             }
-            size = count
+            configuration.options.maximumConnections = count
         }
-        if let connections { size = max(1, connections) }
-        configuration.options.maximumConnections = size
-        configuration.options.minimumConnections = size
-        configuration.options.keepAliveBehavior = .init(frequency: .seconds(30))
+        configuration.options.keepAliveBehavior = nil
         if let keepalive = query.first(where: { $0.name == "keepalive" }) {
-            if keepalive.value == "off" {
-                configuration.options.keepAliveBehavior = nil
-            } else {
-                guard let seconds = keepalive.value.flatMap({ Int($0) }), (1...3600).contains(seconds) else {
-                    throw LedgerError(.invalidInput, "the PostgreSQL URL's keepalive is off or a number of seconds from 1 to 3600")
-                }
-                configuration.options.keepAliveBehavior = .init(frequency: .seconds(seconds))
+            // At 60 s or more it would never run: the pool closes a connection idle for 60 s.
+            guard let seconds = keepalive.value.flatMap({ Int($0) }), (1...59).contains(seconds) else {
+                throw LedgerError(.invalidInput, "the PostgreSQL URL's keepalive is a number of seconds from 1 to 59 (the pool closes a connection idle for 60)")
             }
+            configuration.options.keepAliveBehavior = .init(frequency: .seconds(seconds))
         }
         return configuration
     }
