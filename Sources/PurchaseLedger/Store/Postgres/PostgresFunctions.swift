@@ -82,10 +82,13 @@ enum PostgresFunctions {
         #variable_conflict use_column
         DECLARE
           e jsonb;
+          i integer;
         BEGIN
           -- A lost race is answered as a row, not an error: the block's savepoint undoes every effect applied before it.
           BEGIN
-          FOR e IN SELECT value FROM jsonb_array_elements(effects) LOOP
+          -- By index, each element a simple expression: no query (and its executor and cursor) to walk the array.
+          FOR i IN 0 .. jsonb_array_length(effects) - 1 LOOP
+            e := effects -> i;
             CASE e->>0
         \(EffectOp.allCases.map { op in
             "WHEN '\(op.rawValue)' THEN\n" + op.steps.map(plpgsql).joined(separator: "\n")
