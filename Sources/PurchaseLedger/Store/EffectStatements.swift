@@ -79,8 +79,9 @@ struct EffectStatement: Sendable {
 
 /// The name of an effect's statements, and the first element of its JSON for PostgreSQL's function.
 enum EffectOp: String, CaseIterable, Sendable {
-    case insertPurchase, claimPurchase, refreshPurchase, linkOrder, fulfilOrder, settleOrder, debitBalance, moveBalance, recordConflict
-    case updateSeriesStatus, updateSeriesPeriod, recordDeviceReport, audit, claimSeries, emitEvent, requireFacts
+    // In the order a purchase's effects most often come: PostgreSQL's function tries its branches in this order.
+    case requireFacts, insertPurchase, fulfilOrder, moveBalance, emitEvent, audit, claimPurchase, refreshPurchase, linkOrder, settleOrder
+    case debitBalance, recordConflict, updateSeriesStatus, updateSeriesPeriod, recordDeviceReport, claimSeries
 
     var steps: [EffectStep] {
         switch self {

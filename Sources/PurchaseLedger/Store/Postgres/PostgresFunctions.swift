@@ -59,7 +59,9 @@ enum PostgresFunctions {
             }
             return text + ";" + decided
         case .lockSeries(let bind):
-            return "IF (e->>\(bind)) IS NOT NULL THEN PERFORM pg_advisory_xact_lock(hashtextextended(e->>\(bind), 727274)); END IF;"
+            // An assignment, not a PERFORM: a simple expression PL/pgSQL evaluates itself, no statement for the executor
+            // to start (the lock returns void, which casts to an empty text).
+            return "IF (e->>\(bind)) IS NOT NULL THEN locked := pg_advisory_xact_lock(hashtextextended(e->>\(bind), 727274))::text; END IF;"
         case .inSwift:
             return "RAISE EXCEPTION 'iapkit_hand_back' USING ERRCODE = '\(handBackState)';"
         }
@@ -83,6 +85,7 @@ enum PostgresFunctions {
         DECLARE
           e jsonb;
           i integer;
+          locked text;
         BEGIN
           -- A lost race is answered as a row, not an error: the block's savepoint undoes every effect applied before it.
           BEGIN
