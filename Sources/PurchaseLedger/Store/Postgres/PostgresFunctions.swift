@@ -84,7 +84,6 @@ enum PostgresFunctions {
         #variable_conflict use_column
         DECLARE
           e jsonb;
-          i integer;
           locked text;
         BEGIN
           -- A lost race is answered as a row, not an error: the block's savepoint undoes every effect applied before it.
