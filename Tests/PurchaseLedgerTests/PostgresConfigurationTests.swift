@@ -6,7 +6,7 @@ import Testing
 @Suite("PostgreSQL: what the ledger's URL configures — its pool, a keep-alive query only when asked for")
 struct PostgresConfigurationTests {
     @Test("Without keepalive: no keep-alive timer starts each time a connection goes idle (every purchase under load)")
-    func fixedPoolWithoutKeepAlive() throws {
+    func withoutKeepAlive() throws {
         let configuration = try PostgresLedgerStore.configuration(url: "postgres://app:secret@db.internal:6543/ledger?sslmode=disable", connections: 12)
         #expect(configuration.options.maximumConnections == 12)
         #expect(configuration.options.keepAliveBehavior == nil)
